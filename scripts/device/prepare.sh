@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Run here, before sending work to a lent GPU machine: copies what that machine lacks (GoogleTest
+# sources) into .deps/, which is git-ignored and must be named in the device call's `carry`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .deps
+[ -d .deps/googletest ] || cp -r /usr/src/googletest .deps/googletest
+du -sh .deps

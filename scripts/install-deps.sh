@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what gpmkit's build needs on Debian/Ubuntu, and nothing that is already there:
+# a C++20 compiler, CMake >= 3.25, Ninja, GoogleTest, Google Benchmark, and Python's plotting
+# package for benchmark reports. Safe to run repeatedly. The CUDA toolkit is not installed here:
+# the host backend needs none.
+set -euo pipefail
+
+missing=()
+command -v g++ >/dev/null || missing+=(g++)
+command -v cmake >/dev/null || missing+=(cmake)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v python3 >/dev/null || missing+=(python3)
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+[ -f /usr/include/benchmark/benchmark.h ] || missing+=(libbenchmark-dev)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+  echo "install-deps: installing matplotlib (benchmark plots)"
+  python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../bench/requirements.txt" \
+    || echo "install-deps: matplotlib unavailable; benchmark reports will be written without plots"
+fi

@@ -1,0 +1,110 @@
+// The backend-neutral runtime helpers (see runtime.hpp and launch.cuh).
+#include <gpm/platform/runtime.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace gpm {
+
+namespace {
+std::string location(const std::source_location& w) {
+  return std::string(w.file_name()) + ":" + std::to_string(w.line());
+}
+std::string dims(dim3 d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+}  // namespace
+
+void check_cuda(cudaError_t status, std::string_view what, std::source_location where) {
+  if (status == cudaSuccess) return;
+  throw_error(errc::cuda, std::string(what) + " failed at " + location(where) + ": " +
+                              cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+}
+
+namespace detail {
+void throw_launch_error(cudaError_t status, dim3 grid, dim3 block, std::size_t shared_bytes,
+                        const std::source_location& site) {
+  throw_error(errc::cuda, "kernel launch at " + location(site) + " with grid " + dims(grid) +
+                              ", block " + dims(block) + ", " + std::to_string(shared_bytes) +
+                              " bytes of dynamic shared memory failed: " +
+                              cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+}
+}  // namespace detail
+
+device_info query_device() {
+  device_info info;
+  info.emulated = GPM_BACKEND_HOST != 0;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();  // do not leave the failed probe as this thread's last error
+    info.absent_reason = e != cudaSuccess ? std::string(cudaGetErrorName(e)) + ": " +
+                                                cudaGetErrorString(e)
+                                          : "the CUDA runtime reports no device";
+    return info;
+  }
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaDeviceProp p{};
+  check_cuda(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  info.present = true;
+  info.name = p.name;
+  info.compute_major = p.major;
+  info.compute_minor = p.minor;
+  info.multiprocessors = p.multiProcessorCount;
+  info.global_memory = p.totalGlobalMem;
+  info.pci_domain = p.pciDomainID;
+  info.pci_bus = p.pciBusID;
+  info.pci_device = p.pciDeviceID;
+  info.can_map_host_memory = p.canMapHostMemory != 0;
+  info.pageable_memory_access = p.pageableMemoryAccess != 0;
+  info.host_native_atomics = p.hostNativeAtomicSupported != 0;
+  info.concurrent_managed_access = p.concurrentManagedAccess != 0;
+  return info;
+}
+
+stream::stream(bool non_blocking) {
+  check_cuda(cudaStreamCreateWithFlags(&handle_, non_blocking ? cudaStreamNonBlocking
+                                                              : cudaStreamDefault),
+             "cudaStreamCreateWithFlags");
+}
+
+stream::~stream() {
+  if (handle_ != nullptr) cudaStreamDestroy(handle_);
+}
+
+stream& stream::operator=(stream&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) cudaStreamDestroy(handle_);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void stream::synchronize() const { check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize"); }
+
+event::event() { check_cuda(cudaEventCreate(&handle_), "cudaEventCreate"); }
+
+event::~event() {
+  if (handle_ != nullptr) cudaEventDestroy(handle_);
+}
+
+event& event::operator=(event&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) cudaEventDestroy(handle_);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void event::record(cudaStream_t s) { check_cuda(cudaEventRecord(handle_, s), "cudaEventRecord"); }
+
+void event::synchronize() const { check_cuda(cudaEventSynchronize(handle_), "cudaEventSynchronize"); }
+
+float event::elapsed_ms_since(const event& start) const {
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, start.handle_, handle_), "cudaEventElapsedTime");
+  return ms;
+}
+
+}  // namespace gpm
