@@ -2,6 +2,7 @@
 #include <gpm/platform/runtime.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 namespace gpm {
@@ -13,6 +14,24 @@ std::string location(const std::source_location& w) {
 std::string dims(dim3 d) {
   return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
+// Reads the current PCIe link of the device at domain:bus:device.0 from sysfs.
+void read_pcie_link(device_info& info) {
+  char bdf[32];
+  std::snprintf(bdf, sizeof bdf, "%04x:%02x:%02x.0", info.pci_domain, info.pci_bus,
+                info.pci_device);
+  const std::string dir = std::string("/sys/bus/pci/devices/") + bdf + "/";
+  std::ifstream speed(dir + "current_link_speed"), width(dir + "current_link_width");
+  double gts = 0;
+  if (speed >> gts) {
+    // 2.5, 5, 8, 16, 32, 64 GT/s are PCIe generations 1 to 6.
+    const double rates[] = {2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
+    for (int g = 0; g < 6; ++g) {
+      if (gts > rates[g] * 0.9 && gts < rates[g] * 1.1) info.pcie_generation = g + 1;
+    }
+  }
+  width >> info.pcie_width;
+}
+
 }  // namespace
 
 void check_cuda(cudaError_t status, std::string_view what, std::source_location where) {
@@ -60,6 +79,7 @@ device_info query_device() {
   info.pageable_memory_access = p.pageableMemoryAccess != 0;
   info.host_native_atomics = p.hostNativeAtomicSupported != 0;
   info.concurrent_managed_access = p.concurrentManagedAccess != 0;
+  if (!info.emulated) read_pcie_link(info);
   return info;
 }
 

@@ -1,12 +1,16 @@
-// main() of every gpmkit test binary. In the cuda backend a binary run without a GPU prints why
-// and exits 77, which CTest reports as "skipped" (never as passed).
+// main() of every gpmkit test binary. A binary started by the crash harness as a child runs its
+// scenario instead of the tests. In the cuda backend a binary run without a GPU prints why and
+// exits 77, which CTest reports as "skipped" (never as passed).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include <gpm/platform/runtime.hpp>
 
+#include "crash_harness.hpp"
+
 int main(int argc, char** argv) {
+  if (const auto code = gpm::test::run_child_if_requested(argc, argv)) return *code;
   ::testing::InitGoogleTest(&argc, argv);
 #if GPM_BACKEND_CUDA
   const gpm::device_info dev = gpm::query_device();

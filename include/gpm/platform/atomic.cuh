@@ -6,17 +6,12 @@
 #pragma once
 
 #include <gpm/config.hpp>
+#include <gpm/platform/macros.hpp>
 #if GPM_BACKEND_CUDA
 #include <cuda/atomic>
 #else
 #include <atomic>
 #include <gpm/platform/detail/emu/thread_context.hpp>
-#endif
-
-#if GPM_BACKEND_CUDA
-#define GPM_HOST_DEVICE __host__ __device__
-#else
-#define GPM_HOST_DEVICE
 #endif
 
 namespace gpm {

@@ -43,6 +43,8 @@ struct device_info {
   int pci_domain = 0;
   int pci_bus = 0;
   int pci_device = 0;
+  int pcie_generation = 0;  // current PCIe link generation from sysfs (0: unknown, or emulated)
+  int pcie_width = 0;       // current PCIe link width in lanes (0: unknown)
   bool can_map_host_memory = false;
   bool pageable_memory_access = false;  // HMM: kernels may dereference any host pointer
   bool host_native_atomics = false;

@@ -513,6 +513,12 @@ const char* cudaGetErrorString(cudaError_t error) {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return fail(cudaErrorInvalidValue);
+  // GPM_EMU_HIDE_DEVICE=1 plays a machine without a GPU, for tests of that path.
+  const char* hide = std::getenv("GPM_EMU_HIDE_DEVICE");
+  if (hide != nullptr && *hide != '\0' && *hide != '0') {
+    *count = 0;
+    return fail(cudaErrorNoDevice);
+  }
   *count = 1;
   return cudaSuccess;
 }

@@ -1,0 +1,58 @@
+// Persistence primitives for kernel and host code on both backends.
+//
+//   gpm::persist()          order everything this thread stored before it and make it durable
+//                           in the pool's persistence domain (GPU: __threadfence_system(),
+//                           which returns once the stores have reached host memory)
+//   gpm::persist(p, len)    the same, naming the range; on the host, for pools on device-DAX
+//                           (power-fail durable), it also writes the range's cache lines back
+//
+// What "durable" means is the pool's durability level (gpm::pool::durability()): host memory
+// survives a crash of the process; device-DAX with a persistent cache domain survives power
+// loss; snapshots give power-loss durability at the points the program chooses.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+#include <gpm/config.hpp>
+#include <gpm/platform/macros.hpp>
+#if GPM_BACKEND_HOST
+#include <gpm/platform/detail/emu/thread_context.hpp>
+#endif
+
+namespace gpm {
+
+namespace detail {
+// Writes back the cache lines of [p, p + len) if they belong to a power-fail-durable mapping,
+// then fences. Host code only.
+void host_persist_range(const void* p, std::size_t len);
+// Mappings whose host stores must be written back from the CPU caches to be durable.
+void register_power_fail_range(const void* p, std::size_t len);
+void unregister_power_fail_range(const void* p);
+}  // namespace detail
+
+GPM_HOST_DEVICE inline void persist() {
+#if GPM_IN_GPU_CODE
+  __threadfence_system();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#if GPM_BACKEND_HOST
+  emu::detail::atomic_point();  // a kernel on the emulator may be overtaken here, as on a GPU
+#endif
+#endif
+}
+
+GPM_HOST_DEVICE inline void persist(const void* p, std::size_t len) {
+#if GPM_IN_GPU_CODE
+  (void)p;
+  (void)len;
+  __threadfence_system();
+#else
+  detail::host_persist_range(p, len);
+#if GPM_BACKEND_HOST
+  emu::detail::atomic_point();
+#endif
+#endif
+}
+
+}  // namespace gpm

@@ -1,0 +1,65 @@
+// Pool backing: where pool files live, which file systems a GPU can map, creating and opening the
+// file, the single-writer lock, the memory mapping and its CUDA registration. Knows nothing of
+// the pool's format.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <gpm/pool/pool.hpp>
+
+namespace gpm::detail {
+
+enum class backing_kind { shmem_file, dax_device, disk_file };
+
+struct mapping {
+  std::string path;
+  int fd = -1;
+  char* host = nullptr;
+  char* device = nullptr;  // set once registered with CUDA
+  std::uint64_t bytes = 0;
+  backing_kind kind = backing_kind::shmem_file;
+  bool writable = false;
+
+  mapping() = default;
+  mapping(const mapping&) = delete;
+  mapping& operator=(const mapping&) = delete;
+  ~mapping();  // unregisters, unmaps, closes (which releases the lock)
+};
+
+std::string default_pm_dir(const pool_options& o);
+std::string default_snapshot_dir(const pool_options& o);
+std::string resolve_pool_path(const std::string& path, const pool_options& o);
+
+// The path itself if it exists, else its nearest existing ancestor.
+std::string nearest_existing(const std::string& path);
+
+// The kind of storage a path (or, if it does not exist yet, its nearest existing ancestor)
+// lives on, and the name of its file system for messages.
+backing_kind classify(const std::string& path, std::string* fs_name);
+
+// Releases nothing: opens the file a pool (or what is left of one) occupies and takes its write
+// lock, proving no one has it open. Any file will do, valid pool or not.
+std::unique_ptr<mapping> lock_exclusively(const std::string& path);
+
+// Whether files at `path` get huge pages: hugetlbfs, or a tmpfs mounted huge=always/within_size.
+bool huge_page_backed(const std::string& path);
+
+// Throws errc::unsupported, explaining why and what to do, if pages of files in `dir` cannot be
+// mapped into a GPU (writable shared mappings of disk files cannot be pinned by the driver).
+void require_gpu_mappable_dir(const std::string& dir);
+
+// Creates `path` (which must not exist) with `bytes` reserved, mapped read-write and locked
+// exclusively. The file is created under a temporary name; publish() gives it its real name.
+std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t bytes);
+void publish(mapping& m, const std::string& final_path);
+
+// Opens an existing pool file or device, locked (exclusive if writable, shared otherwise).
+std::unique_ptr<mapping> open_backing(const std::string& path, bool writable);
+
+// Registers the mapping with CUDA according to `how`; reports host-only use through `notice`.
+void map_into_gpu(mapping& m, gpu_mapping how, const std::function<void(const std::string&)>& notice);
+
+}  // namespace gpm::detail

@@ -1,0 +1,671 @@
+// gpm::pool (see pool.hpp). Directory operations are made crash-atomic by the root record's
+// pending operation: announce (root), act (entry), retire (root); recovery finishes or undoes an
+// announced operation, so after a crash an object exists entirely or not at all and, because
+// free space is derived from the directory, no space leaks.
+#include <gpm/pool/pool.hpp>
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+
+#include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/persist.hpp>
+#include <gpm/pool/format.hpp>
+
+#include "layout.hpp"
+#include "mapping.hpp"
+#include "snapshot.hpp"
+
+namespace gpm {
+
+namespace fmt = pool_format;
+using detail::findings;
+
+std::string_view to_string(durability d) noexcept {
+  switch (d) {
+    case durability::process_crash: return "process-crash";
+    case durability::power_fail: return "power-fail";
+  }
+  return "unknown";
+}
+
+struct pool::impl {
+  std::unique_ptr<detail::mapping> map;
+  pool_options options;
+  std::string path;  // the name the pool was opened by, resolved
+  detail::root_state root{};
+  bool was_clean = true;
+  std::vector<std::string> notices;
+  std::unique_ptr<detail::snapshot_fs> fs;
+  std::unique_ptr<detail::snapshot_store> snapshots;
+  mutable std::mutex mutex;
+
+  char* base() const { return map->host; }
+  const fmt::header& header() const { return detail::header_of(map->host); }
+  fmt::directory_entry* entries() const { return detail::entries_of(map->host); }
+
+  void notice(const std::string& text) {
+    notices.push_back(text);
+    if (options.notice) {
+      options.notice(text);
+    } else {
+      std::fprintf(stderr, "gpmkit: %s\n", text.c_str());
+    }
+  }
+
+  void update_root(const std::function<void(fmt::root_record&)>& change) {
+    fmt::root_record next = root.record;
+    change(next);
+    detail::write_root(base(), root, next);
+  }
+
+  std::optional<std::uint32_t> index_of(std::string_view name) const {
+    const fmt::directory_entry* e = entries();
+    for (std::uint32_t i = 0; i < header().directory_capacity; ++i) {
+      if (!detail::entry_is_zero(e[i]) && std::string_view(e[i].name) == name) return i;
+    }
+    return std::nullopt;
+  }
+
+  // Live extents in offset order.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> extents() const {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    const fmt::directory_entry* e = entries();
+    for (std::uint32_t i = 0; i < header().directory_capacity; ++i) {
+      if (!detail::entry_is_zero(e[i])) out.emplace_back(e[i].offset, e[i].offset + e[i].extent);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::uint64_t free_bytes() const {
+    std::uint64_t used = 0;
+    for (auto [b, e] : extents()) used += e - b;
+    return header().heap_bytes - used;
+  }
+
+  // Finishes or undoes the directory operation a crash interrupted.
+  void finish_pending(findings& f) {
+    const fmt::root_record& r = root.record;
+    if (r.pending == fmt::op_none) return;
+    if (r.pending_entry >= header().directory_capacity) {
+      f.add(errc::corrupt, "the root record's pending entry is out of range");
+      return;
+    }
+    fmt::directory_entry& e = entries()[r.pending_entry];
+    const bool live = e.state == fmt::kEntryLive && e.checksum == detail::entry_checksum(e);
+    std::string what;
+    if (r.pending == fmt::op_allocate && live) {
+      what = "allocation of \"" + std::string(e.name) + "\" completed before the crash";
+    } else {
+      what = r.pending == fmt::op_allocate ? "an allocation interrupted by a crash was undone"
+                                           : "a free interrupted by a crash was completed";
+      std::memset(&e, 0, sizeof e);
+      persist(&e, sizeof e);
+    }
+    crash_point("pool.recover.fixed");
+    update_root([](fmt::root_record& n) {
+      n.pending = fmt::op_none;
+      n.pending_entry = 0;
+    });
+    f.notes.push_back("recovered the pool directory: " + what);
+  }
+
+  pool_object object_at(std::uint32_t i) const {
+    const fmt::directory_entry& e = entries()[i];
+    return pool_object{e.name, e.offset, e.bytes, e.alignment, e.type_tag};
+  }
+
+  detail::snapshot_store& snapshot_store() {
+    if (!snapshots) {
+      fs = detail::make_posix_fs();
+      snapshots = std::make_unique<detail::snapshot_store>(
+          *fs, detail::snapshot_dir_for(path, options));
+    }
+    return *snapshots;
+  }
+
+  void mark_clean_and_release() {
+    if (map && map->writable) {
+      update_root([](fmt::root_record& n) { n.flags |= fmt::kFlagCleanShutdown; });
+    }
+    map.reset();
+  }
+};
+
+namespace {
+
+void default_notice(pool_options& o) {
+  if (!o.notice) {
+    o.notice = [](const std::string& text) { std::fprintf(stderr, "gpmkit: %s\n", text.c_str()); };
+  }
+}
+
+void validate_name(std::string_view name) {
+  require(!name.empty(), "object name is empty");
+  if (name.size() > fmt::kNameMax) {
+    throw_error(errc::invalid_argument, "object name \"" + std::string(name) + "\" is " +
+                                            std::to_string(name.size()) + " bytes; at most " +
+                                            std::to_string(fmt::kNameMax) + " are allowed");
+  }
+  require(name.find('\0') == std::string_view::npos, "object name contains a NUL byte");
+}
+
+// Opens and validates the pool file; returns findings instead of throwing on format problems.
+std::unique_ptr<pool::impl> open_validated(const std::string& path, std::string_view layout,
+                                           const pool_options& o, bool writable, findings& f) {
+  auto p = std::make_unique<pool::impl>();
+  p->options = o;
+  p->path = path;
+  p->map = detail::open_backing(path, writable);
+  if (!detail::check_header(p->base(), p->map->bytes, layout, f)) return p;
+  std::optional<detail::root_state> root = detail::read_root(p->base(), f);
+  if (!root) return p;
+  p->root = *root;
+  if (writable) {
+    p->finish_pending(f);
+  } else if (root->record.pending != fmt::op_none) {
+    f.notes.push_back("a directory operation was interrupted by a crash; opening the pool for "
+                      "writing will finish it");
+  }
+  if (f.ok()) detail::check_directory(p->base(), p->header(), p->root.record, f);
+  return p;
+}
+
+// Recreates the pool file at `path` from its snapshot; returns the restore result.
+snapshot_result restore_file(const std::string& path, const pool_options& o) {
+  auto fs = detail::make_posix_fs();
+  detail::snapshot_store store(*fs, detail::snapshot_dir_for(path, o));
+  const std::optional<detail::snapshot_manifest> m = store.manifest();
+  if (!m) throw_error(errc::not_found, "no snapshot of pool " + path + " in " + store.dir());
+  auto map = detail::create_backing(path, m->pool_bytes);
+  try {
+    // The image was taken from an open pool, so it says "not cleanly closed" and modules run
+    // their recovery on it, exactly as after a crash.
+    const snapshot_result r = store.restore_into(map->host);
+    persist(map->host, m->pool_bytes);
+    detail::publish(*map, path);
+    return r;
+  } catch (...) {
+    ::unlink(map->path.c_str());  // the unpublished temporary file
+    throw;
+  }
+}
+
+bool snapshot_exists(const std::string& path, const pool_options& o) {
+  return std::filesystem::exists(detail::snapshot_dir_for(path, o) + "/manifest");
+}
+
+}  // namespace
+
+pool::pool(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
+pool::pool(pool&&) noexcept = default;
+pool& pool::operator=(pool&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->mark_clean_and_release();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+pool::~pool() {
+  if (impl_) {
+    try {
+      impl_->mark_clean_and_release();
+    } catch (...) {
+      // A destructor must not throw; the pool simply stays marked as not cleanly closed.
+    }
+  }
+}
+
+std::string pool::resolve(const std::string& path, const pool_options& options) {
+  return detail::resolve_pool_path(path, options);
+}
+
+std::string pool::pm_directory(const pool_options& options) {
+  return detail::default_pm_dir(options);
+}
+
+std::string pool::snapshot_directory(const pool_options& options) {
+  return detail::default_snapshot_dir(options);
+}
+
+std::string pool::snapshot_location(const std::string& path, const pool_options& options) {
+  return detail::snapshot_dir_for(resolve(path, options), options);
+}
+
+void pool::require_gpu_mappable(const std::string& path_in, const pool_options& options) {
+  const std::string path = resolve(path_in, options);
+  if (detail::classify(path, nullptr) == detail::backing_kind::dax_device) return;
+  detail::require_gpu_mappable_dir(std::filesystem::path(path).parent_path().string());
+}
+
+storage_info describe_storage(const std::string& path) {
+  storage_info s;
+  s.probe_path = detail::nearest_existing(path);
+  const detail::backing_kind kind = detail::classify(path, &s.file_system);
+  s.gpu_mappable = kind != detail::backing_kind::disk_file;
+  s.huge_pages = detail::huge_page_backed(s.probe_path);
+  s.pool_durability =
+      kind == detail::backing_kind::dax_device ? durability::power_fail : durability::process_crash;
+  struct statvfs st {};
+  if (statvfs(s.probe_path.c_str(), &st) == 0) {
+    s.free_bytes = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+    s.total_bytes = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+  }
+  return s;
+}
+
+pool pool::create(const std::string& path_in, std::uint64_t bytes, std::string_view layout,
+                  pool_options options) {
+  default_notice(options);
+  const std::string path = resolve(path_in, options);
+  require(!layout.empty(), "layout name is empty");
+  if (layout.size() > fmt::kLayoutMax) {
+    throw_error(errc::invalid_argument, "layout name is " + std::to_string(layout.size()) +
+                                            " bytes; at most " + std::to_string(fmt::kLayoutMax) +
+                                            " are allowed");
+  }
+  require(options.directory_capacity > 0, "directory capacity must be at least 1");
+  if (bytes % fmt::kPageBytes != 0) {
+    throw_error(errc::invalid_argument, "pool size " + std::to_string(bytes) +
+                                            " is not a multiple of the page size (4096 bytes)");
+  }
+  const std::uint64_t minimum = detail::minimum_pool_bytes(options.directory_capacity);
+  if (bytes < minimum) {
+    throw_error(errc::invalid_argument, "pool size " + std::to_string(bytes) + " is below the " +
+                                            std::to_string(minimum) + " bytes a pool with " +
+                                            std::to_string(options.directory_capacity) +
+                                            " directory entries needs");
+  }
+  require(!options.read_only, "cannot create a pool read-only");
+  if (detail::classify(path, nullptr) != detail::backing_kind::dax_device) {
+    if (options.gpu != gpu_mapping::none) require_gpu_mappable(path, options);
+    if (snapshot_exists(path, options)) {
+      throw_error(errc::already_exists,
+                  "a snapshot of a pool named " + std::filesystem::path(path).filename().string() +
+                      " exists in " + detail::snapshot_dir_for(path, options) +
+                      ": open the pool to restore it, or remove the snapshot first (gpmkit pool "
+                      "rm --snapshot)");
+    }
+  }
+  auto p = std::make_unique<impl>();
+  p->options = options;
+  p->path = path;
+  p->map = detail::create_backing(path, bytes);
+  detail::format_pool(p->base(), bytes, layout, options.directory_capacity);
+  findings f;
+  p->root = *detail::read_root(p->base(), f);
+  detail::publish(*p->map, path);
+  p->update_root([](fmt::root_record& n) {
+    n.flags &= ~fmt::kFlagCleanShutdown;
+    n.open_count += 1;
+  });
+  detail::map_into_gpu(*p->map, options.gpu, [&](const std::string& t) { p->notice(t); });
+  return pool(std::move(p));
+}
+
+pool pool::open(const std::string& path_in, std::string_view layout, pool_options options) {
+  default_notice(options);
+  const std::string path = resolve(path_in, options);
+  require(!layout.empty(), "layout name is empty");
+  const bool writable = !options.read_only;
+  std::vector<std::string> early_notes;
+
+  const bool file_missing =
+      detail::classify(path, nullptr) != detail::backing_kind::dax_device &&
+      !std::filesystem::exists(path);
+  if (file_missing) {
+    if (!writable || !options.restore_from_snapshot || !snapshot_exists(path, options)) {
+      throw_error(errc::not_found,
+                  "pool " + path + " does not exist" +
+                      (snapshot_exists(path, options)
+                           ? std::string(" (a snapshot exists; open it writable to restore it)")
+                           : std::string(" and has no snapshot in ") +
+                                 detail::snapshot_dir_for(path, options)));
+    }
+    const snapshot_result r = restore_file(path, options);
+    early_notes.push_back("pool " + path + " was missing (after a reboot?): restored snapshot " +
+                          std::to_string(r.seq) + " from " +
+                          detail::snapshot_dir_for(path, options));
+  }
+
+  findings f;
+  std::unique_ptr<impl> p;
+  try {
+    p = open_validated(path, layout, options, writable, f);
+  } catch (const error& e) {
+    if (e.code() != errc::corrupt) throw;
+    f.add(errc::corrupt, e.what());
+  }
+  const bool repairable = f.problems.empty() ||
+                          std::all_of(f.problems.begin(), f.problems.end(), [](const auto& pr) {
+                            return pr.code == errc::corrupt;
+                          });
+  if (!f.ok() && writable && repairable && options.restore_from_snapshot &&
+      snapshot_exists(path, options)) {
+    // Keep the damaged file for inspection; nothing is deleted.
+    const std::string aside = path + ".corrupt." + std::to_string(std::time(nullptr));
+    p.reset();
+    std::filesystem::rename(path, aside);
+    const snapshot_result r = restore_file(path, options);
+    early_notes.push_back("pool " + path + " was corrupt (" + f.problems.front().text +
+                          "): moved it to " + aside + " and restored snapshot " +
+                          std::to_string(r.seq));
+    f = findings{};
+    p = open_validated(path, layout, options, writable, f);
+  }
+  if (!f.ok()) f.raise(path);
+
+  for (const std::string& n : early_notes) p->notice(n);
+  for (const std::string& n : f.notes) p->notice(n);
+  p->was_clean = (p->root.record.flags & fmt::kFlagCleanShutdown) != 0;
+  if (writable) {
+    p->update_root([](fmt::root_record& n) {
+      n.flags &= ~fmt::kFlagCleanShutdown;
+      n.open_count += 1;
+      n.last_open_ns = static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::system_clock::now().time_since_epoch())
+              .count());
+    });
+  }
+  detail::map_into_gpu(*p->map, options.gpu, [&](const std::string& t) { p->notice(t); });
+  return pool(std::move(p));
+}
+
+pool_check pool::check(const std::string& path_in, pool_options options) {
+  const std::string path = resolve(path_in, options);
+  pool_check result;
+  findings f;
+  std::unique_ptr<impl> p;
+  try {
+    options.gpu = gpu_mapping::none;
+    p = open_validated(path, "", options, false, f);
+  } catch (const error& e) {
+    result.failure = e.code();
+    result.problems.push_back(e.what());
+    return result;
+  }
+  for (const auto& pr : f.problems) result.problems.push_back(pr.text);
+  result.notes = f.notes;
+  if (f.ok()) {
+    pool q(std::move(p));
+    result.info = q.info();
+    result.ok = true;
+  }
+  return result;
+}
+
+void pool::remove(const std::string& path_in, pool_options options, bool with_snapshot) {
+  const std::string path = resolve(path_in, options);
+  if (std::filesystem::exists(path)) {
+    // Taking the write lock proves no one has the pool open.
+    auto m = detail::lock_exclusively(path);
+    if (::unlink(path.c_str()) != 0) {
+      throw_error(errc::io, "cannot remove " + path + ": " + std::strerror(errno));
+    }
+  } else if (!with_snapshot || !snapshot_exists(path, options)) {
+    throw_error(errc::not_found, "pool " + path + " does not exist");
+  }
+  if (with_snapshot) {
+    std::error_code ec;
+    std::filesystem::remove_all(detail::snapshot_dir_for(path, options), ec);
+    if (ec) throw_error(errc::io, "cannot remove the snapshot of " + path + ": " + ec.message());
+  }
+}
+
+snapshot_result pool::restore(const std::string& path_in, pool_options options) {
+  const std::string path = resolve(path_in, options);
+  if (std::filesystem::exists(path)) {
+    auto m = detail::lock_exclusively(path);  // fails if the pool is open
+    const std::string aside = path + ".replaced." + std::to_string(std::time(nullptr));
+    std::filesystem::rename(path, aside);
+    try {
+      const snapshot_result r = restore_file(path, options);
+      std::filesystem::remove(aside);
+      return r;
+    } catch (...) {
+      std::filesystem::rename(aside, path);
+      throw;
+    }
+  }
+  return restore_file(path, options);
+}
+
+pool::impl& pool::live() const {
+  if (!impl_) throw_error(errc::invalid_argument, "the pool is closed");
+  return *impl_;
+}
+
+void pool::close() {
+  if (impl_) {
+    impl_->mark_clean_and_release();
+    impl_.reset();
+  }
+}
+
+pool_ref pool::ref() const {
+  const impl& p = live();
+  if (p.map->device == nullptr) {
+    throw_error(errc::no_device, "pool " + p.path + " is not mapped into a GPU (" +
+                                     (p.notices.empty() ? std::string("gpu mapping disabled")
+                                                        : p.notices.back()) +
+                                     ")");
+  }
+  return pool_ref{p.map->device, p.map->bytes};
+}
+
+pool_ref pool::host_ref() const {
+  const impl& p = live();
+  return pool_ref{p.map->host, p.map->bytes};
+}
+
+std::uint64_t pool::allocate(std::string_view name, std::uint64_t bytes, std::uint64_t alignment,
+                             std::uint64_t type_tag) {
+  impl& p = live();
+  validate_name(name);
+  require(bytes > 0, "cannot allocate an object of 0 bytes");
+  require(alignment >= fmt::kMinAlignment && (alignment & (alignment - 1)) == 0 &&
+              alignment <= (1ull << 30),
+          "alignment must be a power of two from 128 bytes to 1 GiB");
+  require(p.map->writable, "the pool is open read-only");
+  std::lock_guard lock(p.mutex);
+  if (p.index_of(name)) {
+    throw_error(errc::already_exists, "pool " + p.path + " already holds an object named \"" +
+                                          std::string(name) + "\"");
+  }
+  const fmt::header& h = p.header();
+  std::optional<std::uint32_t> slot;
+  for (std::uint32_t i = 0; i < h.directory_capacity && !slot; ++i) {
+    if (detail::entry_is_zero(p.entries()[i])) slot = i;
+  }
+  if (!slot) {
+    throw_error(errc::out_of_memory, "pool " + p.path + " holds " +
+                                         std::to_string(h.directory_capacity) +
+                                         " named objects, its directory's capacity");
+  }
+  const std::uint64_t extent = (bytes + alignment - 1) / alignment * alignment;
+  std::optional<std::uint64_t> where;
+  std::uint64_t cursor = h.heap_offset;
+  std::uint64_t largest = 0;
+  auto consider = [&](std::uint64_t gap_end) {
+    const std::uint64_t start = (cursor + alignment - 1) / alignment * alignment;
+    if (start <= gap_end) largest = std::max(largest, gap_end - start);
+    if (!where && start <= gap_end && gap_end - start >= extent) where = start;
+  };
+  for (auto [b, e] : p.extents()) {
+    consider(b);
+    cursor = std::max(cursor, e);
+  }
+  consider(h.pool_bytes);
+  if (!where) {
+    throw_error(errc::out_of_memory,
+                "pool " + p.path + " is full: no free extent of " + std::to_string(extent) +
+                    " bytes aligned to " + std::to_string(alignment) + " for \"" +
+                    std::string(name) + "\" (largest free extent " + std::to_string(largest) +
+                    " bytes, " + std::to_string(p.free_bytes()) + " bytes free in all)");
+  }
+
+  // Announce, act, retire.
+  p.update_root([&](fmt::root_record& n) {
+    n.pending = fmt::op_allocate;
+    n.pending_entry = *slot;
+  });
+  crash_point("pool.allocate.announced");
+  std::memset(p.base() + *where, 0, extent);
+  persist(p.base() + *where, extent);
+  fmt::directory_entry e{};
+  std::memcpy(e.name, name.data(), name.size());
+  e.offset = *where;
+  e.bytes = bytes;
+  e.extent = extent;
+  e.alignment = alignment;
+  e.generation = p.root.record.seq;
+  e.state = fmt::kEntryLive;
+  e.type_tag = type_tag;
+  e.checksum = detail::entry_checksum(e);
+  fmt::directory_entry& dst = p.entries()[*slot];
+  std::memcpy(&dst, &e, offsetof(fmt::directory_entry, checksum));
+  crash_point("pool.allocate.entry_torn");
+  dst.checksum = e.checksum;
+  persist(&dst, sizeof dst);
+  crash_point("pool.allocate.entry_written");
+  p.update_root([](fmt::root_record& n) {
+    n.pending = fmt::op_none;
+    n.pending_entry = 0;
+  });
+  return *where;
+}
+
+std::optional<pool_object> pool::find(std::string_view name) const {
+  impl& p = live();
+  std::lock_guard lock(p.mutex);
+  const std::optional<std::uint32_t> i = p.index_of(name);
+  if (!i) return std::nullopt;
+  return p.object_at(*i);
+}
+
+pool_object pool::get(std::string_view name) const {
+  std::optional<pool_object> o = find(name);
+  if (!o) {
+    throw_error(errc::not_found, "pool " + live().path + " holds no object named \"" +
+                                     std::string(name) + "\"");
+  }
+  return *o;
+}
+
+void pool::free(std::string_view name) {
+  impl& p = live();
+  require(p.map->writable, "the pool is open read-only");
+  std::lock_guard lock(p.mutex);
+  const std::optional<std::uint32_t> i = p.index_of(name);
+  if (!i) {
+    throw_error(errc::not_found, "pool " + p.path + " holds no object named \"" +
+                                     std::string(name) + "\"");
+  }
+  p.update_root([&](fmt::root_record& n) {
+    n.pending = fmt::op_free;
+    n.pending_entry = *i;
+  });
+  crash_point("pool.free.announced");
+  fmt::directory_entry& e = p.entries()[*i];
+  std::memset(&e, 0, sizeof e);
+  persist(&e, sizeof e);
+  crash_point("pool.free.entry_cleared");
+  p.update_root([](fmt::root_record& n) {
+    n.pending = fmt::op_none;
+    n.pending_entry = 0;
+  });
+}
+
+std::vector<pool_object> pool::objects() const {
+  impl& p = live();
+  std::lock_guard lock(p.mutex);
+  std::vector<pool_object> out;
+  for (std::uint32_t i = 0; i < p.header().directory_capacity; ++i) {
+    if (!detail::entry_is_zero(p.entries()[i])) out.push_back(p.object_at(i));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const pool_object& a, const pool_object& b) { return a.offset < b.offset; });
+  return out;
+}
+
+void pool::set_root(std::uint64_t offset, std::uint64_t bytes) {
+  impl& p = live();
+  require(p.map->writable, "the pool is open read-only");
+  require(offset <= p.map->bytes && bytes <= p.map->bytes - offset,
+          "the root lies outside the pool");
+  std::lock_guard lock(p.mutex);
+  p.update_root([&](fmt::root_record& n) {
+    n.user_root_offset = offset;
+    n.user_root_bytes = bytes;
+  });
+}
+
+std::pair<std::uint64_t, std::uint64_t> pool::root() const {
+  impl& p = live();
+  std::lock_guard lock(p.mutex);
+  return {p.root.record.user_root_offset, p.root.record.user_root_bytes};
+}
+
+snapshot_result pool::snapshot() {
+  impl& p = live();
+  std::lock_guard lock(p.mutex);
+  if (p.map->kind == detail::backing_kind::dax_device) {
+    throw_error(errc::unsupported, "pool " + p.path + " is on device-DAX and already power-fail "
+                                                       "durable; it takes no snapshots");
+  }
+  // The snapshot records the pool as "not cleanly closed", so a restored pool runs recovery.
+  // Nothing about the snapshot is written into the pool: the manifest is the one record of it.
+  return p.snapshot_store().take(p.base(), p.map->bytes);
+}
+
+pool_info pool::info() const {
+  impl& p = live();
+  std::lock_guard lock(p.mutex);
+  const fmt::header& h = p.header();
+  pool_info i;
+  i.path = p.path;
+  i.layout = h.layout;
+  i.uuid = detail::uuid_string(h.uuid);
+  i.major = h.major;
+  i.minor = h.minor;
+  i.bytes = h.pool_bytes;
+  i.heap_bytes = h.heap_bytes;
+  i.free_bytes = p.free_bytes();
+  i.created_ns = h.created_ns;
+  i.directory_capacity = h.directory_capacity;
+  for (std::uint32_t k = 0; k < h.directory_capacity; ++k) {
+    if (!detail::entry_is_zero(p.entries()[k])) ++i.objects;
+  }
+  i.root_seq = p.root.record.seq;
+  i.open_count = p.root.record.open_count;
+  try {
+    const auto m = p.snapshot_store().manifest();
+    i.last_snapshot_seq = m ? m->seq : 0;
+  } catch (const error&) {
+    i.last_snapshot_seq = 0;  // a damaged snapshot is reported when it is used
+  }
+  i.clean_shutdown = (p.root.record.flags & fmt::kFlagCleanShutdown) != 0;
+  return i;
+}
+
+gpm::durability pool::durability() const {
+  return live().map->kind == detail::backing_kind::dax_device ? durability::power_fail
+                                                               : durability::process_crash;
+}
+
+bool pool::mapped_into_gpu() const { return live().map->device != nullptr; }
+bool pool::was_clean_shutdown() const { return live().was_clean; }
+const std::string& pool::path() const { return live().path; }
+std::uint64_t pool::size() const { return live().map->bytes; }
+const std::vector<std::string>& pool::notices() const { return live().notices; }
+
+}  // namespace gpm

@@ -1,0 +1,92 @@
+// Pool snapshots: power-loss durability for pools that live in host memory. A snapshot directory
+// holds an image of the pool, a table of per-page checksums and a manifest; a new snapshot writes
+// only the pages whose checksum changed, first to a journal that the manifest then commits, and
+// then into the image. A power loss at any moment leaves the previous or the new snapshot intact
+// and verifiable (docs/format.md, "Snapshots", gives the protocol and its fsync discipline).
+//
+// All file operations go through snapshot_fs so that tests can replace the disk with a model
+// that forgets everything not made durable by fsync (tests/pool/snapshot_power_loss_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gpm/pool/pool.hpp>
+
+namespace gpm::detail {
+
+// The file operations a snapshot needs, by path. Writes create missing files. Nothing is durable
+// before sync_file (contents) and sync_dir (names in that directory).
+class snapshot_fs {
+ public:
+  virtual ~snapshot_fs() = default;
+  virtual std::optional<std::uint64_t> file_size(const std::string& path) = 0;
+  virtual void read_at(const std::string& path, std::uint64_t offset, void* buf,
+                       std::uint64_t len) = 0;  // throws errc::io on a short read
+  virtual void write_at(const std::string& path, std::uint64_t offset, const void* buf,
+                        std::uint64_t len) = 0;
+  virtual void truncate(const std::string& path, std::uint64_t size) = 0;
+  virtual void sync_file(const std::string& path) = 0;
+  virtual void rename(const std::string& from, const std::string& to) = 0;
+  virtual void remove(const std::string& path) = 0;  // no error if missing
+  virtual void make_dir(const std::string& path) = 0;  // parents too; no error if present
+  virtual void sync_dir(const std::string& path) = 0;
+};
+
+// The real file system (POSIX calls; write_at keeps files open until synced).
+std::unique_ptr<snapshot_fs> make_posix_fs();
+
+// The manifest: what the current snapshot is. Replaced atomically (write, fsync, rename, fsync
+// the directory).
+struct snapshot_manifest {
+  std::uint8_t uuid[16] = {};
+  std::uint64_t pool_bytes = 0;
+  std::uint64_t seq = 0;
+  bool journal_pending = false;        // committed journal not yet applied to the image
+  std::uint64_t journal_checksum = 0;  // of journal.<seq> (when pending)
+  std::uint64_t table_checksum = 0;    // of the page-checksum table of this snapshot
+  std::uint64_t taken_ns = 0;
+};
+
+class snapshot_store {
+ public:
+  snapshot_store(snapshot_fs& fs, std::string dir);
+
+  // The manifest, if the directory holds a valid one (throws errc::corrupt if it is damaged).
+  std::optional<snapshot_manifest> manifest();
+
+  // Takes snapshot seq + 1 of the pool image `pool` (its header names the uuid and size).
+  snapshot_result take(const char* pool, std::uint64_t pool_bytes);
+
+  // Applies a committed journal left by a crash; idempotent.
+  void recover();
+
+  // Writes the newest snapshot into `out` (manifest().pool_bytes bytes), verifying every page
+  // against its checksum; throws errc::corrupt naming the first bad page.
+  snapshot_result restore_into(char* out);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string path(const std::string& name) const;
+  void write_manifest(const snapshot_manifest& m);
+  std::vector<std::uint64_t> read_table(const snapshot_manifest& m);
+  snapshot_result take_first(const char* pool, std::uint64_t pool_bytes,
+                             const std::uint8_t (&uuid)[16]);
+  void apply_journal(const snapshot_manifest& m);
+
+  snapshot_fs& fs_;
+  std::string dir_;
+  std::vector<std::uint64_t> table_;  // page checksums of the current snapshot, once loaded
+  std::uint64_t table_seq_ = 0;
+};
+
+// Where the snapshots of the pool at `pool_path` live.
+std::string snapshot_dir_for(const std::string& pool_path, const pool_options& o);
+
+// Checksum of one page as recorded in snapshot tables.
+std::uint64_t page_checksum(const char* page, std::uint64_t page_index);
+
+}  // namespace gpm::detail
