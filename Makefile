@@ -2,7 +2,7 @@
 #   make demo      the main job: CUDA build on a machine with nvcc and a GPU, host emulator otherwise
 #   make test      host build + every test (what CI runs)
 #   make gpu-test  CUDA build + the tests labelled `gpu` (on a GPU machine)
-#   make bench     benchmarks of the host emulator (bench/results/)
+#   make bench     gpmbench on the best backend here, then its report (bench/results/<machine>/)
 #   make cuda      CUDA build only (compiles without a GPU)
 JOBS ?= $(shell nproc)
 HAVE_GPU := $(shell command -v nvcc >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
@@ -32,11 +32,19 @@ gpu-test: cuda
 	ctest --preset cuda
 
 demo: $(BEST)
-	build/$(BEST)/examples/platform_tour
+	build/$(BEST)/tools/gpmkit/gpmkit info
+	build/$(BEST)/examples/pool_demo
 
-bench: host
-	build/host/bench/emu_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-	  --benchmark_out=bench/results/emu/emu_bench.json --benchmark_out_format=json
+ifeq ($(BEST),cuda)
+BENCH_TAG ?= $(shell nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE '[A-Z][0-9]+' | head -1 | tr A-Z a-z)
+else
+BENCH_TAG ?= host-emulator
+endif
+BENCH_OUT ?= bench/results/$(BENCH_TAG)
+
+bench: $(BEST)
+	build/$(BEST)/bench/gpmbench run platform --out $(BENCH_OUT)
+	build/$(BEST)/bench/gpmbench report $(BENCH_OUT)
 
 clean:
 	rm -rf build

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# Runs on a lent GPU machine (docs/gpu.md): builds the cuda backend, runs every test labelled
-# `gpu`, and writes logs plus a pass/fail summary to $OUT (default ./gpu-out).
-# GoogleTest sources are taken from .deps/googletest when the machine has no GoogleTest
-# (scripts/device/prepare.sh puts them there).
+# Runs on a lent GPU machine (see docs/bench.md, "On a GPU machine"): builds the cuda backend,
+# runs every test labelled `gpu`, then (with --full) the crash tests with more trials, the demo,
+# `gpmkit info` and the platform benchmark. Logs, a pass/fail summary and benchmark records go
+# to $OUT (default ./gpu-out). GoogleTest sources come from .deps/googletest when the machine has
+# no GoogleTest (scripts/device/prepare.sh puts them there).
+#   scripts/device/gpu-suite.sh [--full] [--crash-trials N]
 set -uo pipefail
+full=0
+crash_trials=60
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --full) full=1 ;;
+    --crash-trials) crash_trials=$2; shift ;;
+    *) echo "usage: $0 [--full] [--crash-trials N]" >&2; exit 2 ;;
+  esac
+  shift
+done
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-{ nvidia-smi; nvcc --version; cmake --version; uname -a; } > "$out/machine.txt" 2>&1
-head -20 "$out/machine.txt"
+{ nvidia-smi; nvcc --version; cmake --version; uname -a; df -h /dev/shm /var/tmp; } > "$out/machine.txt" 2>&1
+grep -E "NVIDIA H|Driver Version" "$out/machine.txt" | head -3
 
-if ! cmake --preset cuda > "$out/configure.log" 2>&1; then
-  tail -40 "$out/configure.log"; exit 1
+log=/tmp/gpmkit-build.log
+if ! cmake --preset cuda > "$log" 2>&1 || ! cmake --build --preset cuda -j "$(nproc)" >> "$log" 2>&1; then
+  grep -E "error|FAILED" "$log" | head -40
+  exit 1
 fi
-if ! cmake --build --preset cuda -j "$(nproc)" > "$out/build.log" 2>&1; then
-  grep -E "error|FAILED" "$out/build.log" | head -40; exit 1
-fi
+echo "build: ok"
+
 ctest --preset cuda -V > "$out/ctest.log" 2>&1
 status=$?
 {
@@ -23,5 +36,20 @@ status=$?
   echo "== ctest"
   grep -E "tests passed|Test +#|\*\*\*" "$out/ctest.log"
 } > "$out/summary.txt"
+
+if [ "$full" = 1 ]; then
+  {
+    echo "== crash tests on the GPU, GPMKIT_CRASH_TRIALS=$crash_trials"
+    GPMKIT_CRASH_TRIALS=$crash_trials timeout 300 build/cuda/tests/pool/pool_crash_test 2>&1 | tail -25
+    echo "exit: ${PIPESTATUS[0]}"
+  } >> "$out/summary.txt"
+  build/cuda/tools/gpmkit/gpmkit info > "$out/info.txt" 2>&1
+  echo "exit: $?" >> "$out/info.txt"
+  build/cuda/examples/pool_demo > "$out/demo.txt" 2>&1
+  echo "exit: $?" >> "$out/demo.txt"
+  mkdir -p "$out/bench"
+  build/cuda/bench/gpmbench run platform --out "$out/bench" --disk-dir /var/tmp > "$out/bench/run.txt" 2>&1
+  echo "exit: $?" >> "$out/bench/run.txt"
+fi
 cat "$out/summary.txt"
 exit $status

@@ -1,0 +1,31 @@
+// What machine a benchmark ran on, as recorded in every gpmbench record, and the short tag that
+// names its results directory (h100, h200, host-emulator).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <gpm/platform/runtime.hpp>
+
+namespace gpmbench {
+
+struct machine_info {
+  std::string hostname;
+  std::string cpu;                 // model name from /proc/cpuinfo
+  int cores = 0;                   // hardware threads
+  std::string gpu;                 // device name (the emulator's name on the host backend)
+  std::string compute_capability;  // "9.0"
+  int multiprocessors = 0;
+  std::optional<int> pcie_generation;  // unknown on the emulator or without sysfs
+  std::optional<int> pcie_width;
+  std::optional<std::string> driver;        // NVIDIA kernel driver version
+  std::optional<std::string> cuda_runtime;  // "13.0"; none on the host backend
+};
+
+machine_info describe_machine(const gpm::device_info& dev);
+
+// "h200" for "NVIDIA H200", "host-emulator" on the host backend: the first word of the device
+// name that contains a digit, lower-cased, up to its first '-'.
+std::string machine_tag(const gpm::device_info& dev);
+
+}  // namespace gpmbench

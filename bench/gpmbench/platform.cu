@@ -1,0 +1,626 @@
+// gpmbench workload `platform`: what the hardware under gpmkit can do, measured side by side so
+// that each persistence figure is a ratio to its ceiling from the same run (DESIGN.md,
+// "Benchmarks"; platform.md has the numbers measured by hand). GPU modes store into objects of
+// gpm::pool pools made durable with gpm::persist(); every mode checks its data after timing, so
+// a fast but wrong kernel fails instead of producing a number.
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gpm/platform/kernel.cuh>
+#include <gpm/platform/persist.hpp>
+#include <gpm/pool/pool.hpp>
+
+#include "timing.hpp"
+#include "workload.hpp"
+
+namespace gpmbench {
+
+namespace {
+
+// ---- sizes ---------------------------------------------------------------------------------
+
+// Named defaults per backend. The emulator runs kernels on CPU threads, so its defaults are
+// smaller; --quick is for smoke tests and measures nothing meaningful.
+struct platform_sizes {
+  std::uint64_t stream_bytes;         // d2h_memcpy, persist_stream*, disk_fsync, snapshot pools
+  std::uint64_t random_object_bytes;  // persist_random8 and cas_rate; a power of two
+  std::uint64_t random_stores;
+  std::uint64_t cas_increments;
+  std::uint64_t latency_persists;
+};
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr platform_sizes kGpuSizes{1024 * kMiB, 256 * kMiB, 32ull << 20, 16ull << 20, 100000};
+constexpr platform_sizes kHostSizes{64 * kMiB, 256 * kMiB, 2ull << 20, 1ull << 20, 100000};
+constexpr platform_sizes kQuickSizes{4 * kMiB, 4 * kMiB, 64ull << 10, 64ull << 10, 1000};
+
+platform_sizes sizes_for(const mode_context& ctx) {
+  platform_sizes s = ctx.options.quick ? kQuickSizes : ctx.device.emulated ? kHostSizes : kGpuSizes;
+  if (ctx.options.bytes) s.stream_bytes = *ctx.options.bytes;
+  return s;
+}
+
+constexpr std::uint64_t kLatencyWords = 4096;  // persist_latency cycles through 32 KiB (2^n words)
+constexpr unsigned kTouchThreads = 256;        // snapshot modes: one thread per touched page
+
+// The geometry of the kernels that fill the GPU: by default enough blocks to give every
+// multiprocessor its maximum resident threads, so that as many stores as the GPU can keep in
+// flight cross PCIe at once; --threads-per-block and --blocks-per-sm change it for tuning.
+struct geometry {
+  unsigned blocks;
+  unsigned threads;
+};
+geometry filling_geometry(const mode_context& ctx) {
+  int dev = 0;
+  gpm::check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaDeviceProp p{};
+  gpm::check_cuda(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  const unsigned threads = ctx.options.threads_per_block;
+  const unsigned per_sm =
+      ctx.options.blocks_per_sm != 0
+          ? ctx.options.blocks_per_sm
+          : std::max(1u, static_cast<unsigned>(p.maxThreadsPerMultiProcessor) / threads);
+  return {static_cast<unsigned>(std::max(1, p.multiProcessorCount)) * per_sm, threads};
+}
+
+// Called when a mode's data is not what it stored: the run fails rather than report a number.
+[[noreturn]] void check_failed(const std::string& what) {
+  throw std::runtime_error("verification failed: " + what);
+}
+
+// ---- patterns shared by kernels and the host's checks ---------------------------------------
+
+// splitmix64's finaliser: a cheap hash that spreads consecutive indices over the whole object.
+GPM_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The 16 bytes persist_stream stores at index i in call `seed`: every call writes different data,
+// so the check after timing proves that the last call's stores all arrived.
+GPM_HOST_DEVICE inline uint4 stream_pattern(std::uint64_t i, unsigned seed) {
+  return make_uint4(static_cast<unsigned>(i), static_cast<unsigned>(i >> 32) ^ seed, seed,
+                    ~static_cast<unsigned>(i));
+}
+
+// A per-call seed for the random modes: nonzero, and different in every call.
+std::uint64_t call_seed(int call) { return mix64(static_cast<std::uint64_t>(call) + 1) | 1; }
+
+// ---- kernels --------------------------------------------------------------------------------
+
+template <bool PersistEachStore>
+__device__ inline void stream_store(uint4* dst, std::uint64_t i, unsigned seed) {
+  dst[i] = stream_pattern(i, seed);
+  if constexpr (PersistEachStore) gpm::persist();
+}
+
+// Coalesced 16-byte grid-stride stores of n uint4 into host-mapped pool memory. Four independent
+// stores per iteration keep more writes in flight per thread.
+template <bool PersistEachStore>
+__global__ void stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    stream_store<PersistEachStore>(dst, i, seed);
+    stream_store<PersistEachStore>(dst, i + stride, seed);
+    stream_store<PersistEachStore>(dst, i + 2 * stride, seed);
+    stream_store<PersistEachStore>(dst, i + 3 * stride, seed);
+  }
+  for (; i < n; i += stride) stream_store<PersistEachStore>(dst, i, seed);
+  // One persist covers every store of this thread: it returns once they reached host memory.
+  if constexpr (!PersistEachStore) gpm::persist();
+}
+
+// The same stores, staged in shared memory and written by Hopper's bulk-copy engine
+// (cp.async.bulk, shared -> global) 16 KiB at a time, double-buffered: whole-chunk writes that
+// can cross PCIe like a DMA copy does. On other GPUs and on the host backend the staged chunk is
+// written with plain stores.
+constexpr unsigned kBulkChunkWords = 1024;  // 16 KiB of uint4
+
+__global__ void bulk_stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
+  __shared__ __align__(128) uint4 staging[2][kBulkChunkWords];
+  const std::uint64_t chunks = n / kBulkChunkWords;
+  int b = 0;
+  for (std::uint64_t c = blockIdx.x; c < chunks; c += gridDim.x, b ^= 1) {
+    const std::uint64_t base = c * kBulkChunkWords;
+    for (unsigned k = threadIdx.x; k < kBulkChunkWords; k += blockDim.x) {
+      staging[b][k] = stream_pattern(base + k, seed);
+    }
+#if GPM_IN_GPU_CODE && __CUDA_ARCH__ >= 900
+    // The copy engine reads shared memory through the async proxy: order the stores before it.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned src = static_cast<unsigned>(__cvta_generic_to_shared(staging[b]));
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + base),
+                   "r"(src), "r"(kBulkChunkWords * 16u)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      // The other buffer's copy (issued last iteration) may still read it; this one's must be
+      // done reading before the buffer is refilled two iterations from now.
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    }
+    __syncthreads();
+#else
+    __syncthreads();
+    for (unsigned k = threadIdx.x; k < kBulkChunkWords; k += blockDim.x) {
+      dst[base + k] = staging[b][k];
+    }
+    __syncthreads();
+#endif
+  }
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = chunks * kBulkChunkWords + blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    dst[i] = stream_pattern(i, seed);
+  }
+#if GPM_IN_GPU_CODE && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every copy written
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+  }
+#endif
+  gpm::persist();
+}
+
+// `stores` 8-byte stores of `seed` to hashed words of a power-of-two object, each persisted.
+__global__ void random_stores(std::uint64_t* words, std::uint64_t mask, std::uint64_t stores,
+                              std::uint64_t seed) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < stores; i += stride) {
+    words[mix64(i ^ seed) & mask] = seed;
+    gpm::persist();
+  }
+}
+
+// `increments` increments of hashed words by compare-and-swap at system scope, counting every
+// attempt. The words are zero at the start of a call, so the first attempt usually succeeds
+// without reading the word first; a collision costs a retry with the value the CAS returned.
+__global__ void cas_increments(std::uint64_t* words, std::uint64_t mask, std::uint64_t increments,
+                               std::uint64_t seed, std::uint64_t* attempts) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  std::uint64_t tries = 0;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < increments; i += stride) {
+    const gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system> word(
+        words[mix64(i ^ seed) & mask]);
+    std::uint64_t expected = 0;
+    do {
+      ++tries;
+    } while (!word.compare_exchange_strong(expected, expected + 1, gpm::memory_order_relaxed));
+  }
+  gpm::persist();
+  gpm::atomic_ref<std::uint64_t, gpm::thread_scope::device>(*attempts).fetch_add(
+      tries, gpm::memory_order_relaxed);
+}
+
+// One thread: store, persist, store, persist ... so each persist waits for its store's round trip.
+__global__ void persist_chain(std::uint64_t* words, std::uint64_t mask, std::uint64_t persists) {
+  for (std::uint64_t i = 0; i < persists; ++i) {
+    words[i & mask] = i + 1;
+    gpm::persist();
+  }
+}
+
+// Writes `stamp` into the first word of `pages` pages spread evenly over the object.
+__global__ void touch_pages(char* object, std::uint64_t page_bytes, std::uint64_t object_pages,
+                            std::uint64_t pages, std::uint64_t stamp) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t j = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       j < pages; j += stride) {
+    *reinterpret_cast<std::uint64_t*>(object + j * object_pages / pages * page_bytes) = stamp;
+    gpm::persist();
+  }
+}
+
+// ---- resources ------------------------------------------------------------------------------
+
+// Pinned host memory: the destination that lets cudaMemcpy run at the link's speed.
+class pinned_buffer {
+ public:
+  explicit pinned_buffer(std::uint64_t bytes) {
+    gpm::check_cuda(cudaMallocHost(&data_, bytes), "cudaMallocHost");
+  }
+  ~pinned_buffer() { cudaFreeHost(data_); }
+  pinned_buffer(const pinned_buffer&) = delete;
+  pinned_buffer& operator=(const pinned_buffer&) = delete;
+  unsigned char* data() const { return static_cast<unsigned char*>(data_); }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// A pool in the run's PM directory holding one zero-filled object, mapped into the GPU, with its
+// snapshots in <run disk dir>/<name>. Destroying it deletes the pool and its snapshots, so that
+// one mode's pools do not hold memory while the next mode runs.
+class bench_pool {
+ public:
+  // object_bytes 0: the largest page-aligned object the pool can hold.
+  bench_pool(const mode_context& ctx, const std::string& name, std::uint64_t pool_bytes,
+             std::uint64_t object_bytes = 0)
+      : name_(name) {
+    options_.pm_dir = ctx.pm_dir;
+    options_.snapshot_dir = ctx.disk_dir + "/" + name;
+    options_.gpu = gpm::gpu_mapping::required;
+    options_.directory_capacity = 4;
+    pool_.emplace(gpm::pool::create(name, pool_bytes, "gpmbench", options_));
+    // One page less than is free leaves room for aligning the object to a page.
+    if (object_bytes == 0) object_bytes = (pool_->info().free_bytes / kPageBytes - 1) * kPageBytes;
+    offset_ = pool_->allocate("data", object_bytes, kPageBytes);
+    object_bytes_ = object_bytes;
+  }
+  ~bench_pool() {
+    try {
+      pool_->close();
+      gpm::pool::remove(name_, options_, /*with_snapshot=*/true);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpmbench: cannot remove pool %s: %s\n", name_.c_str(), e.what());
+    }
+  }
+  bench_pool(const bench_pool&) = delete;
+  bench_pool& operator=(const bench_pool&) = delete;
+
+  gpm::pool& pool() { return *pool_; }
+  std::uint64_t object_bytes() const { return object_bytes_; }
+  template <class T>
+  T* device() const {
+    return pool_->ref().ptr<T>(offset_);
+  }
+  template <class T>
+  T* host() const {
+    return pool_->host_ptr<T>(offset_);
+  }
+  // Deletes the snapshots taken so far, so that the next snapshot writes the whole pool.
+  void forget_snapshots() const { std::filesystem::remove_all(options_.snapshot_dir); }
+
+  static constexpr std::uint64_t kPageBytes = 4096;  // pools are made of 4 KiB pages
+
+ private:
+  std::string name_;
+  gpm::pool_options options_;
+  std::optional<gpm::pool> pool_;
+  std::uint64_t offset_ = 0;
+  std::uint64_t object_bytes_ = 0;
+};
+
+// A pool just big enough for an object of `object_bytes`: the header, root records and the
+// four-entry directory take a few pages, well under the 1 MiB added.
+std::uint64_t pool_bytes_for(std::uint64_t object_bytes) { return object_bytes + kMiB; }
+
+// ---- modes ----------------------------------------------------------------------------------
+
+measurement d2h_memcpy(const mode_context& ctx) {
+  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+  constexpr unsigned char kFill = 0xa5;
+  gpm::device_buffer<unsigned char> src(bytes);
+  src.fill_bytes(kFill);
+  const pinned_buffer dst(bytes);
+  std::memset(dst.data(), 0, bytes);
+  const gpm::stream s;
+  measurement m;
+  m.times_s = ctx.repeat([&](int) {
+    return seconds_on_stream(s, [&] {
+      gpm::check_cuda(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToHost, s),
+                      "cudaMemcpyAsync");
+    });
+  });
+  if (!std::all_of(dst.data(), dst.data() + bytes, [](unsigned char c) { return c == kFill; })) {
+    check_failed("d2h_memcpy: the pinned buffer does not hold the device's bytes");
+  }
+  m.sizes = {{"bytes", bytes}};
+  m.throughput = gigabytes(bytes);
+  return m;
+}
+
+enum class stream_kind { persist_per_thread, persist_each_store, bulk_copy };
+
+template <stream_kind Kind>
+measurement persist_stream(const mode_context& ctx) {
+  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+  const std::uint64_t n = bytes / sizeof(uint4);
+  const bench_pool p(ctx,
+                     Kind == stream_kind::persist_per_thread   ? "persist_stream"
+                     : Kind == stream_kind::persist_each_store ? "persist_stream_fence_each"
+                                                               : "persist_stream_bulk",
+                     pool_bytes_for(bytes), bytes);
+  uint4* dst = p.device<uint4>();
+  const auto [blocks, threads] = filling_geometry(ctx);
+  const gpm::stream s;
+  unsigned seed = 0;
+  measurement m;
+  m.times_s = ctx.repeat([&](int call) {
+    seed = static_cast<unsigned>(call) + 1;
+    return seconds_on_stream(s, [&] {
+      if constexpr (Kind == stream_kind::bulk_copy) {
+        gpm::launch(bulk_stream_stores, blocks, threads, 0, s, dst, n, seed);
+      } else {
+        gpm::launch(stream_stores<Kind == stream_kind::persist_each_store>, blocks, threads, 0, s,
+                    dst, n, seed);
+      }
+    });
+  });
+  const uint4* host = p.host<uint4>();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const uint4 want = stream_pattern(i, seed);
+    const uint4 got = host[i];
+    if (got.x != want.x || got.y != want.y || got.z != want.z || got.w != want.w) {
+      check_failed("persist_stream: the 16 bytes at object offset " +
+                   std::to_string(i * sizeof(uint4)) + " are not what the last call stored");
+    }
+  }
+  m.sizes = {{"bytes", bytes}, {"blocks", blocks}, {"threads_per_block", threads}};
+  m.throughput = gigabytes(bytes);
+  m.bytes_persisted = bytes;
+  return m;
+}
+
+measurement persist_random8(const mode_context& ctx) {
+  const platform_sizes sz = sizes_for(ctx);
+  const bench_pool p(ctx, "persist_random8", pool_bytes_for(sz.random_object_bytes),
+                     sz.random_object_bytes);
+  const std::uint64_t mask = sz.random_object_bytes / sizeof(std::uint64_t) - 1;
+  const auto [blocks, threads] = filling_geometry(ctx);
+  const gpm::stream s;
+  std::uint64_t seed = 0;
+  measurement m;
+  m.times_s = ctx.repeat([&](int call) {
+    seed = call_seed(call);
+    return seconds_on_stream(s, [&] {
+      gpm::launch(random_stores, blocks, threads, 0, s, p.device<std::uint64_t>(), mask,
+                  sz.random_stores, seed);
+    });
+  });
+  const std::uint64_t* words = p.host<std::uint64_t>();
+  for (std::uint64_t i = 0; i < sz.random_stores; ++i) {
+    if (words[mix64(i ^ seed) & mask] != seed) {
+      check_failed("persist_random8: store " + std::to_string(i) + " of the last call is missing");
+    }
+  }
+  m.sizes = {{"object_bytes", sz.random_object_bytes},
+             {"stores", sz.random_stores},
+             {"blocks", blocks},
+             {"threads_per_block", threads}};
+  m.throughput = mega_operations(sz.random_stores);
+  m.bytes_persisted = sz.random_stores * sizeof(std::uint64_t);
+  return m;
+}
+
+measurement persist_latency(const mode_context& ctx) {
+  const std::uint64_t persists = sizes_for(ctx).latency_persists;
+  const std::uint64_t bytes = kLatencyWords * sizeof(std::uint64_t);
+  const bench_pool p(ctx, "persist_latency", pool_bytes_for(bytes), bytes);
+  const gpm::stream s;
+  measurement m;
+  m.times_s = ctx.repeat([&](int) {
+    return seconds_on_stream(s, [&] {
+      gpm::launch(persist_chain, 1, 1, 0, s, p.device<std::uint64_t>(), kLatencyWords - 1,
+                  persists);
+    });
+  });
+  if (p.host<std::uint64_t>()[(persists - 1) & (kLatencyWords - 1)] != persists) {
+    check_failed("persist_latency: the last store is missing");
+  }
+  m.sizes = {{"persists", persists}};
+  m.throughput = nanoseconds_each(persists);
+  m.bytes_persisted = persists * sizeof(std::uint64_t);
+  return m;
+}
+
+measurement cas_rate(const mode_context& ctx) {
+  const platform_sizes sz = sizes_for(ctx);
+  const bench_pool p(ctx, "cas_rate", pool_bytes_for(sz.random_object_bytes),
+                     sz.random_object_bytes);
+  const std::uint64_t mask = sz.random_object_bytes / sizeof(std::uint64_t) - 1;
+  std::uint64_t* words = p.host<std::uint64_t>();
+  gpm::device_buffer<std::uint64_t> attempts(1);
+  const auto [blocks, threads] = filling_geometry(ctx);
+  const gpm::stream s;
+  measurement m;
+  m.times_s = ctx.repeat([&](int call) {
+    std::memset(words, 0, sz.random_object_bytes);
+    attempts.fill_bytes(0);
+    return seconds_on_stream(s, [&] {
+      gpm::launch(cas_increments, blocks, threads, 0, s, p.device<std::uint64_t>(), mask,
+                  sz.cas_increments, call_seed(call), attempts.data());
+    });
+  });
+  std::uint64_t total = 0;
+  for (std::uint64_t w = 0; w <= mask; ++w) total += words[w];
+  if (total != sz.cas_increments) {
+    check_failed("cas_rate: the words sum to " + std::to_string(total) + ", not the " +
+                 std::to_string(sz.cas_increments) + " increments made");
+  }
+  std::uint64_t tries = 0;
+  attempts.copy_to_host(&tries, 1);
+  if (tries < sz.cas_increments) check_failed("cas_rate: fewer CAS attempts than increments");
+  m.sizes = {{"object_bytes", sz.random_object_bytes},
+             {"increments", sz.cas_increments},
+             {"cas_attempts", tries},
+             {"blocks", blocks},
+             {"threads_per_block", threads}};
+  m.throughput = mega_operations(sz.cas_increments);
+  m.bytes_persisted = sz.cas_increments * sizeof(std::uint64_t);
+  return m;
+}
+
+// Says so when a directory meant to be on disk is in memory: its figures would not be a disk's.
+void note_if_in_memory(const std::string& dir) {
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0) return;
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  if (type == TMPFS_MAGIC || type == RAMFS_MAGIC) {
+    std::fprintf(stderr,
+                 "gpmbench: note: %s is in memory (tmpfs), so disk_fsync and the snapshot modes "
+                 "measure memory, not a disk; choose another --disk-dir\n",
+                 dir.c_str());
+  }
+}
+
+// write() `bytes` bytes to a new file at `path`, repeating `chunk`, then fsync() and close().
+void write_file_synced(const std::string& path, const std::vector<unsigned char>& chunk,
+                       std::uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + std::strerror(errno));
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const std::uint64_t off = done % chunk.size();
+    const ssize_t n = ::write(fd, chunk.data() + off, std::min(chunk.size() - off, bytes - done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
+    }
+    done += static_cast<std::uint64_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot fsync " + path + ": " + std::strerror(err));
+  }
+  ::close(fd);
+}
+
+// Bytes that no file system can compress away.
+void fill_incompressible(unsigned char* p, std::uint64_t bytes) {
+  for (std::uint64_t i = 0; i < bytes / sizeof(std::uint64_t); ++i) {
+    const std::uint64_t v = mix64(i);
+    std::memcpy(p + i * sizeof v, &v, sizeof v);
+  }
+}
+
+measurement disk_fsync(const mode_context& ctx) {
+  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+  note_if_in_memory(ctx.options.disk_dir);
+  const std::string path = ctx.disk_dir + "/disk_fsync.dat";
+  std::vector<unsigned char> chunk(std::min(bytes, 64 * kMiB));
+  fill_incompressible(chunk.data(), chunk.size());
+  measurement m;
+  m.times_s = ctx.repeat([&](int) {
+    ::unlink(path.c_str());  // every call writes a new file, as a snapshot's first write does
+    return seconds_on_host([&] { write_file_synced(path, chunk, bytes); });
+  });
+  if (std::filesystem::file_size(path) != bytes) {
+    check_failed("disk_fsync: the file has the wrong size");
+  }
+  std::filesystem::remove(path);
+  m.sizes = {{"bytes", bytes}};
+  m.throughput = gigabytes(bytes);
+  m.bytes_persisted = bytes;
+  return m;
+}
+
+measurement snapshot_full(const mode_context& ctx) {
+  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+  bench_pool p(ctx, "snapshot_full", bytes);
+  fill_incompressible(p.host<unsigned char>(), p.object_bytes());
+  gpm::snapshot_result last;
+  measurement m;
+  m.times_s = ctx.repeat([&](int) {
+    p.forget_snapshots();
+    return seconds_on_host([&] { last = p.pool().snapshot(); });
+  });
+  if (last.seq != 1 || last.pages_changed != last.pages_total) {
+    check_failed("snapshot_full: the snapshot was not a full one (seq " + std::to_string(last.seq) +
+                 ", " + std::to_string(last.pages_changed) + " of " +
+                 std::to_string(last.pages_total) + " pages)");
+  }
+  m.sizes = {{"pool_bytes", bytes},
+             {"pages_total", last.pages_total},
+             {"pages_changed", last.pages_changed},
+             {"bytes_written", last.bytes_written}};
+  m.throughput = gigabytes(bytes);
+  m.bytes_persisted = last.bytes_written;
+  return m;
+}
+
+// Incremental snapshots after a kernel changed `percent` percent of the pool's pages.
+measurement snapshot_incremental(const mode_context& ctx, std::uint64_t percent, const char* name) {
+  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+  bench_pool p(ctx, name, bytes);
+  fill_incompressible(p.host<unsigned char>(), p.object_bytes());
+  const gpm::snapshot_result base = p.pool().snapshot();  // what the increments build on
+  const std::uint64_t page_bytes = bytes / base.pages_total;
+  const std::uint64_t touched = std::max<std::uint64_t>(1, base.pages_total * percent / 100);
+  const std::uint64_t object_pages = p.object_bytes() / page_bytes;
+  const unsigned blocks =
+      static_cast<unsigned>((touched + kTouchThreads - 1) / kTouchThreads);
+  const gpm::stream s;
+  gpm::snapshot_result last;
+  measurement m;
+  m.times_s = ctx.repeat([&](int call) {
+    gpm::launch(touch_pages, blocks, kTouchThreads, 0, s, p.device<char>(), page_bytes,
+                object_pages, touched, static_cast<std::uint64_t>(call) + 1);
+    s.synchronize();  // a snapshot must not run while a kernel writes the pool
+    const double t = seconds_on_host([&] { last = p.pool().snapshot(); });
+    if (last.pages_changed < touched) {
+      check_failed(std::string(name) + ": the snapshot found " +
+                   std::to_string(last.pages_changed) + " changed pages; the kernel changed " +
+                   std::to_string(touched));
+    }
+    return t;
+  });
+  // The pool's root record changes too (it records the snapshot's number), so pages_changed
+  // can exceed pages_touched; the throughput counts every page the snapshot wrote.
+  m.sizes = {{"pool_bytes", bytes},
+             {"page_bytes", page_bytes},
+             {"pages_total", last.pages_total},
+             {"pages_touched", touched},
+             {"pages_changed", last.pages_changed},
+             {"bytes_written", last.bytes_written}};
+  m.throughput = gigabytes(last.pages_changed * page_bytes);
+  m.bytes_persisted = last.bytes_written;
+  return m;
+}
+
+}  // namespace
+
+workload platform_workload() {
+  return {
+      "platform",
+      "the platform's ceilings and gpmkit's persistence primitives, side by side",
+      {
+          {"d2h_memcpy", "cudaMemcpy device -> pinned host: the ceiling for GPU stores", "",
+           d2h_memcpy},
+          {"persist_stream", "coalesced 16-byte stores into a pool, one persist per thread",
+           "d2h_memcpy", persist_stream<stream_kind::persist_per_thread>},
+          {"persist_stream_fence_each", "the same with a persist after every store", "d2h_memcpy",
+           persist_stream<stream_kind::persist_each_store>},
+          {"persist_stream_bulk",
+           "the same bytes staged in shared memory, written by the bulk-copy engine (sm_90)",
+           "d2h_memcpy", persist_stream<stream_kind::bulk_copy>},
+          {"persist_random8", "random 8-byte stores into a pool, each persisted (M stores/s)", "",
+           persist_random8},
+          {"persist_latency", "one thread: store + persist, repeated (ns per persist)", "",
+           persist_latency},
+          {"cas_rate", "system-scope CAS increments of random pool words (M CAS/s)", "", cas_rate},
+          {"disk_fsync", "write() + fsync() of a new file: the ceiling for snapshots", "",
+           disk_fsync},
+          {"snapshot_full", "full snapshot of a pool to disk (pool bytes/s)", "disk_fsync",
+           snapshot_full},
+          {"snapshot_1pct", "incremental snapshot after a kernel changed 1% of the pages",
+           "disk_fsync",
+           [](const mode_context& c) { return snapshot_incremental(c, 1, "snapshot_1pct"); }},
+          {"snapshot_10pct", "incremental snapshot after a kernel changed 10% of the pages",
+           "disk_fsync",
+           [](const mode_context& c) { return snapshot_incremental(c, 10, "snapshot_10pct"); }},
+      }};
+}
+
+}  // namespace gpmbench

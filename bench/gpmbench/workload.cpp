@@ -1,0 +1,191 @@
+// The workload registry and the runner shared by every workload (see workload.hpp): mode
+// selection, the run's scratch directories, ceilings and ratios, and writing the records.
+#include "workload.hpp"
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+namespace gpmbench {
+
+const std::vector<workload>& workloads() {
+  static const std::vector<workload> all = {platform_workload()};
+  return all;
+}
+
+const workload& find_workload(const std::string& name) {
+  std::string known;
+  for (const workload& w : workloads()) {
+    if (w.name == name) return w;
+    known += (known.empty() ? "" : ", ") + w.name;
+  }
+  throw usage_error("no workload named \"" + name + "\"; the workloads are: " + known);
+}
+
+std::vector<double> mode_context::repeat(const std::function<double(int call)>& once) const {
+  std::vector<double> times;
+  for (int call = 0; call < options.warmup + options.repeats; ++call) {
+    const double t = once(call);
+    if (!(t > 0)) {
+      throw std::runtime_error("a repeat took " + std::to_string(t) +
+                               " s: the timer cannot resolve work this small; use larger sizes");
+    }
+    if (call >= options.warmup) times.push_back(t);
+  }
+  return times;
+}
+
+namespace {
+
+// A directory made for this run (mkdtemp) and removed with everything in it afterwards.
+class scratch_dir {
+ public:
+  explicit scratch_dir(const std::string& parent) {
+    std::filesystem::create_directories(parent);
+    std::string name = (std::filesystem::path(parent) / "gpmbench.XXXXXX").string();
+    if (mkdtemp(name.data()) == nullptr) {
+      throw std::runtime_error("cannot create a scratch directory in " + parent);
+    }
+    path_ = name;
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    if (ec) {
+      std::fprintf(stderr, "gpmbench: cannot remove %s: %s\n", path_.c_str(), ec.message().c_str());
+    }
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string pm_parent(const run_options& o) {
+  if (!o.pm_dir.empty()) return o.pm_dir;
+  const char* env = std::getenv("GPMKIT_PM_DIR");
+  return env != nullptr && *env != '\0' ? env : "/dev/shm";
+}
+
+// The chosen modes and, before them, the ceilings they are compared against, in workload order.
+std::vector<const mode*> select_modes(const workload& w, const std::vector<std::string>& names) {
+  std::map<std::string, const mode*> by_name;
+  std::string known;
+  for (const mode& m : w.modes) {
+    by_name[m.name] = &m;
+    known += (known.empty() ? "" : ", ") + m.name;
+  }
+  std::map<std::string, bool> wanted;
+  for (const std::string& n : names) {
+    if (by_name.count(n) == 0) {
+      throw usage_error("workload " + w.name + " has no mode \"" + n +
+                        "\"; its modes are: " + known);
+    }
+    for (const mode* m = by_name[n]; m != nullptr;
+         m = m->ceiling.empty() ? nullptr : by_name.at(m->ceiling)) {
+      wanted[m->name] = true;
+    }
+  }
+  std::vector<const mode*> chosen;
+  for (const mode& m : w.modes) {
+    if (names.empty() || wanted.count(m.name) != 0) chosen.push_back(&m);
+  }
+  return chosen;
+}
+
+// "d2h_memcpy" measured in "GB/s" is the ceiling "d2h_memcpy_GBps".
+std::string ceiling_key(const std::string& mode, const std::string& unit) {
+  std::string slug;
+  for (std::size_t i = 0; i < unit.size(); ++i) {
+    if (unit.compare(i, 2, "/s") == 0) {
+      slug += "ps";
+      ++i;
+    } else if (unit[i] != '/') {
+      slug += unit[i];
+    }
+  }
+  return mode + "_" + slug;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s >= 1) {
+    std::snprintf(buf, sizeof buf, "%.3g s", s);
+  } else if (s >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g us", s * 1e6);
+  }
+  return buf;
+}
+
+void print_line(const bench_record& r) {
+  std::printf("%s/%-26s %10.4g %-6s median %s (min %s, max %s) over %d", r.workload.c_str(),
+              r.mode.c_str(), r.throughput_value, r.throughput_unit.c_str(),
+              human_seconds(r.summary.median_s).c_str(), human_seconds(r.summary.min_s).c_str(),
+              human_seconds(r.summary.max_s).c_str(), r.repeats);
+  for (const auto& [key, ratio] : r.ratio_to_ceiling) {
+    std::printf("; %.3f of %s", ratio, key.c_str());
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void run_workload(const workload& w, const run_options& options, const gpm::device_info& dev) {
+  const std::vector<const mode*> chosen = select_modes(w, options.modes);
+  const scratch_dir pm(pm_parent(options));
+  const scratch_dir disk(options.disk_dir);
+  const mode_context ctx{options, dev, pm.path(), disk.path()};
+  std::printf("gpmbench %s: %s backend on %s\n", w.name.c_str(), GPM_BACKEND_NAME,
+              dev.name.c_str());
+
+  bench_record base;
+  base.workload = w.name;
+  base.backend = GPM_BACKEND_NAME;
+  base.machine = describe_machine(dev);
+  base.repeats = options.repeats;
+  base.warmup = options.warmup;
+  base.timestamp = utc_timestamp();
+  const std::string out = (std::filesystem::path(options.out_dir) / (w.name + ".jsonl")).string();
+
+  struct ceiling {
+    std::string key;
+    std::string unit;
+    double value;
+  };
+  std::map<std::string, ceiling> measured;  // by mode name
+  for (const mode* m : chosen) {
+    measurement result = m->run(ctx);
+    bench_record r = base;
+    r.mode = m->name;
+    r.sizes = std::move(result.sizes);
+    r.times_s = std::move(result.times_s);
+    r.summary = summarize(r.times_s);
+    r.throughput_value = result.throughput.value(r.summary.median_s);
+    r.throughput_unit = result.throughput.unit;
+    r.bytes_persisted = result.bytes_persisted;
+    if (!m->ceiling.empty()) {
+      const ceiling& c = measured.at(m->ceiling);
+      if (c.unit != r.throughput_unit) {
+        throw std::logic_error("mode " + m->name + " (" + r.throughput_unit + ") is compared to " +
+                               m->ceiling + ", measured in " + c.unit);
+      }
+      r.ceilings = {{c.key, c.value}};
+      r.ratio_to_ceiling = {{c.key, r.throughput_value / c.value}};
+    }
+    measured[m->name] = {ceiling_key(m->name, r.throughput_unit), r.throughput_unit,
+                         r.throughput_value};
+    append_record(out, r);
+    print_line(r);
+  }
+  std::printf("records appended to %s\n", out.c_str());
+}
+
+}  // namespace gpmbench

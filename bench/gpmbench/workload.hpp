@@ -1,0 +1,79 @@
+// What a gpmbench workload is: named modes measured side by side in one run. A mode may name
+// another mode of its workload as its ceiling; the runner then measures the ceiling first, in
+// the same run, and records the ratio. Workloads are registered in workload.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gpm/platform/runtime.hpp>
+
+#include "record.hpp"
+
+namespace gpmbench {
+
+// A wrong command line: the message says what to type instead.
+struct usage_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct run_options {
+  std::optional<std::uint64_t> bytes;  // --bytes: overrides a workload's main size
+  int repeats = 5;
+  int warmup = 1;
+  bool quick = false;                 // tiny sizes, for smoke tests
+  std::vector<std::string> modes;     // empty: every mode
+  std::string out_dir;                // where <workload>.jsonl goes
+  std::string disk_dir = "/var/tmp";  // parent of the run's files on disk (fsync, snapshots)
+  std::string pm_dir;  // parent of the run's pools; empty: $GPMKIT_PM_DIR, else /dev/shm
+  unsigned threads_per_block = 256;  // geometry of the kernels that fill the GPU
+  unsigned blocks_per_sm = 0;        // 0: as many as fit (max threads per SM / block size)
+};
+
+// What one mode gives the runner; the runner adds the statistics, ceilings and machine.
+struct measurement {
+  named_counts sizes;
+  std::vector<double> times_s;
+  throughput_basis throughput;
+  std::uint64_t bytes_persisted = 0;
+};
+
+struct mode_context {
+  const run_options& options;
+  const gpm::device_info& device;
+  std::string pm_dir;    // this run's directory for pools (tmpfs), removed after the run
+  std::string disk_dir;  // this run's directory on disk, removed after the run
+
+  // Calls `once` options.warmup times, then options.repeats times, and returns the seconds that
+  // the repeats report. `once(call)` gets the call's number (0, 1, ... counting warm-ups), times
+  // only the operation measured, and does any per-call preparation outside its timed part.
+  std::vector<double> repeat(const std::function<double(int call)>& once) const;
+};
+
+struct mode {
+  std::string name;
+  std::string summary;
+  std::string ceiling;  // the mode of this workload this one is compared against ("": none)
+  std::function<measurement(const mode_context&)> run;
+};
+
+struct workload {
+  std::string name;
+  std::string summary;
+  std::vector<mode> modes;  // in running order: a ceiling before the modes compared to it
+};
+
+const std::vector<workload>& workloads();
+const workload& find_workload(const std::string& name);  // throws usage_error
+
+// Runs the chosen modes of `w` and the ceilings they need, appending one record per mode to
+// <options.out_dir>/<w.name>.jsonl as soon as it is measured, and a line per mode to stdout.
+void run_workload(const workload& w, const run_options& options, const gpm::device_info& dev);
+
+workload platform_workload();
+
+}  // namespace gpmbench

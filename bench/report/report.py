@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""gpmbench's report step: turns a results directory into report.md and PNG plots.
+
+Reads every *.jsonl in DIR (records of schema "gpmkit.bench/1", written by `gpmbench run`) and
+writes Markdown tables and, when matplotlib is available, plots next to the report. Every number
+in the output is taken or derived from the records (throughput spread is the recorded throughput
+rescaled by the recorded quartile times); nothing is measured or assumed here.
+
+usage: report.py DIR [--out FILE]      (normally run as `gpmbench report DIR`)
+"""
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+SCHEMA = "gpmkit.bench/1"
+
+
+def load_records(directory):
+    """All records in DIR/*.jsonl, in file and line order; exits naming any line it cannot use."""
+    files = sorted(directory.glob("*.jsonl"))
+    if not files:
+        sys.exit(f"report.py: no *.jsonl files in {directory}")
+    records = []
+    for path in files:
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"report.py: {path}:{number}: not JSON ({e})")
+            if record.get("schema") != SCHEMA:
+                sys.exit(f"report.py: {path}:{number}: schema {record.get('schema')!r}, "
+                         f"this script reads {SCHEMA!r}")
+            records.append(record)
+    return files, records
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def human_seconds(s):
+    if s >= 1:
+        return f"{s:.4g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.4g} ms"
+    return f"{s * 1e6:.4g} µs"
+
+
+def format_sizes(sizes):
+    parts = []
+    for name, value in sizes.items():
+        shown = human_bytes(value) if "bytes" in name else f"{value:,}"
+        parts.append(f"{name} {shown}")
+    return ", ".join(parts)
+
+
+def is_rate(unit):
+    return unit.endswith("/s")
+
+
+def throughput_at(record, seconds):
+    """The record's throughput had a repeat taken `seconds` (rates fall as time grows)."""
+    value, median = record["throughput"]["value"], record["median_s"]
+    return value * median / seconds if is_rate(record["throughput"]["unit"]) else \
+        value * seconds / median
+
+
+def quartile_throughputs(record):
+    """(low, high): the throughput at the p25 and p75 repeat times, in ascending order."""
+    spread = record["spread"]
+    return tuple(sorted((throughput_at(record, spread["p25_s"]),
+                         throughput_at(record, spread["p75_s"]))))
+
+
+def format_ratios(record):
+    parts = []
+    for name, ratio in record["ratio_to_ceiling"].items():
+        ceiling = record["ceilings"].get(name)
+        suffix = f" (ceiling {ceiling:.4g})" if ceiling is not None else ""
+        parts.append(f"{ratio:.3f} × {name}{suffix}")
+    return "; ".join(parts)
+
+
+def describe_machine(record):
+    m = record["machine"]
+    gpu = f"{m['gpu']} (compute {m['compute_capability']}"
+    if m.get("multiprocessors"):
+        gpu += f", {m['multiprocessors']} SMs"
+    gpu += ")"
+    if m.get("pcie_generation"):
+        gpu += f", PCIe Gen{m['pcie_generation']} x{m.get('pcie_width') or '?'}"
+    versions = []
+    if m.get("driver"):
+        versions.append(f"driver {m['driver']}")
+    if m.get("cuda_runtime"):
+        versions.append(f"CUDA runtime {m['cuda_runtime']}")
+    text = f"{gpu}; CPU {m['cpu']} ({m['cores']} hardware threads); host `{m['hostname']}`"
+    if versions:
+        text += "; " + ", ".join(versions)
+    return text
+
+
+def newest_per_mode(records):
+    """Each mode's newest record (modes in the order they first appear), and all older ones."""
+    newest = {}
+    for r in records:
+        if r["mode"] not in newest or r["timestamp"] >= newest[r["mode"]]["timestamp"]:
+            newest[r["mode"]] = r
+    shown = list(newest.values())
+    older = [r for r in records if newest[r["mode"]] is not r]
+    return shown, older
+
+
+def newest_table(records, with_run):
+    """The main table; with_run adds the run (timestamp) column when rows come from several runs."""
+    run_head, run_rule = ("run | ", "--- | ") if with_run else ("", "")
+    rows = [f"| {run_head}mode | sizes | repeats | median | spread: min / p25 / p75 / max | "
+            "throughput (p25–p75) | ratio to ceiling | bytes persisted |",
+            f"| {run_rule}--- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in records:
+        s = r["spread"]
+        unit = r["throughput"]["unit"]
+        low, high = quartile_throughputs(r)
+        run = f"{r['timestamp']} | " if with_run else ""
+        rows.append(
+            f"| {run}{r['mode']} | {format_sizes(r['sizes'])} | {r['repeats']} "
+            f"(+{r['warmup']} warm-up) | {human_seconds(r['median_s'])} | "
+            f"{human_seconds(s['min_s'])} / {human_seconds(s['p25_s'])} / "
+            f"{human_seconds(s['p75_s'])} / {human_seconds(s['max_s'])} | "
+            f"**{r['throughput']['value']:.4g} {unit}** ({low:.4g}–{high:.4g}) | "
+            f"{format_ratios(r)} | {human_bytes(r['bytes_persisted'])} |")
+    return rows
+
+
+def history_table(records):
+    rows = ["| run | backend | mode | median | throughput | ratio to ceiling |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(records, key=lambda r: r["timestamp"], reverse=True):
+        rows.append(f"| {r['timestamp']} | {r['backend']} | {r['mode']} | "
+                    f"{human_seconds(r['median_s'])} | {r['throughput']['value']:.4g} "
+                    f"{r['throughput']['unit']} | {format_ratios(r)} |")
+    return rows
+
+
+def workload_section(plt, workload, records, out_dir):
+    shown, older = newest_per_mode(records)
+    runs = sorted({r["timestamp"] for r in shown})
+    lines = [f"## {workload}", ""]
+    if len(runs) == 1:
+        lines += [f"Run {runs[0]}, {shown[0]['backend']} backend.", ""]
+    else:
+        lines += [f"The newest record of each mode, from {len(runs)} runs; ratios are always "
+                  "to ceilings of the record's own run.", ""]
+    machines = {}
+    for r in shown:
+        machines.setdefault(describe_machine(r), []).append(r["timestamp"])
+    for machine, stamps in machines.items():
+        where = "" if len(machines) == 1 else f" (runs {', '.join(sorted(set(stamps)))})"
+        lines += [f"Machine{where}: {machine}.", ""]
+    lines += newest_table(shown, with_run=len(runs) > 1)
+    lines.append("")
+    if plt is not None:
+        for name in plot_workload(plt, workload, shown, out_dir):
+            lines += [f"![{name}]({name})", ""]
+    if older:
+        lines += [f"### Older records of {workload}", ""]
+        lines += history_table(older)
+        lines.append("")
+    return lines
+
+
+def plot_workload(plt, workload, records, out_dir):
+    """Throughput per unit (bars with p25–p75 whiskers) and ratios to ceilings; returns files."""
+    files = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+
+    by_unit = defaultdict(list)
+    for r in records:
+        by_unit[r["throughput"]["unit"]].append(r)
+    fig, axes = plt.subplots(1, len(by_unit), figsize=(5 * len(by_unit), 4.5), squeeze=False)
+    for ax, (unit, group) in zip(axes[0], by_unit.items()):
+        values = [r["throughput"]["value"] for r in group]
+        quartiles = [quartile_throughputs(r) for r in group]
+        errors = [[v - q[0] for v, q in zip(values, quartiles)],
+                  [q[1] - v for v, q in zip(values, quartiles)]]
+        ax.bar([r["mode"] for r in group], values, yerr=errors, capsize=4, color="#4c72b0")
+        ax.set_ylabel(unit + (" (lower is better)" if not is_rate(unit) else ""))
+        if max(values) > 100 * min(values):
+            ax.set_yscale("log")  # ceilings and small increments differ by orders of magnitude
+        ax.tick_params(axis="x", labelrotation=35)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    fig.suptitle(f"{workload}: median throughput on {records[0]['machine']['gpu']}")
+    save(fig, f"{workload}_throughput.png")
+
+    ratios = [(f"{r['mode']} / {name}", ratio) for r in records
+              for name, ratio in r["ratio_to_ceiling"].items()]
+    if ratios:
+        fig, ax = plt.subplots(figsize=(8, 0.5 * len(ratios) + 1.5))
+        ax.barh([label for label, _ in ratios], [ratio for _, ratio in ratios], color="#55a868")
+        ax.axvline(1.0, color="black", linewidth=1)
+        ax.set_xlabel("ratio to the ceiling measured in the same run")
+        ax.invert_yaxis()
+        fig.suptitle(f"{workload}: fraction of the platform ceiling")
+        save(fig, f"{workload}_ratios.png")
+    return files
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Markdown tables and plots from gpmbench results")
+    parser.add_argument("directory", type=Path, help="a results directory of *.jsonl files")
+    parser.add_argument("--out", type=Path, help="the report to write (default DIR/report.md)")
+    args = parser.parse_args()
+    out = args.out or args.directory / "report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    files, records = load_records(args.directory)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        plt = None
+
+    by_workload = defaultdict(list)
+    for r in records:
+        by_workload[r["workload"]].append(r)
+
+    lines = ["# gpmkit benchmark report", "",
+             f"From {len(records)} records in `{args.directory}` "
+             f"({', '.join(f.name for f in files)}), written by `gpmbench run`. Every number here "
+             "comes from those records; ratios compare figures measured in the same run. "
+             "Throughput is taken from the median repeat; its p25–p75 range from the quartile "
+             "times.", ""]
+    if plt is None:
+        lines += ["> Note: plots were skipped because matplotlib is not installed "
+                  "(`pip install -r bench/requirements.txt`).", ""]
+    for workload in sorted(by_workload):
+        lines += workload_section(plt, workload, by_workload[workload], out.parent)
+    out.write_text("\n".join(lines))
+    print(f"report written to {out}")
+
+
+if __name__ == "__main__":
+    main()

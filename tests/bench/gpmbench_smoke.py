@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Smoke test of gpmbench: `run platform --quick` into a fresh directory, then `report` on it.
+
+Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
+numbers, that the ratios to ceilings are present where a mode has a ceiling, and that the report
+names every mode. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
+
+usage: gpmbench_smoke.py <gpmbench executable> <scratch directory>
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Every mode of the platform workload, and the ceiling each is compared against.
+EXPECTED_MODES = {
+    "d2h_memcpy": None,
+    "persist_stream": "d2h_memcpy_GBps",
+    "persist_stream_fence_each": "d2h_memcpy_GBps",
+    "persist_stream_bulk": "d2h_memcpy_GBps",
+    "persist_random8": None,
+    "persist_latency": None,
+    "cas_rate": None,
+    "disk_fsync": None,
+    "snapshot_full": "disk_fsync_GBps",
+    "snapshot_1pct": "disk_fsync_GBps",
+    "snapshot_10pct": "disk_fsync_GBps",
+}
+FIELDS = ["schema", "workload", "mode", "backend", "machine", "sizes", "repeats", "warmup",
+          "times_s", "median_s", "spread", "throughput", "bytes_persisted", "ceilings",
+          "ratio_to_ceiling", "timestamp"]
+MACHINE_FIELDS = ["hostname", "cpu", "cores", "gpu", "compute_capability", "pcie_generation",
+                  "pcie_width", "driver", "cuda_runtime"]
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+
+
+def check_record(r):
+    mode = r.get("mode")
+    for f in FIELDS:
+        check(f in r, f"{mode}: field {f} is missing")
+    for f in MACHINE_FIELDS:
+        check(f in r["machine"], f"{mode}: machine.{f} is missing")
+    check(r["schema"] == "gpmkit.bench/1", f"{mode}: schema is {r['schema']}")
+    check(r["workload"] == "platform", f"{mode}: workload is {r['workload']}")
+    check(r["backend"] in ("cuda", "host"), f"{mode}: backend is {r['backend']}")
+    check(len(r["times_s"]) == r["repeats"] >= 1, f"{mode}: times_s does not hold every repeat")
+    check(all(t > 0 for t in r["times_s"]), f"{mode}: a time is not positive")
+    spread = r["spread"]
+    check(0 < spread["min_s"] <= spread["p25_s"] <= r["median_s"] <= spread["p75_s"]
+          <= spread["max_s"], f"{mode}: median and spread are out of order: {spread}")
+    check(r["throughput"]["value"] > 0, f"{mode}: throughput is not positive")
+    check(r["throughput"]["unit"] in ("GB/s", "Mop/s", "ns"), f"{mode}: odd unit")
+    check(r["sizes"] and all(v > 0 for v in r["sizes"].values()),
+          f"{mode}: sizes are missing or not positive: {r['sizes']}")
+    ceiling = EXPECTED_MODES[mode]
+    if ceiling is None:
+        check(r["ratio_to_ceiling"] == {}, f"{mode}: has a ratio but no ceiling")
+    else:
+        check(r["ceilings"].get(ceiling, 0) > 0, f"{mode}: ceiling {ceiling} is missing")
+        check(r["ratio_to_ceiling"].get(ceiling, 0) > 0, f"{mode}: ratio to {ceiling} missing")
+    if mode != "d2h_memcpy":
+        check(r["bytes_persisted"] > 0, f"{mode}: bytes_persisted is not positive")
+
+
+def main():
+    gpmbench, scratch = sys.argv[1], Path(sys.argv[2])
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    results = scratch / "results"
+
+    run = subprocess.run([gpmbench, "run", "platform", "--quick", "--out", str(results),
+                          "--disk-dir", str(scratch)])
+    if run.returncode == 77:
+        sys.exit(77)  # gpmbench printed why (a CUDA build without a GPU)
+    check(run.returncode == 0, f"gpmbench run exited {run.returncode}")
+
+    lines = (results / "platform.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    modes = [r["mode"] for r in records]
+    check(sorted(modes) == sorted(EXPECTED_MODES), f"modes recorded: {modes}")
+    check(len({r["timestamp"] for r in records}) == 1, "records of one run differ in timestamp")
+    for r in records:
+        check_record(r)
+    leftovers = [p.name for p in scratch.iterdir() if p.name != "results"]
+    check(not leftovers, f"gpmbench left files in its disk directory: {leftovers}")
+
+    report = subprocess.run([gpmbench, "report", str(results)])
+    check(report.returncode == 0, f"gpmbench report exited {report.returncode}")
+    text = (results / "report.md").read_text()
+    for mode in EXPECTED_MODES:
+        check(f"| {mode} |" in text, f"report.md has no row for {mode}")
+    check(any(results.glob("*.png")) or "plots were skipped" in text,
+          "report.md has neither plots nor a note that they were skipped")
+    print(f"ok: {len(records)} records, report at {results / 'report.md'}")
+
+
+if __name__ == "__main__":
+    main()
