@@ -38,13 +38,7 @@ directory_facts describe_directory(const std::string& path) {
   d.path = path;
   std::error_code ec;
   d.exists = fs::is_directory(path, ec);
-  const gpm::storage_info st = gpm::describe_storage(path);
-  d.probe_path = st.probe_path;
-  d.file_system = st.file_system;
-  d.shared_memory = st.gpu_mappable;
-  d.huge_pages = st.huge_pages;
-  d.free_bytes = st.free_bytes;
-  d.total_bytes = st.total_bytes;
+  d.storage = gpm::describe_storage(path);
   return d;
 }
 
@@ -52,10 +46,10 @@ json::object to_json(const directory_facts& d) {
   json::object o;
   o.add("path", d.path);
   o.add("exists", d.exists);
-  o.add("file_system", d.file_system);
-  o.add("huge_pages", d.huge_pages);
-  o.add("free_bytes", d.free_bytes);
-  o.add("total_bytes", d.total_bytes);
+  o.add("file_system", d.storage.file_system);
+  o.add("huge_pages", d.storage.huge_pages);
+  o.add("free_bytes", d.storage.free_bytes);
+  o.add("total_bytes", d.storage.total_bytes);
   return o;
 }
 
@@ -113,15 +107,16 @@ struct probe_file {
 json::object probe_registration(const directory_facts& dir) {
   constexpr std::size_t kProbeBytes = 64 * 1024;
   json::object o;
-  o.add("directory", dir.probe_path);
-  o.add("file_system", dir.file_system);
+  o.add("directory", dir.storage.probe_path);
+  o.add("file_system", dir.storage.file_system);
   probe_file f;
   f.bytes = kProbeBytes;
-  std::string name = dir.probe_path + "/.gpmkit-probe-XXXXXX";
+  std::string name = dir.storage.probe_path + "/.gpmkit-probe-XXXXXX";
   f.fd = mkstemp(name.data());
   if (f.fd < 0) {
     o.add("result", "not probed");
-    o.add("reason", "cannot create a file in " + dir.probe_path + ": " + std::strerror(errno));
+    o.add("reason",
+          "cannot create a file in " + dir.storage.probe_path + ": " + std::strerror(errno));
     return o;
   }
   f.path = name;
@@ -129,7 +124,8 @@ json::object probe_registration(const directory_facts& dir) {
       (f.map = mmap(nullptr, kProbeBytes, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0)) ==
           MAP_FAILED) {
     o.add("result", "not probed");
-    o.add("reason", "cannot map a file in " + dir.probe_path + ": " + std::strerror(errno));
+    o.add("reason",
+          "cannot map a file in " + dir.storage.probe_path + ": " + std::strerror(errno));
     return o;
   }
   std::memset(f.map, 0, kProbeBytes);  // the pages exist, as a pool's do
@@ -147,10 +143,10 @@ json::object probe_registration(const directory_facts& dir) {
 
 // A directory on a disk file system to probe: the snapshot directory's, else /var/tmp or /tmp.
 std::optional<directory_facts> disk_directory(const directory_facts& snapshots) {
-  if (!snapshots.shared_memory) return snapshots;
+  if (!snapshots.storage.gpu_mappable) return snapshots;
   for (const char* candidate : {"/var/tmp", "/tmp"}) {
     directory_facts d = describe_directory(candidate);
-    if (d.exists && !d.shared_memory) return d;
+    if (d.exists && !d.storage.gpu_mappable) return d;
   }
   return std::nullopt;
 }
@@ -198,10 +194,11 @@ json::value durability_json(const directory_facts& pm, const directory_facts& sn
     o.add("detail", std::move(detail));
     levels.push_back(std::move(o));
   };
-  level(gpm::to_string(gpm::durability::process_crash), pm.shared_memory,
-        pm.shared_memory
-            ? "pools in " + pm.path + " (" + pm.file_system + ") survive a crash of the process"
-            : pm.path + " is on " + pm.file_system +
+  level(gpm::to_string(gpm::durability::process_crash), pm.storage.gpu_mappable,
+        pm.storage.gpu_mappable
+            ? "pools in " + pm.path + " (" + pm.storage.file_system +
+                  ") survive a crash of the process"
+            : pm.path + " is on " + pm.storage.file_system +
                   ", where pools cannot be GPU-mapped: set "
                   "GPMKIT_PM_DIR (or --pm-dir) to a tmpfs directory such as /dev/shm/gpmkit");
   const std::vector<std::string> dax = dax_nodes();
@@ -213,11 +210,11 @@ json::value durability_json(const directory_facts& pm, const directory_facts& sn
                     : "pools created on device-DAX nodes (" + nodes +
                           ") survive power loss if "
                           "the platform's persistence domain includes the CPU caches");
-  level("snapshot", !snapshots.shared_memory,
-        !snapshots.shared_memory
+  level("snapshot", !snapshots.storage.gpu_mappable,
+        !snapshots.storage.gpu_mappable
             ? "snapshots (pool.snapshot(), gpmkit pool snapshot) go to " + snapshots.path + " (" +
-                  snapshots.file_system + "), which survives power loss"
-            : snapshots.path + " is on " + snapshots.file_system +
+                  snapshots.storage.file_system + "), which survives power loss"
+            : snapshots.path + " is on " + snapshots.storage.file_system +
                   ", which power loss erases: "
                   "set GPMKIT_SNAPSHOT_DIR (or --snapshot-dir) to a directory on disk");
   return levels;
@@ -237,7 +234,7 @@ int run_info(const parsed_args&, context& ctx) {
   o.add("host_registration", host_registration_json(dev, pm, snapshots));
   json::object pm_json = to_json(pm);
   pm_json.add("set_by", source_of(ctx.options.pm_dir, "GPMKIT_PM_DIR"));
-  pm_json.add("gpu_mappable", pm.shared_memory);
+  pm_json.add("gpu_mappable", pm.storage.gpu_mappable);
   o.add("pm_dir", std::move(pm_json));
   json::object snap_json = to_json(snapshots);
   snap_json.add("set_by", source_of(ctx.options.snapshot_dir, "GPMKIT_SNAPSHOT_DIR"));

@@ -15,12 +15,7 @@ namespace gpmkit {
 struct directory_facts {
   std::string path;
   bool exists = false;
-  std::string probe_path;      // `path`, or its nearest existing ancestor (same file system)
-  std::string file_system;     // "tmpfs", "ext4", ...
-  bool shared_memory = false;  // tmpfs, hugetlbfs, ramfs: GPU-mappable, gone at power loss
-  bool huge_pages = false;     // pools there get 2 MiB pages (faster GPU stores)
-  std::uint64_t free_bytes = 0;
-  std::uint64_t total_bytes = 0;
+  gpm::storage_info storage;  // of `path`, or of its nearest existing ancestor
 };
 
 directory_facts describe_directory(const std::string& path);
