@@ -55,10 +55,11 @@ int main() {
                 n, total.data());
     unsigned long long got = 0;
     total.copy_to_host(&got, 1);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const unsigned long long want = std::accumulate(host.begin(), host.end(), 0ull);
-    std::printf("sum of %zu values: %llu (%s), %.2f ms\n", n, got, got == want ? "correct" : "WRONG",
-                ms);
+    std::printf("sum of %zu values: %llu (%s), %.2f ms\n", n, got,
+                got == want ? "correct" : "WRONG", ms);
     return got == want ? 0 : 1;
   } catch (const gpm::error& e) {
     std::fprintf(stderr, "platform_tour: %s\n", e.what());

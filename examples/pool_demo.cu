@@ -33,7 +33,7 @@ constexpr std::uint32_t kBatchWords = 1u << 22;
 constexpr std::uint32_t kBatchWords = 1u << 15;
 #endif
 constexpr std::uint32_t kBatches = 1u << 20;  // more than run before the kill
-constexpr int kReadyFd = 3;                       // the writer reports "ready" here
+constexpr int kReadyFd = 3;                   // the writer reports "ready" here
 
 __host__ __device__ std::uint32_t result_of(std::uint32_t batch, std::uint32_t i) {
   std::uint32_t x = batch * 2654435761u ^ i;
@@ -45,11 +45,10 @@ __host__ __device__ std::uint32_t result_of(std::uint32_t batch, std::uint32_t i
 // Computes batch `batch` into the pool and persists it; the block that finishes last then
 // publishes batch + 1 as the number of durable batches (GPM's native persistence: persist the
 // data, then the progress marker that makes it count).
-__global__ void compute_batch(gpm::pool_ref pool, std::uint64_t results_off,
-                              std::uint64_t done_off, unsigned* finished_blocks,
-                              std::uint32_t batch) {
-  std::uint32_t* out = pool.ptr<std::uint32_t>(results_off) +
-                       static_cast<std::uint64_t>(batch % 64) * kBatchWords;
+__global__ void compute_batch(gpm::pool_ref pool, std::uint64_t results_off, std::uint64_t done_off,
+                              unsigned* finished_blocks, std::uint32_t batch) {
+  std::uint32_t* out =
+      pool.ptr<std::uint32_t>(results_off) + static_cast<std::uint64_t>(batch % 64) * kBatchWords;
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kBatchWords;
        i += gridDim.x * blockDim.x) {
     out[i] = result_of(batch, i);
@@ -121,8 +120,8 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--writer") == 0) return run_writer(o);
 
     const gpm::device_info dev = gpm::query_device();
-    std::printf("gpmkit pool demo on %s (%s backend)\n",
-                dev.present ? dev.name.c_str() : "no GPU", GPM_BACKEND_NAME);
+    std::printf("gpmkit pool demo on %s (%s backend)\n", dev.present ? dev.name.c_str() : "no GPU",
+                GPM_BACKEND_NAME);
     const std::string path = gpm::pool::resolve("demo.pool", o);
     try {
       gpm::pool::remove("demo.pool", o, true);  // pool and snapshot left by an earlier run
@@ -133,8 +132,7 @@ int main(int argc, char** argv) {
     std::printf("1. create %s: 64 result slots of %u KiB and a progress word\n", path.c_str(),
                 kBatchWords * 4 / 1024);
     {
-      gpm::pool p = gpm::pool::create("demo.pool",
-                                      64ull * kBatchWords * 4 + (1 << 20), kLayout, o);
+      gpm::pool p = gpm::pool::create("demo.pool", 64ull * kBatchWords * 4 + (1 << 20), kLayout, o);
       p.allocate("results", 64ull * kBatchWords * 4, 4096);
       p.allocate("done", 8);
       std::printf("   durability: %s; mapped into the GPU: %s\n",
@@ -171,14 +169,16 @@ int main(int argc, char** argv) {
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
-    std::printf("   %s\n", WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL
-                               ? "killed the writer with SIGKILL while its kernels ran"
-                               : "the writer finished before the kill (the check below still runs)");
+    std::printf("   %s\n",
+                WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL
+                    ? "killed the writer with SIGKILL while its kernels ran"
+                    : "the writer finished before the kill (the check below still runs)");
 
     std::printf("3. reopen the pool and check every batch the kernel made durable\n");
     {
       gpm::pool p = gpm::pool::open("demo.pool", kLayout, o);
-      std::printf("   closed cleanly last time: %s\n", p.was_clean_shutdown() ? "yes" : "no (crashed)");
+      std::printf("   closed cleanly last time: %s\n",
+                  p.was_clean_shutdown() ? "yes" : "no (crashed)");
       const std::uint64_t done = verify(p);
       std::printf("   %llu batches durable; the last %llu still in the pool verified intact\n",
                   static_cast<unsigned long long>(done),
@@ -186,11 +186,10 @@ int main(int argc, char** argv) {
 
       std::printf("4. snapshot the pool to disk\n");
       const gpm::snapshot_result s = p.snapshot();
-      std::printf("   snapshot %llu: %llu of %llu pages, %.1f MiB written in %.3f s\n",
-                  static_cast<unsigned long long>(s.seq),
-                  static_cast<unsigned long long>(s.pages_changed),
-                  static_cast<unsigned long long>(s.pages_total), s.bytes_written / 1048576.0,
-                  s.seconds);
+      std::printf(
+          "   snapshot %llu: %llu of %llu pages, %.1f MiB written in %.3f s\n",
+          static_cast<unsigned long long>(s.seq), static_cast<unsigned long long>(s.pages_changed),
+          static_cast<unsigned long long>(s.pages_total), s.bytes_written / 1048576.0, s.seconds);
     }
 
     std::printf("5. delete the tmpfs file (what a reboot does) and open the pool again\n");

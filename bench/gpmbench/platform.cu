@@ -559,8 +559,7 @@ measurement snapshot_incremental(const mode_context& ctx, std::uint64_t percent,
   const std::uint64_t page_bytes = bytes / base.pages_total;
   const std::uint64_t touched = std::max<std::uint64_t>(1, base.pages_total * percent / 100);
   const std::uint64_t object_pages = p.object_bytes() / page_bytes;
-  const unsigned blocks =
-      static_cast<unsigned>((touched + kTouchThreads - 1) / kTouchThreads);
+  const unsigned blocks = static_cast<unsigned>((touched + kTouchThreads - 1) / kTouchThreads);
   const gpm::stream s;
   gpm::snapshot_result last;
   measurement m;

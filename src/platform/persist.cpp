@@ -22,8 +22,8 @@ struct range {
 };
 
 std::mutex ranges_mutex;
-std::vector<range> ranges;             // guarded by ranges_mutex
-std::atomic<int> range_count{0};       // lets the common case (no such mapping) skip the lock
+std::vector<range> ranges;        // guarded by ranges_mutex
+std::atomic<int> range_count{0};  // lets the common case (no such mapping) skip the lock
 
 enum class flush_kind { none, clwb, clflushopt, clflush };
 

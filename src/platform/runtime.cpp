@@ -57,9 +57,9 @@ device_info query_device() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
     cudaGetLastError();  // do not leave the failed probe as this thread's last error
-    info.absent_reason = e != cudaSuccess ? std::string(cudaGetErrorName(e)) + ": " +
-                                                cudaGetErrorString(e)
-                                          : "the CUDA runtime reports no device";
+    info.absent_reason = e != cudaSuccess
+                             ? std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e)
+                             : "the CUDA runtime reports no device";
     return info;
   }
   int dev = 0;
@@ -84,9 +84,9 @@ device_info query_device() {
 }
 
 stream::stream(bool non_blocking) {
-  check_cuda(cudaStreamCreateWithFlags(&handle_, non_blocking ? cudaStreamNonBlocking
-                                                              : cudaStreamDefault),
-             "cudaStreamCreateWithFlags");
+  check_cuda(
+      cudaStreamCreateWithFlags(&handle_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault),
+      "cudaStreamCreateWithFlags");
 }
 
 stream::~stream() {
@@ -101,7 +101,9 @@ stream& stream::operator=(stream&& other) noexcept {
   return *this;
 }
 
-void stream::synchronize() const { check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize"); }
+void stream::synchronize() const {
+  check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize");
+}
 
 event::event() { check_cuda(cudaEventCreate(&handle_), "cudaEventCreate"); }
 
@@ -119,7 +121,9 @@ event& event::operator=(event&& other) noexcept {
 
 void event::record(cudaStream_t s) { check_cuda(cudaEventRecord(handle_, s), "cudaEventRecord"); }
 
-void event::synchronize() const { check_cuda(cudaEventSynchronize(handle_), "cudaEventSynchronize"); }
+void event::synchronize() const {
+  check_cuda(cudaEventSynchronize(handle_), "cudaEventSynchronize");
+}
 
 float event::elapsed_ms_since(const event& start) const {
   float ms = 0;

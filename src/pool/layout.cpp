@@ -63,9 +63,9 @@ std::uint64_t minimum_pool_bytes(std::uint32_t capacity) {
 std::string uuid_string(const std::uint8_t (&u)[16]) {
   char buf[40];
   std::snprintf(buf, sizeof buf,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                u[14], u[15]);
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+                u[15]);
   return buf;
 }
 
@@ -84,10 +84,9 @@ void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
   h.uuid[8] = static_cast<std::uint8_t>((h.uuid[8] & 0x3f) | 0x80);
   std::memcpy(h.layout, layout.data(), layout.size());
   h.pool_bytes = bytes;
-  h.created_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  h.created_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
   h.page_bytes = fmt::kPageBytes;
   h.directory_capacity = directory_capacity;
   h.root_offset = fmt::kRootOffset;
@@ -142,8 +141,8 @@ bool check_header(const char* base, std::uint64_t file_bytes, std::string_view l
     return false;
   }
   if (!layout.empty() && std::string_view(h.layout) != layout) {
-    f.add(errc::layout_mismatch, "the pool holds layout \"" + std::string(h.layout) +
-                                     "\", not \"" + std::string(layout) + "\"");
+    f.add(errc::layout_mismatch, "the pool holds layout \"" + std::string(h.layout) + "\", not \"" +
+                                     std::string(layout) + "\"");
     return false;
   }
   if (h.pool_bytes != file_bytes) {
@@ -160,8 +159,9 @@ bool check_header(const char* base, std::uint64_t file_bytes, std::string_view l
       h.heap_offset < h.pool_bytes && h.heap_bytes == h.pool_bytes - h.heap_offset &&
       h.pool_bytes % fmt::kPageBytes == 0;
   if (!geometry_ok) {
-    f.add(errc::corrupt, "the header's geometry (page, root, directory and heap offsets) is "
-                         "inconsistent");
+    f.add(errc::corrupt,
+          "the header's geometry (page, root, directory and heap offsets) is "
+          "inconsistent");
     return false;
   }
   return true;
@@ -188,9 +188,9 @@ std::optional<root_state> read_root(const char* base, findings& f) {
   std::memcpy(&o, base + fmt::kRootOffset + other * fmt::kRootSlotBytes, sizeof o);
   static const fmt::root_record zero{};
   if (!slot_valid[other] && std::memcmp(&o, &zero, sizeof o) != 0) {
-    f.notes.push_back("root record slot " + std::to_string(other) +
-                      " is corrupt; using slot " + std::to_string(best->slot) + " (seq " +
-                      std::to_string(best->record.seq) + ")");
+    f.notes.push_back("root record slot " + std::to_string(other) + " is corrupt; using slot " +
+                      std::to_string(best->slot) + " (seq " + std::to_string(best->record.seq) +
+                      ")");
   }
   return best;
 }
@@ -220,8 +220,9 @@ void check_directory(const char* base, const fmt::header& h, const fmt::root_rec
     const std::string where = "directory entry " + std::to_string(i);
     const bool valid = e.state == fmt::kEntryLive && e.checksum == entry_checksum(e);
     if (!valid && root.pending != fmt::op_none && root.pending_entry == i) {
-      f.notes.push_back(where + " was being written when the pool crashed; recovery will undo "
-                                "that operation");
+      f.notes.push_back(where +
+                        " was being written when the pool crashed; recovery will undo "
+                        "that operation");
       continue;
     }
     if (!valid) {
@@ -241,8 +242,9 @@ void check_directory(const char* base, const fmt::header& h, const fmt::root_rec
     const bool inside = e.offset >= h.heap_offset && e.extent >= e.bytes && e.extent > 0 &&
                         e.offset <= h.pool_bytes && e.extent <= h.pool_bytes - e.offset;
     if (!aligned || !inside) {
-      f.add(errc::corrupt, where + " (\"" + std::string(name) + "\") lies outside the heap or is "
-                                   "misaligned");
+      f.add(errc::corrupt, where + " (\"" + std::string(name) +
+                               "\") lies outside the heap or is "
+                               "misaligned");
       continue;
     }
     extents.push_back({e.offset, e.offset + e.extent, i});

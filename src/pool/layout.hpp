@@ -42,8 +42,7 @@ void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
 std::uint64_t minimum_pool_bytes(std::uint32_t capacity);
 
 // Validates the header page against the file's size and (unless empty) the expected layout.
-bool check_header(const char* base, std::uint64_t file_bytes, std::string_view layout,
-                  findings& f);
+bool check_header(const char* base, std::uint64_t file_bytes, std::string_view layout, findings& f);
 
 struct root_state {
   pool_format::root_record record;

@@ -43,7 +43,8 @@ void lock_file(int fd, bool exclusive, const std::string& path) {
   fl.l_whence = SEEK_SET;
   if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return;
   if (errno == EAGAIN || errno == EACCES) {
-    throw_error(errc::busy, "pool " + path + " is open for writing by another process (or another "
+    throw_error(errc::busy, "pool " + path +
+                                " is open for writing by another process (or another "
                                 "gpm::pool in this one); close it there first");
   }
   throw_error(errc::io, sys_error("cannot lock", path));
@@ -116,9 +117,18 @@ backing_kind classify(const std::string& path, std::string* fs_name) {
   std::string name;
   backing_kind kind = backing_kind::disk_file;
   switch (type) {
-    case TMPFS_MAGIC: name = "tmpfs"; kind = backing_kind::shmem_file; break;
-    case HUGETLBFS_MAGIC: name = "hugetlbfs"; kind = backing_kind::shmem_file; break;
-    case RAMFS_MAGIC: name = "ramfs"; kind = backing_kind::shmem_file; break;
+    case TMPFS_MAGIC:
+      name = "tmpfs";
+      kind = backing_kind::shmem_file;
+      break;
+    case HUGETLBFS_MAGIC:
+      name = "hugetlbfs";
+      kind = backing_kind::shmem_file;
+      break;
+    case RAMFS_MAGIC:
+      name = "ramfs";
+      kind = backing_kind::shmem_file;
+      break;
     case EXT4_SUPER_MAGIC: name = "ext4"; break;
     case XFS_SUPER_MAGIC: name = "xfs"; break;
     case BTRFS_SUPER_MAGIC: name = "btrfs"; break;
@@ -142,8 +152,7 @@ bool huge_page_backed(const std::string& path) {
   std::size_t best = 0;
   std::string rest;
   while (mounts >> device >> point >> type >> options && std::getline(mounts, rest)) {
-    const bool under = target == point || point == "/" ||
-                       target.rfind(point + "/", 0) == 0;
+    const bool under = target == point || point == "/" || target.rfind(point + "/", 0) == 0;
     if (under && point.size() >= best) {
       best = point.size();
       best_type = type;
@@ -195,8 +204,9 @@ std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t b
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_error(errc::io, "cannot create directory " + dir + ": " + ec.message());
   if (std::filesystem::exists(path)) {
-    throw_error(errc::already_exists, "pool " + path + " already exists; open it, or remove it "
-                                      "first (gpmkit pool rm)");
+    throw_error(errc::already_exists, "pool " + path +
+                                          " already exists; open it, or remove it "
+                                          "first (gpmkit pool rm)");
   }
   // Built under a temporary name and renamed into place once initialised, so that a crash during
   // creation never leaves a half-made pool under the real name.
@@ -208,8 +218,8 @@ std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t b
   if (const int err = posix_fallocate(m->fd, 0, static_cast<off_t>(bytes)); err != 0) {
     ::unlink(m->path.c_str());
     if (err == ENOSPC) {
-      throw_error(errc::out_of_memory, "not enough space in " + dir + " (" + fs + ") for a pool of " +
-                                           std::to_string(bytes) + " bytes");
+      throw_error(errc::out_of_memory, "not enough space in " + dir + " (" + fs +
+                                           ") for a pool of " + std::to_string(bytes) + " bytes");
     }
     throw_error(errc::io, sys_error("cannot reserve space for", path, err));
   }
@@ -274,8 +284,8 @@ void map_into_gpu(mapping& m, gpu_mapping how,
   const device_info dev = query_device();
   if (!dev.present) {
     if (how == gpu_mapping::required) {
-      throw_error(errc::no_device, "pool " + m.path + " must be mapped into a GPU, but " +
-                                       dev.absent_reason);
+      throw_error(errc::no_device,
+                  "pool " + m.path + " must be mapped into a GPU, but " + dev.absent_reason);
     }
     notice("no GPU (" + dev.absent_reason + "): pool " + m.path +
            " is mapped for host access only; build with the host backend to run kernels "
@@ -290,7 +300,8 @@ void map_into_gpu(mapping& m, gpu_mapping how,
     classify(m.path, &fs);
     std::string why = std::string(cudaGetErrorName(e)) + ", " + cudaGetErrorString(e);
     if (m.kind == backing_kind::disk_file) {
-      why += "; the pool is on " + fs + ", whose writable shared mappings Linux does not let "
+      why += "; the pool is on " + fs +
+             ", whose writable shared mappings Linux does not let "
              "a GPU pin: use a tmpfs directory such as /dev/shm/gpmkit";
     }
     if (how == gpu_mapping::required) {

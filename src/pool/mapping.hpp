@@ -60,6 +60,7 @@ void publish(mapping& m, const std::string& final_path);
 std::unique_ptr<mapping> open_backing(const std::string& path, bool writable);
 
 // Registers the mapping with CUDA according to `how`; reports host-only use through `notice`.
-void map_into_gpu(mapping& m, gpu_mapping how, const std::function<void(const std::string&)>& notice);
+void map_into_gpu(mapping& m, gpu_mapping how,
+                  const std::function<void(const std::string&)>& notice);
 
 }  // namespace gpm::detail

@@ -126,8 +126,8 @@ struct pool::impl {
   detail::snapshot_store& snapshot_store() {
     if (!snapshots) {
       fs = detail::make_posix_fs();
-      snapshots = std::make_unique<detail::snapshot_store>(
-          *fs, detail::snapshot_dir_for(path, options));
+      snapshots =
+          std::make_unique<detail::snapshot_store>(*fs, detail::snapshot_dir_for(path, options));
     }
     return *snapshots;
   }
@@ -172,8 +172,9 @@ std::unique_ptr<pool::impl> open_validated(const std::string& path, std::string_
   if (writable) {
     p->finish_pending(f);
   } else if (root->record.pending != fmt::op_none) {
-    f.notes.push_back("a directory operation was interrupted by a crash; opening the pool for "
-                      "writing will finish it");
+    f.notes.push_back(
+        "a directory operation was interrupted by a crash; opening the pool for "
+        "writing will finish it");
   }
   if (f.ok()) detail::check_directory(p->base(), p->header(), p->root.record, f);
   return p;
@@ -318,9 +319,8 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
   const bool writable = !options.read_only;
   std::vector<std::string> early_notes;
 
-  const bool file_missing =
-      detail::classify(path, nullptr) != detail::backing_kind::dax_device &&
-      !std::filesystem::exists(path);
+  const bool file_missing = detail::classify(path, nullptr) != detail::backing_kind::dax_device &&
+                            !std::filesystem::exists(path);
   if (file_missing) {
     if (!writable || !options.restore_from_snapshot || !snapshot_exists(path, options)) {
       throw_error(errc::not_found,
@@ -344,10 +344,9 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
     if (e.code() != errc::corrupt) throw;
     f.add(errc::corrupt, e.what());
   }
-  const bool repairable = f.problems.empty() ||
-                          std::all_of(f.problems.begin(), f.problems.end(), [](const auto& pr) {
-                            return pr.code == errc::corrupt;
-                          });
+  const bool repairable =
+      f.problems.empty() || std::all_of(f.problems.begin(), f.problems.end(),
+                                        [](const auto& pr) { return pr.code == errc::corrupt; });
   if (!f.ok() && writable && repairable && options.restore_from_snapshot &&
       snapshot_exists(path, options)) {
     // Keep the damaged file for inspection; nothing is deleted.
@@ -370,10 +369,10 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
     p->update_root([](fmt::root_record& n) {
       n.flags &= ~fmt::kFlagCleanShutdown;
       n.open_count += 1;
-      n.last_open_ns = static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              std::chrono::system_clock::now().time_since_epoch())
-              .count());
+      n.last_open_ns =
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
     });
   }
   detail::map_into_gpu(*p->map, options.gpu, [&](const std::string& t) { p->notice(t); });
@@ -454,10 +453,10 @@ void pool::close() {
 pool_ref pool::ref() const {
   const impl& p = live();
   if (p.map->device == nullptr) {
-    throw_error(errc::no_device, "pool " + p.path + " is not mapped into a GPU (" +
-                                     (p.notices.empty() ? std::string("gpu mapping disabled")
-                                                        : p.notices.back()) +
-                                     ")");
+    throw_error(errc::no_device,
+                "pool " + p.path + " is not mapped into a GPU (" +
+                    (p.notices.empty() ? std::string("gpu mapping disabled") : p.notices.back()) +
+                    ")");
   }
   return pool_ref{p.map->device, p.map->bytes};
 }
@@ -478,8 +477,8 @@ std::uint64_t pool::allocate(std::string_view name, std::uint64_t bytes, std::ui
   require(p.map->writable, "the pool is open read-only");
   std::lock_guard lock(p.mutex);
   if (p.index_of(name)) {
-    throw_error(errc::already_exists, "pool " + p.path + " already holds an object named \"" +
-                                          std::string(name) + "\"");
+    throw_error(errc::already_exists,
+                "pool " + p.path + " already holds an object named \"" + std::string(name) + "\"");
   }
   const fmt::header& h = p.header();
   std::optional<std::uint32_t> slot;
@@ -555,8 +554,8 @@ std::optional<pool_object> pool::find(std::string_view name) const {
 pool_object pool::get(std::string_view name) const {
   std::optional<pool_object> o = find(name);
   if (!o) {
-    throw_error(errc::not_found, "pool " + live().path + " holds no object named \"" +
-                                     std::string(name) + "\"");
+    throw_error(errc::not_found,
+                "pool " + live().path + " holds no object named \"" + std::string(name) + "\"");
   }
   return *o;
 }
@@ -567,8 +566,8 @@ void pool::free(std::string_view name) {
   std::lock_guard lock(p.mutex);
   const std::optional<std::uint32_t> i = p.index_of(name);
   if (!i) {
-    throw_error(errc::not_found, "pool " + p.path + " holds no object named \"" +
-                                     std::string(name) + "\"");
+    throw_error(errc::not_found,
+                "pool " + p.path + " holds no object named \"" + std::string(name) + "\"");
   }
   p.update_root([&](fmt::root_record& n) {
     n.pending = fmt::op_free;
@@ -619,8 +618,9 @@ snapshot_result pool::snapshot() {
   impl& p = live();
   std::lock_guard lock(p.mutex);
   if (p.map->kind == detail::backing_kind::dax_device) {
-    throw_error(errc::unsupported, "pool " + p.path + " is on device-DAX and already power-fail "
-                                                       "durable; it takes no snapshots");
+    throw_error(errc::unsupported, "pool " + p.path +
+                                       " is on device-DAX and already power-fail "
+                                       "durable; it takes no snapshots");
   }
   // The snapshot records the pool as "not cleanly closed", so a restored pool runs recovery.
   // Nothing about the snapshot is written into the pool: the manifest is the one record of it.
@@ -659,7 +659,7 @@ pool_info pool::info() const {
 
 gpm::durability pool::durability() const {
   return live().map->kind == detail::backing_kind::dax_device ? durability::power_fail
-                                                               : durability::process_crash;
+                                                              : durability::process_crash;
 }
 
 bool pool::mapped_into_gpu() const { return live().map->device != nullptr; }

@@ -69,8 +69,8 @@ std::uint64_t now_ns() {
 
 std::vector<std::uint64_t> parallel_page_checksums(const char* pool, std::uint64_t pages) {
   std::vector<std::uint64_t> out(pages);
-  const unsigned threads = static_cast<unsigned>(
-      std::clamp<std::uint64_t>(pages / 1024, 1, std::max(1u, std::thread::hardware_concurrency())));
+  const unsigned threads = static_cast<unsigned>(std::clamp<std::uint64_t>(
+      pages / 1024, 1, std::max(1u, std::thread::hardware_concurrency())));
   std::vector<std::thread> pool_threads;
   for (unsigned t = 0; t < threads; ++t) {
     pool_threads.emplace_back([&, t] {
@@ -153,7 +153,8 @@ class posix_fs final : public snapshot_fs {
   void make_dir(const std::string& path) override {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
-    if (ec) throw_error(errc::io, "snapshot: cannot create directory " + path + ": " + ec.message());
+    if (ec)
+      throw_error(errc::io, "snapshot: cannot create directory " + path + ": " + ec.message());
   }
 
   void sync_dir(const std::string& path) override {
@@ -166,8 +167,8 @@ class posix_fs final : public snapshot_fs {
 
  private:
   [[noreturn]] static void fail(const char* what, const std::string& path) {
-    throw_error(errc::io, std::string("snapshot: cannot ") + what + " " + path + ": " +
-                              std::strerror(errno));
+    throw_error(errc::io,
+                std::string("snapshot: cannot ") + what + " " + path + ": " + std::strerror(errno));
   }
 
   int descriptor(const std::string& path, bool create) {
@@ -317,15 +318,15 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
   std::optional<snapshot_manifest> m = manifest();
   if (!m) return take_first(pool, pool_bytes, h.uuid);
   if (std::memcmp(m->uuid, h.uuid, sizeof h.uuid) != 0) {
-    throw_error(errc::already_exists,
-                "snapshot directory " + dir_ + " holds a snapshot of another pool (uuid " +
-                    uuid_string(m->uuid) + "); remove it (gpmkit pool rm --snapshot) or choose "
-                    "another snapshot directory");
+    throw_error(errc::already_exists, "snapshot directory " + dir_ +
+                                          " holds a snapshot of another pool (uuid " +
+                                          uuid_string(m->uuid) +
+                                          "); remove it (gpmkit pool rm --snapshot) or choose "
+                                          "another snapshot directory");
   }
   if (m->pool_bytes != pool_bytes) {
-    throw_error(errc::corrupt, "snapshot in " + dir_ + " is of a " +
-                                   std::to_string(m->pool_bytes) + "-byte pool, not " +
-                                   std::to_string(pool_bytes));
+    throw_error(errc::corrupt, "snapshot in " + dir_ + " is of a " + std::to_string(m->pool_bytes) +
+                                   "-byte pool, not " + std::to_string(pool_bytes));
   }
   if (m->journal_pending) {
     apply_journal(*m);
@@ -398,8 +399,8 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
   table_seq_ = seq;
   r.seq = seq;
   // The journal once, then each page and its checksum into the image, and two manifests.
-  r.bytes_written = off + changed.size() * (kPage + sizeof(std::uint64_t)) +
-                    2 * sizeof(manifest_record);
+  r.bytes_written =
+      off + changed.size() * (kPage + sizeof(std::uint64_t)) + 2 * sizeof(manifest_record);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -414,8 +415,7 @@ void snapshot_store::apply_journal(const snapshot_manifest& m) {
   journal_header jh{};
   fs_.read_at(journal, 0, &jh, sizeof jh);
   const bool header_ok = std::memcmp(jh.magic, kJournalMagic, 8) == 0 && jh.seq == m.seq &&
-                         jh.page_bytes == kPage &&
-                         *size == sizeof jh + jh.entries * kEntryStride;
+                         jh.page_bytes == kPage && *size == sizeof jh + jh.entries * kEntryStride;
   std::vector<char> buf(kEntryStride);
   std::uint64_t jsum = checksum64(&jh, sizeof jh);
   if (header_ok) {
@@ -489,8 +489,8 @@ snapshot_result snapshot_store::restore_into(char* out) {
   for (std::uint64_t p = 0; p < pages; ++p) {
     if (page_checksum(out + p * kPage, p) != table[p]) {
       throw_error(errc::corrupt, "snapshot image in " + dir_ + " is corrupt at page " +
-                                     std::to_string(p) + " (offset " +
-                                     std::to_string(p * kPage) + ")");
+                                     std::to_string(p) + " (offset " + std::to_string(p * kPage) +
+                                     ")");
     }
   }
   snapshot_result r;

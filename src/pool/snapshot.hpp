@@ -30,7 +30,7 @@ class snapshot_fs {
   virtual void truncate(const std::string& path, std::uint64_t size) = 0;
   virtual void sync_file(const std::string& path) = 0;
   virtual void rename(const std::string& from, const std::string& to) = 0;
-  virtual void remove(const std::string& path) = 0;  // no error if missing
+  virtual void remove(const std::string& path) = 0;    // no error if missing
   virtual void make_dir(const std::string& path) = 0;  // parents too; no error if present
   virtual void sync_dir(const std::string& path) = 0;
 };

@@ -106,9 +106,7 @@ TEST_F(EmuFaults, DifferentCollectivesWithOneMaskAreReported) {
   EXPECT_TRUE(contains(r, "__ballot_sync")) << r;
 }
 
-__global__ void caller_not_in_mask(unsigned* out) {
-  out[threadIdx.x] = __ballot_sync(0x1u, 1);
-}
+__global__ void caller_not_in_mask(unsigned* out) { out[threadIdx.x] = __ballot_sync(0x1u, 1); }
 
 TEST_F(EmuFaults, CallerOutsideItsMaskIsReported) {
   gpm::device_buffer<unsigned> d(4);

@@ -47,7 +47,8 @@ std::vector<unsigned> interleaving() {
 TEST_F(EmuSchedule, DefaultScheduleRunsThreadsInOrder) {
   use(0, 0);
   const auto order = interleaving();
-  for (int i = 0; i < kThreads * kSteps; ++i) ASSERT_EQ(order[i], static_cast<unsigned>(i / kSteps));
+  for (int i = 0; i < kThreads * kSteps; ++i)
+    ASSERT_EQ(order[i], static_cast<unsigned>(i / kSteps));
   EXPECT_EQ(interleaving(), order);
 }
 

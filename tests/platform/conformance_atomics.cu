@@ -136,7 +136,8 @@ TEST(ConformanceAtomics, CompareAndSwapSpinLock) {
   EXPECT_EQ(gpm::test::to_host(d_lock)[0], 0);
 }
 
-__global__ void scoped_variants(unsigned* global_count, unsigned* system_count, unsigned* per_block) {
+__global__ void scoped_variants(unsigned* global_count, unsigned* system_count,
+                                unsigned* per_block) {
   __shared__ unsigned block_count;
   if (threadIdx.x == 0) block_count = 0;
   __syncthreads();
@@ -149,7 +150,8 @@ __global__ void scoped_variants(unsigned* global_count, unsigned* system_count, 
 
 TEST(ConformanceAtomics, BlockAndSystemScopes) {
   unsigned* host_count = nullptr;
-  gpm::check_cuda(cudaHostAlloc(&host_count, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  gpm::check_cuda(cudaHostAlloc(&host_count, sizeof(unsigned), cudaHostAllocMapped),
+                  "cudaHostAlloc");
   *host_count = 0;
   unsigned* dev_view = nullptr;
   gpm::check_cuda(cudaHostGetDevicePointer(&dev_view, host_count, 0), "cudaHostGetDevicePointer");
@@ -185,8 +187,9 @@ template <gpm::thread_scope S>
 struct scope_tag {
   static constexpr gpm::thread_scope value = S;
 };
-using Scopes = ::testing::Types<scope_tag<gpm::thread_scope::block>, scope_tag<gpm::thread_scope::device>,
-                                scope_tag<gpm::thread_scope::system>>;
+using Scopes =
+    ::testing::Types<scope_tag<gpm::thread_scope::block>, scope_tag<gpm::thread_scope::device>,
+                     scope_tag<gpm::thread_scope::system>>;
 TYPED_TEST_SUITE(ConformanceAtomicRef, Scopes);
 
 TYPED_TEST(ConformanceAtomicRef, FetchOpsAndCompareExchange) {
@@ -236,7 +239,8 @@ __global__ void message_passing(int* data, int* flag, int* seen) {
   if (producer) {
     for (int i = 0; i < kMessage; ++i) block_data[i] = i * 7 + 1;
     __threadfence();
-    gpm::atomic_ref<int, gpm::thread_scope::device>(*block_flag).store(1, gpm::memory_order_release);
+    gpm::atomic_ref<int, gpm::thread_scope::device>(*block_flag)
+        .store(1, gpm::memory_order_release);
   }
   if (blockIdx.x == 0 && consumer) {
     gpm::atomic_ref<int, gpm::thread_scope::device> f(*block_flag);

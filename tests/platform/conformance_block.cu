@@ -96,9 +96,10 @@ TEST(ConformanceBlock, LargeDynamicSharedMemoryNeedsOptIn) {
                            d_out.data(), n),
                gpm::error);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  gpm::check_cuda(cudaFuncSetAttribute(reverse_in_shared, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       n * static_cast<int>(sizeof(int))),
-                  "cudaFuncSetAttribute");
+  gpm::check_cuda(
+      cudaFuncSetAttribute(reverse_in_shared, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           n * static_cast<int>(sizeof(int))),
+      "cudaFuncSetAttribute");
   gpm::launch(reverse_in_shared, 1, 256, n * sizeof(int), nullptr, d_in.data(), d_out.data(), n);
   auto out = gpm::test::to_host(d_out);
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], in[n - 1 - i]);
@@ -143,12 +144,12 @@ TEST(ConformanceBlock, SyncthreadsCountAndOr) {
 
 __global__ void record_indices(uint4* out) {
   const unsigned block_linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const unsigned thread_linear = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned thread_linear =
+      threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
-  out[block_linear * threads + thread_linear] =
-      make_uint4(threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20,
-                 blockIdx.x | blockIdx.y << 10 | blockIdx.z << 20, thread_linear / warpSize,
-                 gpm::lane_id());
+  out[block_linear * threads + thread_linear] = make_uint4(
+      threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20,
+      blockIdx.x | blockIdx.y << 10 | blockIdx.z << 20, thread_linear / warpSize, gpm::lane_id());
 }
 
 TEST(ConformanceBlock, ThreeDimensionalIndices) {

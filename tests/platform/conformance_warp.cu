@@ -275,7 +275,8 @@ __global__ void aggregated_increment(unsigned* counter, unsigned* slots) {
   const unsigned lane = threadIdx.x % 32;
   const int leader = __ffs(static_cast<int>(mask)) - 1;
   unsigned base = 0;
-  if (static_cast<int>(lane) == leader) base = atomicAdd(counter, static_cast<unsigned>(__popc(mask)));
+  if (static_cast<int>(lane) == leader)
+    base = atomicAdd(counter, static_cast<unsigned>(__popc(mask)));
   base = __shfl_sync(mask, base, leader);
   const unsigned rank = static_cast<unsigned>(__popc(mask & ((1u << lane) - 1u)));
   slots[base + rank] = blockIdx.x * blockDim.x + threadIdx.x;

@@ -141,9 +141,9 @@ TEST(PoolCrash, RecoveryIsIdempotent) {
     gpm::pool::create("churn.pool", 8 << 20, kLayout, options_for(d)).close();
     const std::uint64_t seed = gpm::test::trial_seed(t);
     const char* point = t % 2 == 0 ? "pool.allocate.entry_torn" : "pool.free.announced";
-    const auto r = gpm::test::run_child("pool_churn", args_for(d, "churn.pool", seed),
-                                        gpm::test::kill_at(std::string(point) + ":" +
-                                                           std::to_string(2 + t)));
+    const auto r =
+        gpm::test::run_child("pool_churn", args_for(d, "churn.pool", seed),
+                             gpm::test::kill_at(std::string(point) + ":" + std::to_string(2 + t)));
     ASSERT_TRUE(r.killed) << r.describe();
     // Two copies of the crashed pool: one recovered straight, one whose recovery crashes first.
     std::filesystem::copy_file(d.pool_path("churn.pool"), d.pool_path("copy.pool"));
@@ -158,9 +158,9 @@ TEST(PoolCrash, RecoveryIsIdempotent) {
       EXPECT_EQ(oa[i].name, ob[i].name);
       EXPECT_EQ(oa[i].offset, ob[i].offset);
       EXPECT_EQ(oa[i].bytes, ob[i].bytes);
-      EXPECT_EQ(std::memcmp(a.host_ptr<char>(oa[i].offset), b.host_ptr<char>(ob[i].offset),
-                            oa[i].bytes),
-                0);
+      EXPECT_EQ(
+          std::memcmp(a.host_ptr<char>(oa[i].offset), b.host_ptr<char>(ob[i].offset), oa[i].bytes),
+          0);
     }
   }
 }
@@ -193,7 +193,9 @@ constexpr std::uint64_t kSnapPages = 64;
 bool touches(std::uint64_t g, std::uint64_t page) {
   return page == g % kSnapPages || ((g * 0x9e3779b97f4a7c15ull) >> (page % 61)) % 3 == 0;
 }
-char fill_of(std::uint64_t g, std::uint64_t page) { return static_cast<char>(1 + (g * 31 + page) % 250); }
+char fill_of(std::uint64_t g, std::uint64_t page) {
+  return static_cast<char>(1 + (g * 31 + page) % 250);
+}
 
 // Generations of page rewrites, each snapshotted and then reported as committed.
 GPM_CRASH_SCENARIO(snapshot_churn) {
@@ -285,15 +287,17 @@ constexpr std::uint32_t kChunks = 32;
 
 __host__ __device__ inline std::uint32_t word_value(std::uint64_t round, std::uint32_t chunk,
                                                     std::uint32_t i) {
-  return static_cast<std::uint32_t>((round * 0x9e3779b1u) ^ (chunk * 0x85ebca6bu) ^ (i * 0xc2b2ae35u)) | 1u;
+  return static_cast<std::uint32_t>((round * 0x9e3779b1u) ^ (chunk * 0x85ebca6bu) ^
+                                    (i * 0xc2b2ae35u)) |
+         1u;
 }
 
 // Writes one chunk and persists it; the last block to finish publishes `publish` as progress.
 __global__ void write_and_publish(gpm::pool_ref pool, std::uint64_t data_off,
                                   std::uint64_t progress_off, unsigned* blocks_done,
-                                  std::uint64_t round, std::uint32_t chunk,
-                                  std::uint64_t publish) {
-  std::uint32_t* data = pool.ptr<std::uint32_t>(data_off) + static_cast<std::uint64_t>(chunk) * kChunkWords;
+                                  std::uint64_t round, std::uint32_t chunk, std::uint64_t publish) {
+  std::uint32_t* data =
+      pool.ptr<std::uint32_t>(data_off) + static_cast<std::uint64_t>(chunk) * kChunkWords;
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kChunkWords;
        i += gridDim.x * blockDim.x) {
     data[i] = word_value(round, chunk, i);
@@ -323,8 +327,8 @@ GPM_CRASH_SCENARIO(kernel_progress) {
   gpm::test::report_progress(args, "ready");
   for (std::uint64_t round = 0;; ++round) {
     for (std::uint32_t c = 0; c < kChunks; ++c) {
-      gpm::launch(write_and_publish, 64, 256, 0, nullptr, ref, data_off, progress_off,
-                  done.data(), round, c, round * kChunks + c + 1);
+      gpm::launch(write_and_publish, 64, 256, 0, nullptr, ref, data_off, progress_off, done.data(),
+                  round, c, round * kChunks + c + 1);
     }
     gpm::check_cuda(cudaDeviceSynchronize(), "round");
   }

@@ -120,7 +120,8 @@ TEST_F(PoolFuzz, RandomBitFlipsInMetadataAreRefusedOrHarmless) {
     }
   }
   EXPECT_GT(refused, 0);
-  std::printf("bit flips: %d refused, %d opened intact (root-record redundancy)\n", refused, opened);
+  std::printf("bit flips: %d refused, %d opened intact (root-record redundancy)\n", refused,
+              opened);
 }
 
 TEST_F(PoolFuzz, TruncationAtAnyLengthIsRefused) {

@@ -135,7 +135,8 @@ std::vector<std::vector<char>> make_versions(int count) {
   std::vector<char> image(kBytes, 0);
   gpm::detail::format_pool(image.data(), kBytes, "sim", 8);
   std::mt19937_64 rng(7);
-  for (std::uint64_t p = 4; p < kPages; ++p) std::memset(&image[p * 4096], static_cast<int>(p), 4096);
+  for (std::uint64_t p = 4; p < kPages; ++p)
+    std::memset(&image[p * 4096], static_cast<int>(p), 4096);
   v.push_back(image);
   for (int k = 1; k < count; ++k) {
     for (std::uint64_t p = 4; p < kPages; ++p) {

@@ -138,7 +138,8 @@ child_result run_child(const std::string& scenario, const scenario_args& args,
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "GPMKIT_CRASH_POINT=", 19) != 0) env_storage.emplace_back(*e);
   }
-  if (!policy.crash_point.empty()) env_storage.push_back("GPMKIT_CRASH_POINT=" + policy.crash_point);
+  if (!policy.crash_point.empty())
+    env_storage.push_back("GPMKIT_CRASH_POINT=" + policy.crash_point);
   std::vector<char*> envp;
   for (auto& s : env_storage) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -229,8 +230,8 @@ std::uint64_t trial_seed(int trial) {
 
 scratch_dirs::scratch_dirs(const std::string& tag) {
   static std::atomic<int> counter{0};
-  const std::string unique = tag + "-" + std::to_string(getpid()) + "-" +
-                             std::to_string(counter.fetch_add(1));
+  const std::string unique =
+      tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1));
   pm_dir_ = "/dev/shm/gpmkit-test-" + unique;
   const char* tmp = std::getenv("GPMKIT_TEST_DISK_DIR");
   snapshot_dir_ = std::string(tmp != nullptr ? tmp : "/var/tmp") + "/gpmkit-test-snap-" + unique;

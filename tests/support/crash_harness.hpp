@@ -25,7 +25,7 @@ struct scenario_args {
   std::string pm_dir;        // PM directory for the pool
   std::string snapshot_dir;  // snapshot directory
   std::uint64_t seed = 0;
-  int progress_fd = -1;      // write progress lines here (see report_progress)
+  int progress_fd = -1;  // write progress lines here (see report_progress)
 };
 
 using scenario_fn = int (*)(const scenario_args&);
@@ -33,10 +33,10 @@ using scenario_fn = int (*)(const scenario_args&);
 // Registers a scenario under `name` (use GPM_CRASH_SCENARIO).
 bool register_scenario(const char* name, scenario_fn fn);
 
-#define GPM_CRASH_SCENARIO(name)                                                     \
-  static int name##_scenario(const ::gpm::test::scenario_args& args);                \
-  [[maybe_unused]] static const bool name##_registered =                             \
-      ::gpm::test::register_scenario(#name, &name##_scenario);                       \
+#define GPM_CRASH_SCENARIO(name)                                      \
+  static int name##_scenario(const ::gpm::test::scenario_args& args); \
+  [[maybe_unused]] static const bool name##_registered =              \
+      ::gpm::test::register_scenario(#name, &name##_scenario);        \
   static int name##_scenario(const ::gpm::test::scenario_args& args)
 
 // Called first in main(): if this process was started as a crash child, runs the scenario and
@@ -61,7 +61,7 @@ struct child_result {
   bool killed_by_parent = false;  // SIGKILL from the parent's timer
   bool killed = false;            // died by SIGKILL (the parent's or its own crash point)
   bool timed_out = false;
-  int exit_code = -1;             // when it exited normally
+  int exit_code = -1;  // when it exited normally
   std::vector<std::string> progress;
   std::string describe() const;
 };

@@ -142,18 +142,12 @@ class json_checker {
           skip();
           return value();
         });
-      case '[':
-        return sequence(']', [&] { return value(); });
-      case '"':
-        return string();
-      case 't':
-        return literal("true");
-      case 'f':
-        return literal("false");
-      case 'n':
-        return literal("null");
-      default:
-        return number();
+      case '[': return sequence(']', [&] { return value(); });
+      case '"': return string();
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number();
     }
   }
 

@@ -124,8 +124,7 @@ json::object probe_registration(const directory_facts& dir) {
       (f.map = mmap(nullptr, kProbeBytes, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0)) ==
           MAP_FAILED) {
     o.add("result", "not probed");
-    o.add("reason",
-          "cannot map a file in " + dir.storage.probe_path + ": " + std::strerror(errno));
+    o.add("reason", "cannot map a file in " + dir.storage.probe_path + ": " + std::strerror(errno));
     return o;
   }
   std::memset(f.map, 0, kProbeBytes);  // the pages exist, as a pool's do

@@ -54,12 +54,12 @@ void launch(void (*kernel)(Params...), grid_dims grid, dim3 block, std::size_t s
   };
   auto b = std::make_shared<const bound>(
       bound{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)});
-  const cudaError_t status = emu::detail::submit_launch(emu::detail::kernel_launch{
-      reinterpret_cast<const void*>(kernel), grid.dims, block, shared_bytes, stream, grid.site,
-      std::move(b), [](const void* p) {
-        const bound& bb = *static_cast<const bound*>(p);
-        std::apply(bb.kernel, bb.args);
-      }});
+  const cudaError_t status = emu::detail::submit_launch(
+      emu::detail::kernel_launch{reinterpret_cast<const void*>(kernel), grid.dims, block,
+                                 shared_bytes, stream, grid.site, std::move(b), [](const void* p) {
+                                   const bound& bb = *static_cast<const bound*>(p);
+                                   std::apply(bb.kernel, bb.args);
+                                 }});
 #endif
   if (status != cudaSuccess)
     detail::throw_launch_error(status, grid.dims, block, shared_bytes, grid.site);

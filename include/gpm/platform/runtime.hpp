@@ -129,9 +129,7 @@ class device_buffer {
     require(count <= count_, "device_buffer::copy_to_host: more elements than the buffer holds");
     check_cuda(cudaMemcpy(dst, data_, count * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
-  void fill_bytes(int value) {
-    check_cuda(cudaMemset(data_, value, bytes()), "cudaMemset");
-  }
+  void fill_bytes(int value) { check_cuda(cudaMemset(data_, value, bytes()), "cudaMemset"); }
 
  private:
   T* data_ = nullptr;

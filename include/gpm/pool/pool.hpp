@@ -80,7 +80,7 @@ struct pool_info {
   std::uint64_t root_seq = 0;
   std::uint64_t open_count = 0;
   std::uint64_t last_snapshot_seq = 0;  // from the snapshot manifest; 0: none
-  bool clean_shutdown = false;  // the last writer closed the pool
+  bool clean_shutdown = false;          // the last writer closed the pool
 };
 
 // The result of checking a pool file: every inconsistency found, in words.
@@ -146,7 +146,7 @@ class pool {
   void close();
   bool is_open() const noexcept { return impl_ != nullptr; }
 
-  pool_ref ref() const;  // the GPU's view (throws errc::no_device when not mapped into a GPU)
+  pool_ref ref() const;       // the GPU's view (throws errc::no_device when not mapped into a GPU)
   pool_ref host_ref() const;  // the host's view
   template <class T>
   T* host_ptr(std::uint64_t offset) const {
@@ -155,12 +155,12 @@ class pool {
 
   // Allocates a zero-filled named object; returns its offset. Crash-atomic: after a crash the
   // object exists entirely or not at all.
-  std::uint64_t allocate(std::string_view name, std::uint64_t bytes,
-                         std::uint64_t alignment = 128, std::uint64_t type_tag = 0);
+  std::uint64_t allocate(std::string_view name, std::uint64_t bytes, std::uint64_t alignment = 128,
+                         std::uint64_t type_tag = 0);
   std::optional<pool_object> find(std::string_view name) const;
   pool_object get(std::string_view name) const;  // throws errc::not_found
-  void free(std::string_view name);               // crash-atomic
-  std::vector<pool_object> objects() const;       // in offset order
+  void free(std::string_view name);              // crash-atomic
+  std::vector<pool_object> objects() const;      // in offset order
 
   // An application-defined root (offset and size of an object), persisted in the root record.
   void set_root(std::uint64_t offset, std::uint64_t bytes);

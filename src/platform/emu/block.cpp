@@ -151,8 +151,8 @@ bool block_runner::run(const block_job& job, uint3 block_idx, std::string& fault
   for (unsigned i = 0; i < thread_count_; ++i) {
     gpu_thread& t = threads_[i];
     t = gpu_thread{};
-    t.ctx.thread_idx = uint3{i % job.block.x, (i / job.block.x) % job.block.y,
-                             i / (job.block.x * job.block.y)};
+    t.ctx.thread_idx =
+        uint3{i % job.block.x, (i / job.block.x) % job.block.y, i / (job.block.x * job.block.y)};
     t.ctx.linear = i;
     t.ctx.lane = i % 32;
     t.ctx.warp = i / 32;
@@ -337,7 +337,7 @@ std::uint64_t block_runner::next_random() {
 void block_runner::reset_countdown(gpu_thread& t) {
   t.ctx.yield_countdown =
       !seeded_ ? kDefaultYieldCountdown
-                : 1 + static_cast<std::uint32_t>(next_random() % (2 * job_->yield_every));
+               : 1 + static_cast<std::uint32_t>(next_random() % (2 * job_->yield_every));
 }
 
 void block_runner::thread_exit(gpu_thread* t) {
@@ -369,9 +369,9 @@ int block_runner::barrier(barrier_op op, int predicate, const std::source_locati
         break;
       }
     }
-    fault(std::string("divergent barrier: ") + thread_name(*self) + " reached " +
-              barrier_name(op) + " at " + site(where) + " while " + others + " waits in " +
-              barrier_name(barrier_.op) + " at " + site(barrier_.where) +
+    fault(std::string("divergent barrier: ") + thread_name(*self) + " reached " + barrier_name(op) +
+              " at " + site(where) + " while " + others + " waits in " + barrier_name(barrier_.op) +
+              " at " + site(barrier_.where) +
               " (every thread of a block must reach the same __syncthreads)",
           nullptr);
   }
@@ -417,8 +417,8 @@ warp_result block_runner::collective(warp_op op, unsigned mask, std::uint64_t va
   const unsigned w = self->ctx.warp;
   const unsigned bit = 1u << lane;
   if ((mask & bit) == 0) {
-    fault(std::string(op_name(op)) + " called by lane " + std::to_string(lane) +
-              " with mask " + hex(mask) + ", which does not name the calling lane",
+    fault(std::string(op_name(op)) + " called by lane " + std::to_string(lane) + " with mask " +
+              hex(mask) + ", which does not name the calling lane",
           &where);
   }
   if (is_shuffle(op) && (width < 1 || width > 32 || (width & (width - 1)) != 0)) {

@@ -28,9 +28,9 @@ struct block_job {
   dim3 grid;
   dim3 block;
   std::size_t shared_bytes;
-  std::uint64_t seed;         // 0: deterministic round-robin schedule
-  std::uint64_t launch_id;    // makes a seeded schedule differ between launches
-  unsigned yield_every;       // seeded mode: mean atomics between forced yields
+  std::uint64_t seed;       // 0: deterministic round-robin schedule
+  std::uint64_t launch_id;  // makes a seeded schedule differ between launches
+  unsigned yield_every;     // seeded mode: mean atomics between forced yields
 };
 
 class block_runner {
@@ -98,8 +98,7 @@ class block_runner {
   void after_resume();
   void thread_exit(gpu_thread* t);
   void make_ready(gpu_thread* t);
-  void complete_group(warp_state& w, unsigned warp, std::size_t group_index,
-                      gpu_thread* caller);
+  void complete_group(warp_state& w, unsigned warp, std::size_t group_index, gpu_thread* caller);
   void check_warp_groups(unsigned warp);
   void check_active_mask(unsigned warp) {
     if (warps_[warp].active_mask_waiters != 0) complete_active_masks(warps_[warp], warp);

@@ -220,15 +220,9 @@ cudaError_t device::run_grid(const kernel_launch& launch) {
   job->launch = launch;
   job->name = kernel_name(launch.kernel);
   const options o = opts();
-  job->job = block_job{job->name.c_str(),
-                       launch.invoke,
-                       launch.bound_args.get(),
-                       launch.grid,
-                       launch.block,
-                       launch.shared_bytes,
-                       o.seed,
-                       launches_.fetch_add(1) + 1,
-                       o.yield_every};
+  job->job = block_job{
+      job->name.c_str(),   launch.invoke, launch.bound_args.get(),    launch.grid,  launch.block,
+      launch.shared_bytes, o.seed,        launches_.fetch_add(1) + 1, o.yield_every};
   job->total = static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y * launch.grid.z;
   {
     std::lock_guard lock(mutex_);

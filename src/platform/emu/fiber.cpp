@@ -14,9 +14,9 @@
 // gpm_emu_switch(void** save_sp, void* load_sp): pushes the callee-saved registers of the running
 // context, stores its stack pointer, loads the other one and pops the same in reverse. MXCSR and
 // the x87 control word are not switched: every GPU thread runs with the process's defaults
-// (device code cannot change rounding modes), which keeps a switch to a few nanoseconds. A new context's stack is laid out by fiber_stack::prepare so that
-// the final `ret` lands in gpm_emu_trampoline with the entry function in rbx and its argument in
-// r12.
+// (device code cannot change rounding modes), which keeps a switch to a few nanoseconds. A new
+// context's stack is laid out by fiber_stack::prepare so that the final `ret` lands in
+// gpm_emu_trampoline with the entry function in rbx and its argument in r12.
 asm(R"(
   .text
   .globl gpm_emu_switch
@@ -95,7 +95,7 @@ fiber_stack::~fiber_stack() {
 void fiber_stack::prepare(machine_context& ctx, void (*entry)(void*), void* arg) {
   char* top = static_cast<char*>(mapping_) + mapping_bytes_;
 #if defined(__x86_64__)
-  auto* slot = reinterpret_cast<std::uint64_t*>(top) - 2;  // 16-byte aligned after `ret`
+  auto* slot = reinterpret_cast<std::uint64_t*>(top) - 2;          // 16-byte aligned after `ret`
   *--slot = reinterpret_cast<std::uint64_t>(&gpm_emu_trampoline);  // return address
   *--slot = 0;                                                     // rbp
   *--slot = reinterpret_cast<std::uint64_t>(entry);                // rbx
@@ -113,12 +113,10 @@ void fiber_stack::prepare(machine_context& ctx, void (*entry)(void*), void* arg)
   const auto bits = reinterpret_cast<std::uintptr_t>(arg);
   static thread_local void (*stored_entry)(void*) = nullptr;
   stored_entry = entry;
-  makecontext(
-      &ctx.uc,
-      reinterpret_cast<void (*)()>(+[](unsigned hi, unsigned lo) {
-        stored_entry(reinterpret_cast<void*>((static_cast<std::uintptr_t>(hi) << 32) | lo));
-      }),
-      2, static_cast<unsigned>(bits >> 32), static_cast<unsigned>(bits));
+  makecontext(&ctx.uc, reinterpret_cast<void (*)()>(+[](unsigned hi, unsigned lo) {
+    stored_entry(reinterpret_cast<void*>((static_cast<std::uintptr_t>(hi) << 32) | lo));
+  }),
+              2, static_cast<unsigned>(bits >> 32), static_cast<unsigned>(bits));
 #endif
 }
 

@@ -309,8 +309,7 @@ class runtime {
     const std::size_t align = kind == region_kind::device ? 256 : page_size();
     const std::size_t bytes = round_up(size, align);
     std::lock_guard lock(m_);
-    if (kind == region_kind::device &&
-        device_bytes_ + bytes > device::get().opts().device_memory) {
+    if (kind == region_kind::device && device_bytes_ + bytes > device::get().opts().device_memory) {
       return cudaErrorMemoryAllocation;
     }
     void* p = std::aligned_alloc(align, bytes);
@@ -342,8 +341,8 @@ class runtime {
     auto it = regions_.upper_bound(a);
     if (it == regions_.begin()) return nullptr;
     --it;
-    const bool host = it->second.kind == region_kind::host_alloc ||
-                      it->second.kind == region_kind::registered;
+    const bool host =
+        it->second.kind == region_kind::host_alloc || it->second.kind == region_kind::registered;
     if (!host || a >= it->first + it->second.size) return nullptr;
     if (start != nullptr) *start = it->first;
     return &it->second;
@@ -385,7 +384,9 @@ class runtime {
   }
 
  private:
-  runtime() { default_.thread = std::thread([this] { default_.loop(); }); }
+  runtime() {
+    default_.thread = std::thread([this] { default_.loop(); });
+  }
 
   std::mutex m_;
   CUstream_st default_;
@@ -414,8 +415,8 @@ cudaError_t submit_launch(kernel_launch&& launch) {
   // As CUDA 13 on an H100/H200: an empty grid or block is an invalid configuration, one beyond
   // the device's limits an invalid value.
   if (threads == 0 || g.x == 0 || g.y == 0 || g.z == 0) return cudaErrorInvalidConfiguration;
-  if (threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x > 0x7fffffffu ||
-      g.y > 65535 || g.z > 65535) {
+  if (threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x > 0x7fffffffu || g.y > 65535 ||
+      g.z > 65535) {
     return cudaErrorInvalidValue;
   }
   if (launch.shared_bytes > device::get().max_dynamic_shared(launch.kernel)) {
@@ -423,8 +424,7 @@ cudaError_t submit_launch(kernel_launch&& launch) {
   }
   if (!runtime::get().valid_stream(launch.stream)) return cudaErrorInvalidResourceHandle;
   const cudaStream_t s = launch.stream;
-  return runtime::get().enqueue(
-      s, [l = std::move(launch)] { device::get().run_grid(l); });
+  return runtime::get().enqueue(s, [l = std::move(launch)] { device::get().run_grid(l); });
 }
 
 }  // namespace gpm::emu::detail
@@ -499,7 +499,8 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorHostMemoryAlreadyRegistered:
       return "part or all of the requested memory range is already mapped";
-    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
+    case cudaErrorHostMemoryNotRegistered:
+      return "pointer does not correspond to a registered memory region";
     case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotPermitted: return "operation not permitted";

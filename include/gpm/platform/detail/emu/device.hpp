@@ -38,8 +38,9 @@ inline constexpr int warpSize = 32;
 namespace gpm::emu::detail {
 
 template <class T>
-inline constexpr bool is_warp_value =
-    std::is_arithmetic_v<T> && (sizeof(T) == 4 || sizeof(T) == 8) && !std::is_same_v<T, bool>;
+inline constexpr bool is_warp_value = std::is_arithmetic_v<T> &&
+                                      (sizeof(T) == 4 || sizeof(T) == 8) &&
+                                      !std::is_same_v<T, bool>;
 
 template <class T>
 std::uint64_t to_bits(T v) {
@@ -110,50 +111,50 @@ inline unsigned __activemask(std::source_location where = std::source_location::
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate,
                               std::source_location where = std::source_location::current()) {
-  return static_cast<unsigned>(::gpm::emu::detail::warp_collective(
-                                   ::gpm::emu::detail::warp_op::ballot, mask, predicate != 0, 0,
-                                   32, where)
-                                   .value);
+  return static_cast<unsigned>(
+      ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::ballot, mask, predicate != 0,
+                                          0, 32, where)
+          .value);
 }
 inline int __any_sync(unsigned mask, int predicate,
                       std::source_location where = std::source_location::current()) {
-  return ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::any, mask,
-                                             predicate != 0, 0, 32, where)
+  return ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::any, mask, predicate != 0,
+                                             0, 32, where)
       .predicate;
 }
 inline int __all_sync(unsigned mask, int predicate,
                       std::source_location where = std::source_location::current()) {
-  return ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::all, mask,
-                                             predicate != 0, 0, 32, where)
+  return ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::all, mask, predicate != 0,
+                                             0, 32, where)
       .predicate;
 }
 template <class T>
 unsigned __match_any_sync(unsigned mask, T value,
                           std::source_location where = std::source_location::current()) {
   static_assert(::gpm::emu::detail::is_warp_value<T>, "__match_any_sync takes 4- or 8-byte values");
-  return static_cast<unsigned>(::gpm::emu::detail::warp_collective(
-                                   ::gpm::emu::detail::warp_op::match_any, mask,
-                                   ::gpm::emu::detail::to_bits(value), sizeof(T), 32, where)
-                                   .value);
+  return static_cast<unsigned>(
+      ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::match_any, mask,
+                                          ::gpm::emu::detail::to_bits(value), sizeof(T), 32, where)
+          .value);
 }
 template <class T>
 unsigned __match_all_sync(unsigned mask, T value, int* pred,
                           std::source_location where = std::source_location::current()) {
   static_assert(::gpm::emu::detail::is_warp_value<T>, "__match_all_sync takes 4- or 8-byte values");
-  auto r = ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::match_all, mask,
-                                               ::gpm::emu::detail::to_bits(value), sizeof(T), 32,
-                                               where);
+  auto r =
+      ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::match_all, mask,
+                                          ::gpm::emu::detail::to_bits(value), sizeof(T), 32, where);
   *pred = r.predicate;
   return static_cast<unsigned>(r.value);
 }
 
-#define GPM_EMU_WARP_REDUCE(name, T, op)                                                        \
-  inline T name(unsigned mask, T value,                                                        \
-                std::source_location where = std::source_location::current()) {               \
-    return static_cast<T>(::gpm::emu::detail::warp_collective(                                 \
-                              ::gpm::emu::detail::warp_op::op, mask,                           \
-                              static_cast<std::uint32_t>(value), 0, 32, where)                 \
-                              .value);                                                         \
+#define GPM_EMU_WARP_REDUCE(name, T, op)                                                     \
+  inline T name(unsigned mask, T value,                                                      \
+                std::source_location where = std::source_location::current()) {              \
+    return static_cast<T>(                                                                   \
+        ::gpm::emu::detail::warp_collective(::gpm::emu::detail::warp_op::op, mask,           \
+                                            static_cast<std::uint32_t>(value), 0, 32, where) \
+            .value);                                                                         \
   }
 GPM_EMU_WARP_REDUCE(__reduce_add_sync, unsigned, reduce_add)
 GPM_EMU_WARP_REDUCE(__reduce_add_sync, int, reduce_add)
@@ -241,24 +242,23 @@ inline void __nanosleep(unsigned) { ::gpm::emu::detail::yield_now(); }
 }
 
 // ---- atomics (relaxed, like CUDA's atomicXxx; the scope suffix does not change host atomics) --
-#define GPM_EMU_ATOMIC_SCOPES(ret, name, params, body) \
-  inline ret name params body                          \
-  inline ret name##_block params body                  \
-  inline ret name##_system params body
+#define GPM_EMU_ATOMIC_SCOPES(ret, name, params, body)                                            \
+  inline ret name params body inline ret name##_block params body inline ret name##_system params \
+      body
 
-#define GPM_EMU_ATOMIC_RMW(name, T, expr)                                      \
-  GPM_EMU_ATOMIC_SCOPES(T, name, (T * address, T val), {                       \
+#define GPM_EMU_ATOMIC_RMW(name, T, expr)                                                          \
+  GPM_EMU_ATOMIC_SCOPES(T, name, (T * address, T val), {                                           \
     return ::gpm::emu::detail::atomic_rmw(address, [val](T old) { return static_cast<T>(expr); }); \
   })
 
-#define GPM_EMU_ATOMIC_INTEGER_FAMILY(T)         \
-  GPM_EMU_ATOMIC_RMW(atomicAdd, T, old + val)    \
-  GPM_EMU_ATOMIC_RMW(atomicSub, T, old - val)    \
-  GPM_EMU_ATOMIC_RMW(atomicExch, T, ((void)old, val)) \
+#define GPM_EMU_ATOMIC_INTEGER_FAMILY(T)                  \
+  GPM_EMU_ATOMIC_RMW(atomicAdd, T, old + val)             \
+  GPM_EMU_ATOMIC_RMW(atomicSub, T, old - val)             \
+  GPM_EMU_ATOMIC_RMW(atomicExch, T, ((void)old, val))     \
   GPM_EMU_ATOMIC_RMW(atomicMin, T, val < old ? val : old) \
   GPM_EMU_ATOMIC_RMW(atomicMax, T, val > old ? val : old) \
-  GPM_EMU_ATOMIC_RMW(atomicAnd, T, old & val)    \
-  GPM_EMU_ATOMIC_RMW(atomicOr, T, old | val)     \
+  GPM_EMU_ATOMIC_RMW(atomicAnd, T, old& val)              \
+  GPM_EMU_ATOMIC_RMW(atomicOr, T, old | val)              \
   GPM_EMU_ATOMIC_RMW(atomicXor, T, old ^ val)
 
 GPM_EMU_ATOMIC_INTEGER_FAMILY(int)
@@ -272,13 +272,13 @@ GPM_EMU_ATOMIC_RMW(atomicExch, float, ((void)old, val))
 GPM_EMU_ATOMIC_RMW(atomicInc, unsigned int, old >= val ? 0u : old + 1u)
 GPM_EMU_ATOMIC_RMW(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 
-#define GPM_EMU_ATOMIC_CAS(T)                                                          \
-  GPM_EMU_ATOMIC_SCOPES(T, atomicCAS, (T * address, T compare, T val), {               \
-    std::atomic_ref<T> ref(*address);                                                  \
-    T expected = compare;                                                              \
+#define GPM_EMU_ATOMIC_CAS(T)                                                             \
+  GPM_EMU_ATOMIC_SCOPES(T, atomicCAS, (T * address, T compare, T val), {                  \
+    std::atomic_ref<T> ref(*address);                                                     \
+    T expected = compare;                                                                 \
     bool swapped = ref.compare_exchange_strong(expected, val, std::memory_order_relaxed); \
-    ::gpm::emu::detail::atomic_point(!swapped);                                        \
-    return expected;                                                                   \
+    ::gpm::emu::detail::atomic_point(!swapped);                                           \
+    return expected;                                                                      \
   })
 GPM_EMU_ATOMIC_CAS(int)
 GPM_EMU_ATOMIC_CAS(unsigned int)

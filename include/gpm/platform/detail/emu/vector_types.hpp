@@ -5,15 +5,15 @@
 
 #include <cstddef>
 
-#define GPM_EMU_VECTOR2(name, T, align)                                                  \
-  struct alignas(align) name {                                                           \
-    T x, y;                                                                              \
-  };                                                                                     \
+#define GPM_EMU_VECTOR2(name, T, align) \
+  struct alignas(align) name {          \
+    T x, y;                             \
+  };                                    \
   inline constexpr name make_##name(T x, T y) { return name{x, y}; }
-#define GPM_EMU_VECTOR4(name, T, align)                                                  \
-  struct alignas(align) name {                                                           \
-    T x, y, z, w;                                                                        \
-  };                                                                                     \
+#define GPM_EMU_VECTOR4(name, T, align) \
+  struct alignas(align) name {          \
+    T x, y, z, w;                       \
+  };                                    \
   inline constexpr name make_##name(T x, T y, T z, T w) { return name{x, y, z, w}; }
 
 GPM_EMU_VECTOR2(int2, int, 8)
