@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <gpm/platform/hash.hpp>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/pool.hpp>
@@ -82,14 +83,8 @@ geometry filling_geometry(const mode_context& ctx) {
 
 // ---- patterns shared by kernels and the host's checks ---------------------------------------
 
-// splitmix64's finaliser: a cheap hash that spreads consecutive indices over the whole object.
-GPM_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// gpm::mix64 spreads consecutive indices over the whole object.
+using gpm::mix64;
 
 // The 16 bytes persist_stream stores at index i in call `seed`: every call writes different data,
 // so the check after timing proves that the last call's stores all arrived.

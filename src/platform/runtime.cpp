@@ -8,12 +8,6 @@
 namespace gpm {
 
 namespace {
-std::string location(const std::source_location& w) {
-  return std::string(w.file_name()) + ":" + std::to_string(w.line());
-}
-std::string dims(dim3 d) {
-  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
-}
 // Reads the current PCIe link of the device at domain:bus:device.0 from sysfs.
 void read_pcie_link(device_info& info) {
   char bdf[32];
@@ -36,17 +30,26 @@ void read_pcie_link(device_info& info) {
 
 void check_cuda(cudaError_t status, std::string_view what, std::source_location where) {
   if (status == cudaSuccess) return;
-  throw_error(errc::cuda, std::string(what) + " failed at " + location(where) + ": " +
+  throw_error(errc::cuda, std::string(what) + " failed at " + detail::format_site(where) + ": " +
                               cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 
 namespace detail {
+std::string format_dims(dim3 d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+std::string format_site(const std::source_location& where) {
+  return std::string(where.file_name()) + ":" + std::to_string(where.line());
+}
+
 void throw_launch_error(cudaError_t status, dim3 grid, dim3 block, std::size_t shared_bytes,
                         const std::source_location& site) {
-  throw_error(errc::cuda, "kernel launch at " + location(site) + " with grid " + dims(grid) +
-                              ", block " + dims(block) + ", " + std::to_string(shared_bytes) +
-                              " bytes of dynamic shared memory failed: " +
-                              cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+  throw_error(errc::cuda,
+              "kernel launch at " + format_site(site) + " with grid " + format_dims(grid) +
+                  ", block " + format_dims(block) + ", " + std::to_string(shared_bytes) +
+                  " bytes of dynamic shared memory failed: " + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) + ")");
 }
 }  // namespace detail
 

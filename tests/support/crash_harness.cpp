@@ -18,6 +18,8 @@
 #include <map>
 #include <string_view>
 
+#include <gpm/platform/hash.hpp>
+
 extern char** environ;
 
 namespace gpm::test {
@@ -39,13 +41,6 @@ constexpr std::string_view kFd = "--gpm-progress-fd=";
 std::optional<std::string> value_of(std::string_view arg, std::string_view key) {
   if (arg.substr(0, key.size()) != key) return std::nullopt;
   return std::string(arg.substr(key.size()));
-}
-
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -225,7 +220,7 @@ int crash_trials(int fallback) {
 std::uint64_t trial_seed(int trial) {
   const char* v = std::getenv("GPMKIT_CRASH_SEED");
   const std::uint64_t base = v != nullptr ? std::strtoull(v, nullptr, 10) : 0x5eedull;
-  return splitmix(base + static_cast<std::uint64_t>(trial));
+  return gpm::splitmix64(base + static_cast<std::uint64_t>(trial));
 }
 
 scratch_dirs::scratch_dirs(const std::string& tag) {

@@ -8,20 +8,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include <gpm/platform/hash.hpp>
 #include <gpm/platform/macros.hpp>
 
 namespace gpm {
-
-namespace detail {
-GPM_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-}  // namespace detail
 
 // Checksum of `bytes` bytes at `data`, continuing from `seed` (chain calls to cover several
 // ranges; a structure's generation number is a good seed, so that bumping it invalidates the
@@ -29,19 +19,19 @@ GPM_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t x) {
 GPM_HOST_DEVICE inline std::uint64_t checksum64(const void* data, std::size_t bytes,
                                                 std::uint64_t seed = 0) {
   const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t h = detail::mix64(seed ^ 0x6a09e667f3bcc908ull ^ bytes);
+  std::uint64_t h = mix64(seed ^ 0x6a09e667f3bcc908ull ^ bytes);
   std::size_t i = 0;
   for (; i + 8 <= bytes; i += 8) {
     std::uint64_t w;
     std::memcpy(&w, p + i, 8);
-    h = detail::mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
+    h = mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
   }
   if (i < bytes) {
     std::uint64_t w = 0;
     std::memcpy(&w, p + i, bytes - i);
-    h = detail::mix64(h ^ w ^ (static_cast<std::uint64_t>(bytes - i) << 59));
+    h = mix64(h ^ w ^ (static_cast<std::uint64_t>(bytes - i) << 59));
   }
-  return detail::mix64(h);
+  return mix64(h);
 }
 
 }  // namespace gpm

@@ -26,6 +26,10 @@ void check_cuda(cudaError_t status, std::string_view what,
                 std::source_location where = std::source_location::current());
 
 namespace detail {
+// "(x,y,z)" and "file:line", as messages and fault reports write them.
+std::string format_dims(dim3 d);
+std::string format_site(const std::source_location& where);
+
 // Throws errc::cuda for a failed launch, naming its call site and configuration (gpm::launch).
 [[noreturn]] void throw_launch_error(cudaError_t status, dim3 grid, dim3 block,
                                      std::size_t shared_bytes, const std::source_location& site);

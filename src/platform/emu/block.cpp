@@ -10,11 +10,17 @@
 #include <sstream>
 #include <thread>
 
+#include <gpm/platform/hash.hpp>
+#include <gpm/platform/runtime.hpp>
+
 namespace gpm::emu::detail {
 
 thread_local thread_context* current_thread = nullptr;
 
 namespace {
+
+using gpm::detail::format_dims;
+using gpm::detail::format_site;
 
 thread_local block_runner* tls_runner = nullptr;
 
@@ -64,10 +70,6 @@ bool same_site(const std::source_location& a, const std::source_location& b) {
          (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
 }
 
-std::string site(const std::source_location& w) {
-  return std::string(w.file_name()) + ":" + std::to_string(w.line());
-}
-
 std::string hex(unsigned v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
@@ -90,17 +92,6 @@ std::string lane_list(unsigned m) {
     i = j + 1;
   }
   return out.empty() ? "none" : out;
-}
-
-std::string dims(uint3 v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
-}
-
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 block_runner& runner() {
@@ -170,9 +161,9 @@ bool block_runner::run(const block_job& job, uint3 block_idx, std::string& fault
   faulted_ = false;
   fault_.clear();
   seeded_ = job.seed != 0;
-  rng_ = splitmix(job.seed ^ splitmix(job.launch_id) ^
-                  splitmix((static_cast<std::uint64_t>(block_idx.z) << 42) ^
-                           (static_cast<std::uint64_t>(block_idx.y) << 21) ^ block_idx.x));
+  rng_ = splitmix64(job.seed ^ splitmix64(job.launch_id) ^
+                    splitmix64((static_cast<std::uint64_t>(block_idx.z) << 42) ^
+                               (static_cast<std::uint64_t>(block_idx.y) << 21) ^ block_idx.x));
   for (unsigned i = 0; i < thread_count_; ++i) reset_countdown(threads_[i]);
 
   tls_runner = this;
@@ -331,7 +322,7 @@ void block_runner::make_ready(gpu_thread* t) {
 
 std::uint64_t block_runner::next_random() {
   rng_ += 0x9e3779b97f4a7c15ull;
-  return splitmix(rng_);
+  return splitmix64(rng_);
 }
 
 void block_runner::reset_countdown(gpu_thread& t) {
@@ -370,8 +361,8 @@ int block_runner::barrier(barrier_op op, int predicate, const std::source_locati
       }
     }
     fault(std::string("divergent barrier: ") + thread_name(*self) + " reached " + barrier_name(op) +
-              " at " + site(where) + " while " + others + " waits in " + barrier_name(barrier_.op) +
-              " at " + site(barrier_.where) +
+              " at " + format_site(where) + " while " + others + " waits in " +
+              barrier_name(barrier_.op) + " at " + format_site(barrier_.where) +
               " (every thread of a block must reach the same __syncthreads)",
           nullptr);
   }
@@ -439,7 +430,7 @@ warp_result block_runner::collective(warp_op op, unsigned mask, std::uint64_t va
       fault(std::string("lanes disagree on a warp collective's mask: lane ") +
                 std::to_string(lane) + " calls " + op_name(op) + " with mask " + hex(mask) +
                 " while lanes " + lane_list(g.arrived) + " wait in " + op_name(g.op) +
-                " with mask " + hex(g.mask) + " at " + site(other.where),
+                " with mask " + hex(g.mask) + " at " + format_site(other.where),
             &where);
     }
   }
@@ -448,7 +439,8 @@ warp_result block_runner::collective(warp_op op, unsigned mask, std::uint64_t va
     const gpu_thread& other = threads_[w * 32 + static_cast<unsigned>(__builtin_ctz(g.arrived))];
     fault(std::string("lanes disagree on a warp collective: lane ") + std::to_string(lane) +
               " calls " + op_name(op) + " while lanes " + lane_list(g.arrived) + " wait in " +
-              op_name(g.op) + " at " + site(other.where) + " with the same mask " + hex(mask),
+              op_name(g.op) + " at " + format_site(other.where) + " with the same mask " +
+              hex(mask),
           &where);
   }
   self->op = op;
@@ -623,24 +615,24 @@ void block_runner::yield() {
 
 void block_runner::fault(const std::string& what, const std::source_location* where) {
   std::string msg = "kernel `" + std::string(job_->kernel_name) + "` block " +
-                    dims(block_ctx_.block_idx) + ": " + what;
+                    format_dims(block_ctx_.block_idx) + ": " + what;
   if (current_thread != nullptr) msg += "\n  in " + thread_name(threads_[current_thread->linear]);
-  if (where != nullptr) msg += " at " + site(*where);
+  if (where != nullptr) msg += " at " + format_site(*where);
   faulted_ = true;
   fault_ = msg;
   leave_to_main(nullptr);
 }
 
 std::string block_runner::thread_name(const gpu_thread& t) const {
-  return "thread " + dims(t.ctx.thread_idx) + " (warp " + std::to_string(t.ctx.warp) + " lane " +
-         std::to_string(t.ctx.lane) + ")";
+  return "thread " + format_dims(t.ctx.thread_idx) + " (warp " + std::to_string(t.ctx.warp) +
+         " lane " + std::to_string(t.ctx.lane) + ")";
 }
 
 std::string block_runner::describe_wait(const gpu_thread& t) const {
   switch (t.wait) {
     case wait_kind::barrier:
-      return std::string("wait in ") + barrier_name(barrier_.op) + " at " + site(t.where);
-    case wait_kind::active_mask: return "wait in __activemask at " + site(t.where);
+      return std::string("wait in ") + barrier_name(barrier_.op) + " at " + format_site(t.where);
+    case wait_kind::active_mask: return "wait in __activemask at " + format_site(t.where);
     case wait_kind::collective: {
       const warp_state& ws = warps_[t.ctx.warp];
       unsigned missing = 0;
@@ -648,7 +640,7 @@ std::string block_runner::describe_wait(const gpu_thread& t) const {
         if (g.arrived >> t.ctx.lane & 1u) missing = g.mask & ws.live & ~g.arrived;
       }
       return std::string("wait in ") + op_name(t.op) + "(mask " + hex(t.mask) + ") at " +
-             site(t.where) + " for lanes " + lane_list(missing) + " of warp " +
+             format_site(t.where) + " for lanes " + lane_list(missing) + " of warp " +
              std::to_string(t.ctx.warp);
     }
     case wait_kind::none: break;
@@ -658,15 +650,15 @@ std::string block_runner::describe_wait(const gpu_thread& t) const {
 
 std::string block_runner::deadlock_report() const {
   std::ostringstream out;
-  out << "kernel `" << job_->kernel_name << "` block " << dims(block_ctx_.block_idx)
+  out << "kernel `" << job_->kernel_name << "` block " << format_dims(block_ctx_.block_idx)
       << ": deadlock: no thread of the block can proceed";
   unsigned i = 0;
   while (i < thread_count_) {
     const std::string what = describe_wait(threads_[i]);
     unsigned j = i;
     while (j + 1 < thread_count_ && describe_wait(threads_[j + 1]) == what) ++j;
-    out << "\n  thread" << (j > i ? "s " : " ") << dims(threads_[i].ctx.thread_idx);
-    if (j > i) out << "-" << dims(threads_[j].ctx.thread_idx);
+    out << "\n  thread" << (j > i ? "s " : " ") << format_dims(threads_[i].ctx.thread_idx);
+    if (j > i) out << "-" << format_dims(threads_[j].ctx.thread_idx);
     out << ": " << what;
     i = j + 1;
   }

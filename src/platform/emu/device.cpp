@@ -48,10 +48,6 @@ options normalized(options o) {
   return o;
 }
 
-std::string dims(dim3 v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
-}
-
 }  // namespace
 
 options options_from_environment() {
@@ -232,9 +228,9 @@ cudaError_t device::run_grid(const kernel_launch& launch) {
   std::unique_lock lock(job->mutex);
   job->done_cv.wait(lock, [&] { return job->finished.load() == job->total; });
   if (job->fault.empty()) return cudaSuccess;
-  std::string report = job->fault + "\n  launched at " + launch.site.file_name() + ":" +
-                       std::to_string(launch.site.line()) + " with grid " + dims(launch.grid) +
-                       ", block " + dims(launch.block) + "\n  ";
+  std::string report = job->fault + "\n  launched at " + gpm::detail::format_site(launch.site) +
+                       " with grid " + gpm::detail::format_dims(launch.grid) + ", block " +
+                       gpm::detail::format_dims(launch.block) + "\n  ";
   report += o.seed != 0 ? "reproduce: GPM_EMU_WORKERS=1 GPM_EMU_SEED=" + std::to_string(o.seed)
                         : std::string("the default schedule is deterministic: rerun to reproduce");
   set_sticky(cudaErrorLaunchFailure, report);
