@@ -614,7 +614,7 @@ void block_runner::yield() {
 }
 
 void block_runner::fault(const std::string& what, const std::source_location* where) {
-  std::string msg = "kernel `" + std::string(job_->kernel_name) + "` block " +
+  std::string msg = "kernel `" + kernel_name(job_->kernel) + "` block " +
                     format_dims(block_ctx_.block_idx) + ": " + what;
   if (current_thread != nullptr) msg += "\n  in " + thread_name(threads_[current_thread->linear]);
   if (where != nullptr) msg += " at " + format_site(*where);
@@ -650,7 +650,7 @@ std::string block_runner::describe_wait(const gpu_thread& t) const {
 
 std::string block_runner::deadlock_report() const {
   std::ostringstream out;
-  out << "kernel `" << job_->kernel_name << "` block " << format_dims(block_ctx_.block_idx)
+  out << "kernel `" << kernel_name(job_->kernel) << "` block " << format_dims(block_ctx_.block_idx)
       << ": deadlock: no thread of the block can proceed";
   unsigned i = 0;
   while (i < thread_count_) {

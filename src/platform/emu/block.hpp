@@ -22,7 +22,7 @@ namespace gpm::emu::detail {
 
 // What a block needs to know about the kernel it runs.
 struct block_job {
-  const char* kernel_name;
+  const void* kernel;  // named (kernel_name) only when a fault is reported
   void (*invoke)(const void* args);
   const void* args;
   dim3 grid;
@@ -32,6 +32,10 @@ struct block_job {
   std::uint64_t launch_id;  // makes a seeded schedule differ between launches
   unsigned yield_every;     // seeded mode: mean atomics between forced yields
 };
+
+// The name of a kernel function for reports (demangled symbol, or its address). Reads the
+// executable's symbol table: call it on the fault path, never per launch.
+std::string kernel_name(const void* kernel);
 
 class block_runner {
  public:

@@ -127,8 +127,6 @@ std::string kernel_name(const void* kernel) {
 }
 
 struct device::grid_job {
-  kernel_launch launch;
-  std::string name;
   block_job job;
   std::uint64_t total = 0;
   std::uint64_t next = 0;  // guarded by device::mutex_
@@ -213,11 +211,9 @@ void device::worker_loop(unsigned) {
 
 cudaError_t device::run_grid(const kernel_launch& launch) {
   auto job = std::make_shared<grid_job>();
-  job->launch = launch;
-  job->name = kernel_name(launch.kernel);
   const options o = opts();
   job->job = block_job{
-      job->name.c_str(),   launch.invoke, launch.bound_args.get(),    launch.grid,  launch.block,
+      launch.kernel,       launch.invoke, launch.bound_args.get(),    launch.grid,  launch.block,
       launch.shared_bytes, o.seed,        launches_.fetch_add(1) + 1, o.yield_every};
   job->total = static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y * launch.grid.z;
   {

@@ -66,7 +66,4 @@ class device {
   std::vector<std::pair<const void*, std::size_t>> shared_limits_;
 };
 
-// The name of a kernel function for reports (demangled symbol, or its address).
-std::string kernel_name(const void* kernel);
-
 }  // namespace gpm::emu::detail
