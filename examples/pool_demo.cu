@@ -6,6 +6,7 @@
 //   pool_demo [--pm-dir DIR] [--snapshot-dir DIR]
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
+#include <gpm/platform/publish.cuh>
 #include <gpm/pool/pool.hpp>
 
 #include <fcntl.h>
@@ -54,17 +55,7 @@ __global__ void compute_batch(gpm::pool_ref pool, std::uint64_t results_off, std
     out[i] = result_of(batch, i);
   }
   gpm::persist();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(finished_blocks, 1u) == gridDim.x - 1) {
-      __threadfence();
-      gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system>(*pool.ptr<std::uint64_t>(done_off))
-          .store(batch + 1, gpm::memory_order_release);
-      gpm::persist();
-      *finished_blocks = 0;
-    }
-  }
+  gpm::publish_when_grid_done(finished_blocks, pool.ptr<std::uint64_t>(done_off), batch + 1);
 }
 
 gpm::pool_options demo_options(int argc, char** argv) {

@@ -10,6 +10,7 @@
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
+#include <gpm/platform/publish.cuh>
 #include <gpm/pool/pool.hpp>
 
 #include <unistd.h>
@@ -303,18 +304,7 @@ __global__ void write_and_publish(gpm::pool_ref pool, std::uint64_t data_off,
     data[i] = word_value(round, chunk, i);
   }
   gpm::persist();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(blocks_done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system>(
-          *pool.ptr<std::uint64_t>(progress_off))
-          .store(publish, gpm::memory_order_release);
-      gpm::persist();
-      *blocks_done = 0;  // for the next launch, which starts after this one ends
-    }
-  }
+  gpm::publish_when_grid_done(blocks_done, pool.ptr<std::uint64_t>(progress_off), publish);
 }
 
 GPM_CRASH_SCENARIO(kernel_progress) {
