@@ -88,3 +88,15 @@ void unregister_power_fail_range(const void* p) {
 }
 
 }  // namespace gpm::detail
+
+namespace gpm {
+
+void write_back(const void* p, std::size_t len) {
+  if (len != 0) {
+    const auto b = reinterpret_cast<std::uintptr_t>(p);
+    detail::write_back(b, b + len);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+}  // namespace gpm

@@ -5,6 +5,10 @@
 //                           which returns once the stores have reached host memory)
 //   gpm::persist(p, len)    the same, naming the range; on the host, for pools on device-DAX
 //                           (power-fail durable), it also writes the range's cache lines back
+//   gpm::write_back(p, len) host only: writes the range's cache lines back to memory (clwb,
+//                           else clflushopt, else clflush), then fences, whatever the mapping;
+//                           what a CPU persisting GPU-written data does on PM platforms (the
+//                           paper baselines GPM-NDP and CAP-mm)
 //
 // What "durable" means is the pool's durability level (gpm::pool::durability()): host memory
 // survives a crash of the process; device-DAX with a persistent cache domain survives power
@@ -30,6 +34,9 @@ void host_persist_range(const void* p, std::size_t len);
 void register_power_fail_range(const void* p, std::size_t len);
 void unregister_power_fail_range(const void* p);
 }  // namespace detail
+
+// Host code only (see above).
+void write_back(const void* p, std::size_t len);
 
 GPM_HOST_DEVICE inline void persist() {
 #if GPM_IN_GPU_CODE
