@@ -85,6 +85,7 @@ std::string to_json_line(const bench_record& r) {
   o.add("bytes_persisted", r.bytes_persisted);
   o.add("ceilings", named_json(r.ceilings));
   o.add("ratio_to_ceiling", named_json(r.ratio_to_ceiling));
+  o.add("metrics", named_json(r.metrics));
   o.add("timestamp", r.timestamp);
   return json::to_line(o);
 }

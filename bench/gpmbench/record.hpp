@@ -44,6 +44,7 @@ struct bench_record {
   std::uint64_t bytes_persisted = 0;  // per repeat, made durable in the pool or on disk
   named_values ceilings;              // e.g. {"d2h_memcpy_GBps", 55.4}, measured in the same run
   named_values ratio_to_ceiling;      // throughput_value / ceiling, per ceiling
+  named_values metrics;  // a workload's further figures (e.g. "restore_s", "load_factor")
   std::string timestamp;  // UTC start of the run (ISO 8601, milliseconds): it names the run
 };
 

@@ -171,6 +171,7 @@ void run_workload(const workload& w, const run_options& options, const gpm::devi
     r.throughput_value = result.throughput.value(r.summary.median_s);
     r.throughput_unit = result.throughput.unit;
     r.bytes_persisted = result.bytes_persisted;
+    r.metrics = std::move(result.metrics);
     if (!m->ceiling.empty()) {
       const ceiling& c = measured.at(m->ceiling);
       if (c.unit != r.throughput_unit) {

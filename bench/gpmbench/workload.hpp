@@ -40,6 +40,7 @@ struct measurement {
   std::vector<double> times_s;
   throughput_basis throughput;
   std::uint64_t bytes_persisted = 0;
+  named_values metrics;  // further figures of this mode, recorded as they are
 };
 
 struct mode_context {

@@ -52,6 +52,7 @@ TEST(Record, LineHasEveryFieldOfTheSchemaOnOneLine) {
   r.throughput_unit = "GB/s";
   r.ceilings = {{"d2h_memcpy_GBps", 3.0}};
   r.ratio_to_ceiling = {{"d2h_memcpy_GBps", 0.5}};
+  r.metrics = {{"restore_s", 0.125}};
   r.timestamp = gpmbench::utc_timestamp();
   const std::string line = gpmbench::to_json_line(r);
   EXPECT_EQ(line.find('\n'), std::string::npos);
@@ -62,7 +63,7 @@ TEST(Record, LineHasEveryFieldOfTheSchemaOnOneLine) {
         "\"median_s\":0.375", "\"spread\":{\"min_s\":0.25,", "\"p75_s\":0.4375",
         "\"throughput\":{\"value\":1.5,\"unit\":\"GB/s\"}", "\"bytes_persisted\":0",
         "\"ceilings\":{\"d2h_memcpy_GBps\":3}", "\"ratio_to_ceiling\":{\"d2h_memcpy_GBps\":0.5}",
-        "\"timestamp\":\""}) {
+        "\"metrics\":{\"restore_s\":0.125}", "\"timestamp\":\""}) {
     EXPECT_NE(line.find(key), std::string::npos) << key << " missing from " << line;
   }
 }

@@ -29,7 +29,7 @@ EXPECTED_MODES = {
 }
 FIELDS = ["schema", "workload", "mode", "backend", "machine", "sizes", "repeats", "warmup",
           "times_s", "median_s", "spread", "throughput", "bytes_persisted", "ceilings",
-          "ratio_to_ceiling", "timestamp"]
+          "ratio_to_ceiling", "metrics", "timestamp"]
 MACHINE_FIELDS = ["hostname", "cpu", "cores", "gpu", "compute_capability", "pcie_generation",
                   "pcie_width", "driver", "cuda_runtime"]
 

@@ -3,19 +3,13 @@
 // "Benchmarks"; platform.md has the numbers measured by hand). GPU modes store into objects of
 // gpm::pool pools made durable with gpm::persist(); every mode checks its data after timing, so
 // a fast but wrong kernel fails instead of producing a number.
-#include <fcntl.h>
-#include <linux/magic.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +18,7 @@
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/pool.hpp>
 
+#include "resources.hpp"
 #include "timing.hpp"
 #include "workload.hpp"
 
@@ -42,7 +37,6 @@ struct platform_sizes {
   std::uint64_t cas_increments;
   std::uint64_t latency_persists;
 };
-constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr platform_sizes kGpuSizes{1024 * kMiB, 256 * kMiB, 32ull << 20, 16ull << 20, 100000};
 constexpr platform_sizes kHostSizes{64 * kMiB, 256 * kMiB, 2ull << 20, 1ull << 20, 100000};
 constexpr platform_sizes kQuickSizes{4 * kMiB, 4 * kMiB, 64ull << 10, 64ull << 10, 1000};
@@ -55,31 +49,6 @@ platform_sizes sizes_for(const mode_context& ctx) {
 
 constexpr std::uint64_t kLatencyWords = 4096;  // persist_latency cycles through 32 KiB (2^n words)
 constexpr unsigned kTouchThreads = 256;        // snapshot modes: one thread per touched page
-
-// The geometry of the kernels that fill the GPU: by default enough blocks to give every
-// multiprocessor its maximum resident threads, so that as many stores as the GPU can keep in
-// flight cross PCIe at once; --threads-per-block and --blocks-per-sm change it for tuning.
-struct geometry {
-  unsigned blocks;
-  unsigned threads;
-};
-geometry filling_geometry(const mode_context& ctx) {
-  int dev = 0;
-  gpm::check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  cudaDeviceProp p{};
-  gpm::check_cuda(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
-  const unsigned threads = ctx.options.threads_per_block;
-  const unsigned per_sm =
-      ctx.options.blocks_per_sm != 0
-          ? ctx.options.blocks_per_sm
-          : std::max(1u, static_cast<unsigned>(p.maxThreadsPerMultiProcessor) / threads);
-  return {static_cast<unsigned>(std::max(1, p.multiProcessorCount)) * per_sm, threads};
-}
-
-// Called when a mode's data is not what it stored: the run fails rather than report a number.
-[[noreturn]] void check_failed(const std::string& what) {
-  throw std::runtime_error("verification failed: " + what);
-}
 
 // ---- patterns shared by kernels and the host's checks ---------------------------------------
 
@@ -224,103 +193,10 @@ __global__ void touch_pages(char* object, std::uint64_t page_bytes, std::uint64_
   }
 }
 
-// ---- resources ------------------------------------------------------------------------------
-
-// Pinned host memory: the destination that lets cudaMemcpy run at the link's speed.
-class pinned_buffer {
- public:
-  explicit pinned_buffer(std::uint64_t bytes) {
-    gpm::check_cuda(cudaMallocHost(&data_, bytes), "cudaMallocHost");
-  }
-  ~pinned_buffer() { cudaFreeHost(data_); }
-  pinned_buffer(const pinned_buffer&) = delete;
-  pinned_buffer& operator=(const pinned_buffer&) = delete;
-  unsigned char* data() const { return static_cast<unsigned char*>(data_); }
-
- private:
-  void* data_ = nullptr;
-};
-
-// A pool in the run's PM directory holding one zero-filled object, mapped into the GPU, with its
-// snapshots in <run disk dir>/<name>. Destroying it deletes the pool and its snapshots, so that
-// one mode's pools do not hold memory while the next mode runs.
-class bench_pool {
- public:
-  // object_bytes 0: the largest page-aligned object the pool can hold.
-  bench_pool(const mode_context& ctx, const std::string& name, std::uint64_t pool_bytes,
-             std::uint64_t object_bytes = 0)
-      : name_(name) {
-    options_.pm_dir = ctx.pm_dir;
-    options_.snapshot_dir = ctx.disk_dir + "/" + name;
-    options_.gpu = gpm::gpu_mapping::required;
-    options_.directory_capacity = 4;
-    pool_.emplace(gpm::pool::create(name, pool_bytes, "gpmbench", options_));
-    // One page less than is free leaves room for aligning the object to a page.
-    if (object_bytes == 0) object_bytes = (pool_->info().free_bytes / kPageBytes - 1) * kPageBytes;
-    offset_ = pool_->allocate("data", object_bytes, kPageBytes);
-    object_bytes_ = object_bytes;
-  }
-  ~bench_pool() {
-    try {
-      pool_->close();
-      gpm::pool::remove(name_, options_, /*with_snapshot=*/true);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpmbench: cannot remove pool %s: %s\n", name_.c_str(), e.what());
-    }
-  }
-  bench_pool(const bench_pool&) = delete;
-  bench_pool& operator=(const bench_pool&) = delete;
-
-  gpm::pool& pool() { return *pool_; }
-  std::uint64_t object_bytes() const { return object_bytes_; }
-  template <class T>
-  T* device() const {
-    return pool_->ref().ptr<T>(offset_);
-  }
-  template <class T>
-  T* host() const {
-    return pool_->host_ptr<T>(offset_);
-  }
-  // Deletes the snapshots taken so far, so that the next snapshot writes the whole pool.
-  void forget_snapshots() const { std::filesystem::remove_all(options_.snapshot_dir); }
-
-  static constexpr std::uint64_t kPageBytes = 4096;  // pools are made of 4 KiB pages
-
- private:
-  std::string name_;
-  gpm::pool_options options_;
-  std::optional<gpm::pool> pool_;
-  std::uint64_t offset_ = 0;
-  std::uint64_t object_bytes_ = 0;
-};
-
-// A pool just big enough for an object of `object_bytes`: the header, root records and the
-// four-entry directory take a few pages, well under the 1 MiB added.
-std::uint64_t pool_bytes_for(std::uint64_t object_bytes) { return object_bytes + kMiB; }
-
 // ---- modes ----------------------------------------------------------------------------------
 
 measurement d2h_memcpy(const mode_context& ctx) {
-  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
-  constexpr unsigned char kFill = 0xa5;
-  gpm::device_buffer<unsigned char> src(bytes);
-  src.fill_bytes(kFill);
-  const pinned_buffer dst(bytes);
-  std::memset(dst.data(), 0, bytes);
-  const gpm::stream s;
-  measurement m;
-  m.times_s = ctx.repeat([&](int) {
-    return seconds_on_stream(s, [&] {
-      gpm::check_cuda(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToHost, s),
-                      "cudaMemcpyAsync");
-    });
-  });
-  if (!std::all_of(dst.data(), dst.data() + bytes, [](unsigned char c) { return c == kFill; })) {
-    check_failed("d2h_memcpy: the pinned buffer does not hold the device's bytes");
-  }
-  m.sizes = {{"bytes", bytes}};
-  m.throughput = gigabytes(bytes);
-  return m;
+  return measure_d2h_memcpy(ctx, sizes_for(ctx).stream_bytes);
 }
 
 enum class stream_kind { persist_per_thread, persist_each_store, bulk_copy };
@@ -452,52 +328,6 @@ measurement cas_rate(const mode_context& ctx) {
   m.throughput = mega_operations(sz.cas_increments);
   m.bytes_persisted = sz.cas_increments * sizeof(std::uint64_t);
   return m;
-}
-
-// Says so when a directory meant to be on disk is in memory: its figures would not be a disk's.
-void note_if_in_memory(const std::string& dir) {
-  struct statfs fs {};
-  if (statfs(dir.c_str(), &fs) != 0) return;
-  const auto type = static_cast<unsigned long>(fs.f_type);
-  if (type == TMPFS_MAGIC || type == RAMFS_MAGIC) {
-    std::fprintf(stderr,
-                 "gpmbench: note: %s is in memory (tmpfs), so disk_fsync and the snapshot modes "
-                 "measure memory, not a disk; choose another --disk-dir\n",
-                 dir.c_str());
-  }
-}
-
-// write() `bytes` bytes to a new file at `path`, repeating `chunk`, then fsync() and close().
-void write_file_synced(const std::string& path, const std::vector<unsigned char>& chunk,
-                       std::uint64_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + std::strerror(errno));
-  std::uint64_t done = 0;
-  while (done < bytes) {
-    const std::uint64_t off = done % chunk.size();
-    const ssize_t n = ::write(fd, chunk.data() + off, std::min(chunk.size() - off, bytes - done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
-    }
-    done += static_cast<std::uint64_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error("cannot fsync " + path + ": " + std::strerror(err));
-  }
-  ::close(fd);
-}
-
-// Bytes that no file system can compress away.
-void fill_incompressible(unsigned char* p, std::uint64_t bytes) {
-  for (std::uint64_t i = 0; i < bytes / sizeof(std::uint64_t); ++i) {
-    const std::uint64_t v = mix64(i);
-    std::memcpy(p + i * sizeof v, &v, sizeof v);
-  }
 }
 
 measurement disk_fsync(const mode_context& ctx) {
