@@ -1,16 +1,23 @@
 // gpmbench: gpmkit's benchmark driver. `run` measures a workload's modes side by side and appends
-// one JSON record per mode to <DIR>/<workload>.jsonl; `list` names the workloads and modes;
-// `report` hands a results directory to bench/report/report.py for tables and plots.
+// one JSON record per mode to <DIR>/<workload>.jsonl; `suite` runs every workload in every mode and
+// reports; `list` names the workloads and modes; `report` hands a results directory to
+// bench/report/report.py for tables and plots.
 // docs/bench.md describes the commands, the record schema and the methodology.
 //
 // Exit status: 0 done, 1 a failure (including a failed check of a mode's data), 2 a wrong
 // command line, 77 a CUDA build run without a GPU (CTest reports the test as skipped).
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +36,8 @@ constexpr const char* kUsage =
     "  gpmbench list\n"
     "  gpmbench run <workload> [--out DIR] [--repeats N] [--warmup N] [--bytes B] [--quick]\n"
     "                          [--modes a,b,...] [--disk-dir DIR] [--pm-dir DIR]\n"
+    "  gpmbench suite (--quick | --full) [--out DIR] [--only a,b,...] [--repeats N] [--warmup N]\n"
+    "                          [--disk-dir DIR] [--pm-dir DIR] [--no-report]\n"
     "  gpmbench report <DIR> [--out FILE]\n"
     "\n"
     "run options:\n"
@@ -42,7 +51,14 @@ constexpr const char* kUsage =
     "                  geometry of the kernels that fill the GPU (default 256, as many as fit)\n"
     "  --modes a,b     only these modes (and the ceilings they are compared against)\n"
     "  --disk-dir DIR  where files on disk go (default /var/tmp)\n"
-    "  --pm-dir DIR    where pools go (default $GPMKIT_PM_DIR, else /dev/shm)\n";
+    "  --pm-dir DIR    where pools go (default $GPMKIT_PM_DIR, else /dev/shm)\n"
+    "\n"
+    "suite: every workload in every mode, then the report (docs/benchmarks.md)\n"
+    "  --quick         small sizes, 1 repeat: minutes, runs anywhere (also on the host emulator)\n"
+    "  --full          each workload's full sizes (paper scale on a GPU), 3 repeats + 1 warm-up\n"
+    "  --out DIR       default bench/results/<machine-tag>/suite-quick or suite-full\n"
+    "  --only a,b      only these workloads\n"
+    "  --no-report     do not run the report step\n";
 
 // "64M" -> 67108864. Binary suffixes: the sizes are of memory and pools.
 std::uint64_t parse_bytes(const std::string& text) {
@@ -114,6 +130,43 @@ int list_workloads() {
   return 0;
 }
 
+// Options that `run` and `suite` share; returns false for an argument it does not know.
+bool parse_common_option(const std::vector<std::string>& args, std::size_t& i,
+                         gpmbench::run_options& o, bool& repeats_given, bool& warmup_given) {
+  const std::string& a = args[i];
+  const auto next = [&]() -> const std::string& {
+    if (i + 1 >= args.size()) throw usage_error(a + " needs a value");
+    return args[++i];
+  };
+  if (a == "--out") {
+    o.out_dir = next();
+  } else if (a == "--repeats") {
+    o.repeats = parse_count(a, next(), 1);
+    repeats_given = true;
+  } else if (a == "--warmup") {
+    o.warmup = parse_count(a, next(), 0);
+    warmup_given = true;
+  } else if (a == "--disk-dir") {
+    o.disk_dir = next();
+  } else if (a == "--pm-dir") {
+    o.pm_dir = next();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The GPU to measure on, or nullopt (with the reason on stderr) in a CUDA build without one.
+std::optional<gpm::device_info> usable_device() {
+  gpm::device_info dev = gpm::query_device();
+  if (!dev.present) {
+    std::fprintf(stderr, "SKIPPED: this is a CUDA build and no GPU is usable here (%s)\n",
+                 dev.absent_reason.c_str());
+    return std::nullopt;
+  }
+  return dev;
+}
+
 int run(const std::vector<std::string>& args) {
   if (args.empty()) throw usage_error("run: name a workload (gpmbench list shows them)");
   const gpmbench::workload& w = gpmbench::find_workload(args[0]);
@@ -121,29 +174,18 @@ int run(const std::vector<std::string>& args) {
   bool repeats_given = false;
   bool warmup_given = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
+    if (parse_common_option(args, i, o, repeats_given, warmup_given)) continue;
     const std::string& a = args[i];
     const auto next = [&]() -> const std::string& {
       if (i + 1 >= args.size()) throw usage_error(a + " needs a value");
       return args[++i];
     };
-    if (a == "--out") {
-      o.out_dir = next();
-    } else if (a == "--repeats") {
-      o.repeats = parse_count(a, next(), 1);
-      repeats_given = true;
-    } else if (a == "--warmup") {
-      o.warmup = parse_count(a, next(), 0);
-      warmup_given = true;
-    } else if (a == "--bytes") {
+    if (a == "--bytes") {
       o.bytes = parse_bytes(next());
     } else if (a == "--quick") {
       o.quick = true;
     } else if (a == "--modes") {
       o.modes = split_commas(next());
-    } else if (a == "--disk-dir") {
-      o.disk_dir = next();
-    } else if (a == "--pm-dir") {
-      o.pm_dir = next();
     } else if (a == "--threads-per-block") {
       o.threads_per_block = static_cast<unsigned>(parse_count(a, next(), 32));
       if (o.threads_per_block > 1024 || o.threads_per_block % 32 != 0) {
@@ -158,29 +200,104 @@ int run(const std::vector<std::string>& args) {
   if (o.quick && !repeats_given) o.repeats = 1;
   if (o.quick && !warmup_given) o.warmup = 0;
 
-  const gpm::device_info dev = gpm::query_device();
-  if (!dev.present) {
-    std::fprintf(stderr, "SKIPPED: this is a CUDA build and no GPU is usable here (%s)\n",
-                 dev.absent_reason.c_str());
-    return 77;
-  }
-  if (o.out_dir.empty()) o.out_dir = "bench/results/" + gpmbench::machine_tag(dev);
-  gpmbench::run_workload(w, o, dev);
+  const std::optional<gpm::device_info> dev = usable_device();
+  if (!dev) return 77;
+  if (o.out_dir.empty()) o.out_dir = "bench/results/" + gpmbench::machine_tag(*dev);
+  gpmbench::run_workload(w, o, *dev);
   return 0;
 }
 
-// Replaces this process with python3 running report.py (its path is fixed at build time).
-int report(const std::vector<std::string>& args) {
-  if (args.empty()) throw usage_error("report: name a results directory");
+// Runs python3 report.py (its path is fixed at build time) with `args`; returns its exit status.
+int run_report(const std::vector<std::string>& args) {
   std::vector<std::string> words = {"python3", GPMBENCH_REPORT_SCRIPT};
   words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
   std::fflush(stdout);
-  execvp("python3", argv.data());
-  std::perror("gpmbench report: cannot run python3");
-  return 1;
+  pid_t pid = 0;
+  if (const int err = posix_spawnp(&pid, "python3", nullptr, nullptr, argv.data(), environ)) {
+    std::fprintf(stderr, "gpmbench report: cannot run python3: %s\n", std::strerror(err));
+    return 1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int report(const std::vector<std::string>& args) {
+  if (args.empty()) throw usage_error("report: name a results directory");
+  return run_report(args);
+}
+
+// Every workload (or those named with --only) in every mode, with progress, then the report. A
+// workload that fails is reported and the suite goes on; the exit status says whether any failed.
+int suite(const std::vector<std::string>& args) {
+  gpmbench::run_options o;
+  bool repeats_given = false;
+  bool warmup_given = false;
+  bool quick = false, full = false, with_report = true;
+  std::vector<std::string> only;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (parse_common_option(args, i, o, repeats_given, warmup_given)) continue;
+    const std::string& a = args[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--full") {
+      full = true;
+    } else if (a == "--no-report") {
+      with_report = false;
+    } else if (a == "--only" && i + 1 < args.size()) {
+      only = split_commas(args[++i]);
+    } else {
+      throw usage_error("suite: unknown option " + a);
+    }
+  }
+  if (quick == full) throw usage_error("suite: give exactly one of --quick and --full");
+  o.quick = quick;
+  if (!repeats_given) o.repeats = quick ? 1 : 3;
+  if (!warmup_given) o.warmup = quick ? 0 : 1;
+  std::vector<const gpmbench::workload*> chosen;
+  for (const std::string& name : only) chosen.push_back(&gpmbench::find_workload(name));
+  if (only.empty()) {
+    for (const gpmbench::workload& w : gpmbench::workloads()) chosen.push_back(&w);
+  }
+
+  const std::optional<gpm::device_info> dev = usable_device();
+  if (!dev) return 77;
+  if (o.out_dir.empty()) {
+    o.out_dir = "bench/results/" + gpmbench::machine_tag(*dev) + (quick ? "/suite-quick" : "/suite-full");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::vector<std::string> failed;
+  for (std::size_t k = 0; k < chosen.size(); ++k) {
+    const gpmbench::workload& w = *chosen[k];
+    std::printf("\n[%zu/%zu, %.0f s] %s: %s\n", k + 1, chosen.size(), elapsed(), w.name.c_str(),
+                w.summary.c_str());
+    std::fflush(stdout);
+    try {
+      gpmbench::run_workload(w, o, *dev);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpmbench suite: %s failed: %s\n", w.name.c_str(), e.what());
+      failed.push_back(w.name);
+    }
+  }
+  std::printf("\nsuite: %zu workloads in %.0f s, results in %s\n", chosen.size(), elapsed(),
+              o.out_dir.c_str());
+  int status = 0;
+  if (with_report) status = run_report({o.out_dir});
+  if (!failed.empty()) {
+    std::string names;
+    for (const std::string& n : failed) names += " " + n;
+    std::fprintf(stderr, "gpmbench suite: failed:%s\n", names.c_str());
+    return 1;
+  }
+  return status;
 }
 
 }  // namespace
@@ -196,6 +313,7 @@ int main(int argc, char** argv) {
     if (args[0] == "list") return list_workloads();
     if (args[0] == "run") return run(rest);
     if (args[0] == "report") return report(rest);
+    if (args[0] == "suite") return suite(rest);
     throw usage_error("unknown command " + args[0]);
   } catch (const usage_error& e) {
     std::fprintf(stderr, "gpmbench: %s\n(gpmbench --help shows the usage)\n", e.what());

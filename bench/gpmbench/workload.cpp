@@ -12,7 +12,7 @@
 namespace gpmbench {
 
 const std::vector<workload>& workloads() {
-  static const std::vector<workload> all = {platform_workload()};
+  static const std::vector<workload> all = {platform_workload(), persist_scaling_workload()};
   return all;
 }
 

@@ -76,5 +76,6 @@ const workload& find_workload(const std::string& name);  // throws usage_error
 void run_workload(const workload& w, const run_options& options, const gpm::device_info& dev);
 
 workload platform_workload();
+workload persist_scaling_workload();
 
 }  // namespace gpmbench

@@ -14,6 +14,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from suite import suite_sections
+
 SCHEMA = "gpmkit.bench/1"
 
 
@@ -248,6 +250,7 @@ def main():
     if plt is None:
         lines += ["> Note: plots were skipped because matplotlib is not installed "
                   "(`pip install -r bench/requirements.txt`).", ""]
+    lines += suite_sections(plt, records, out.parent, describe_machine)
     for workload in sorted(by_workload):
         lines += workload_section(plt, workload, by_workload[workload], out.parent)
     out.write_text("\n".join(lines))

@@ -1,0 +1,273 @@
+"""The GPMbench suite's figures: analogues of the GPM paper's Figures 1, 3, 9-12 and Tables 4-5.
+
+report.py calls suite_sections() with every record of a results directory. Each figure is built
+only from the records that exist (a results directory of one workload gets only what applies), is
+a ratio between modes measured in the same run wherever it compares modes, and states the machine,
+the ceilings it is compared against and the date of the run. Mode names are the ones every
+workload uses (docs/bench.md, "Modes"): gpm, gpm-conv, gpm-ndp, cap-mm, cap-fs, cap-fs-disk,
+snapshot, cpu.
+"""
+from collections import defaultdict
+
+BASELINE = "cap-fs"
+
+
+def _newest(records):
+    """{workload: {mode: newest record}}."""
+    table = defaultdict(dict)
+    for r in records:
+        old = table[r["workload"]].get(r["mode"])
+        if old is None or r["timestamp"] >= old["timestamp"]:
+            table[r["workload"]][r["mode"]] = r
+    return table
+
+
+def _rate(r):
+    """Higher is better: the throughput for rates, the inverse of per-operation times."""
+    value = r["throughput"]["value"]
+    return value if r["throughput"]["unit"].endswith("/s") else 1.0 / value
+
+
+def _same_run(a, b):
+    return a["timestamp"] == b["timestamp"]
+
+
+def _speedup(table, workload, mode, over):
+    modes = table[workload]
+    if mode not in modes or over not in modes or not _same_run(modes[mode], modes[over]):
+        return None
+    return _rate(modes[mode]) / _rate(modes[over])
+
+
+def _context(records, describe_machine):
+    """Machine, date and ceilings lines for a figure built from `records`."""
+    machines = sorted({describe_machine(r) for r in records})
+    dates = sorted({r["timestamp"] for r in records})
+    ceilings = {}
+    for r in records:
+        ceilings.update(r.get("ceilings", {}))
+    lines = [f"Machine: {'; '.join(machines)}.",
+             f"Runs: {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") + "."]
+    if ceilings:
+        lines.append("Ceilings measured in the same runs: " +
+                     ", ".join(f"`{k}` {v:.4g}" for k, v in sorted(ceilings.items())) + ".")
+    return [" ".join(lines), ""]
+
+
+def _fmt(x):
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def _bar_plot(plt, out_dir, name, title, groups, series, ylabel, log=False):
+    """Grouped bars: groups on x, one bar per series; values None are left out."""
+    import numpy as np
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) * max(1, len(series)) / 2), 4.5))
+    width = 0.8 / max(1, len(series))
+    x = np.arange(len(groups))
+    for k, (label, values) in enumerate(series.items()):
+        ax.bar(x + k * width, [v if v is not None else 0 for v in values], width, label=label)
+    ax.set_xticks(x + width * (len(series) - 1) / 2)
+    ax.set_xticklabels(groups, rotation=30, ha="right")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    ax.legend()
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(out_dir / name, dpi=110)
+    plt.close(fig)
+    return [f"![{title}]({name})", ""]
+
+
+def _ratio_figure(plt, out_dir, table, describe_machine, heading, intro, file_name, columns, over):
+    """A table (and plot) of rate(mode) / rate(over) for each workload having `over`."""
+    workloads = [w for w in sorted(table) if over in table[w]
+                 and any(_speedup(table, w, c, over) is not None for c in columns)]
+    if not workloads:
+        return []
+    used = [r for w in workloads for r in table[w].values()]
+    lines = [f"### {heading}", "", intro, ""] + _context(used, describe_machine)
+    lines += ["| workload | " + " | ".join(f"{c} / {over}" for c in columns) + " |",
+              "| --- |" + " --- |" * len(columns)]
+    series = {c: [] for c in columns}
+    for w in workloads:
+        row = [_speedup(table, w, c, over) for c in columns]
+        for c, v in zip(columns, row):
+            series[c].append(v)
+        lines.append(f"| {w} | " + " | ".join(_fmt(v) for v in row) + " |")
+    lines.append("")
+    if plt is not None:
+        lines += _bar_plot(plt, out_dir, file_name, heading, workloads, series,
+                           f"throughput relative to {over}", log=True)
+    return lines
+
+
+def _scaling_figure(plt, out_dir, table, describe_machine):
+    modes = table.get("persist_scaling", {})
+    gpu = sorted(((int(m.split("-")[-1]), r) for m, r in modes.items() if m.startswith("gpu-")))
+    cpu = sorted(((int(m.split("-")[-1]), r) for m, r in modes.items() if m.startswith("cap-mm-")))
+    if not gpu or not cpu:
+        return []
+    base = _rate(cpu[0][1])
+    lines = ["### Figure 3: persisting with more threads", "",
+             "The same bytes made durable by T GPU threads (8-byte stores, each persisted: GPM) "
+             "or by CAP-mm with T CPU threads, relative to CAP-mm with one CPU thread "
+             "(the paper's normalisation).", ""]
+    lines += _context([r for _, r in gpu + cpu], describe_machine)
+    lines += ["| threads | GPM GB/s | GPM / CAP-mm-1 | CAP-mm GB/s | CAP-mm / CAP-mm-1 |",
+              "| --- | --- | --- | --- | --- |"]
+    g, c = dict(gpu), dict(cpu)
+    for t in sorted(set(g) | set(c)):
+        gr, cr = g.get(t), c.get(t)
+        lines.append(f"| {t} | {gr['throughput']['value']:.4g} | {_rate(gr) / base:.2f}× | "
+                     if gr else f"| {t} | – | – | ")
+        lines[-1] += (f"{cr['throughput']['value']:.4g} | {_rate(cr) / base:.2f}× |"
+                      if cr else "– | – |")
+    lines.append("")
+    if plt is not None:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        axes[0].plot([t for t, _ in cpu], [_rate(r) / base for _, r in cpu], "o-")
+        axes[0].set_xscale("log", base=2)
+        axes[0].set_xlabel("CPU threads (CAP-mm)")
+        axes[1].plot([t for t, _ in gpu], [_rate(r) / base for _, r in gpu], "o-", color="C1")
+        axes[1].set_xscale("log", base=2)
+        axes[1].set_xlabel("GPU threads (GPM)")
+        for ax in axes:
+            ax.set_ylabel("speedup over CAP-mm, 1 thread")
+        fig.suptitle("Figure 3: scaling of persistence")
+        fig.tight_layout()
+        fig.savefig(out_dir / "suite_fig3_scaling.png", dpi=110)
+        plt.close(fig)
+        lines += ["![Figure 3](suite_fig3_scaling.png)", ""]
+    return lines
+
+
+def _bandwidth_figure(plt, out_dir, table, describe_machine):
+    """Figure 12: bytes the gpm mode persisted per second against the D2H ceiling."""
+    d2h_by_run = {}
+    for modes in table.values():
+        r = modes.get("d2h_memcpy")
+        if r is not None:
+            d2h_by_run[r["timestamp"]] = r["throughput"]["value"]
+    rows, used = [], []
+    for w in sorted(table):
+        r = table[w].get("gpm")
+        if r is None or not r["bytes_persisted"]:
+            continue
+        gbps = r["bytes_persisted"] / r["median_s"] / 1e9
+        ceiling = d2h_by_run.get(r["timestamp"])
+        rows.append((w, gbps, ceiling))
+        used.append(r)
+    if not rows:
+        return []
+    lines = ["### Figure 12: PCIe write bandwidth of the GPM mode", "",
+             "Bytes the `gpm` mode made durable in the pool per second (from `bytes_persisted` "
+             "and the median time), against `cudaMemcpy` device-to-host measured in the same "
+             "run where the workload measures it.", ""]
+    lines += _context(used, describe_machine)
+    lines += ["| workload | GB/s persisted | D2H ceiling GB/s | fraction of ceiling |",
+              "| --- | --- | --- | --- |"]
+    for w, gbps, ceiling in rows:
+        frac = f"{gbps / ceiling:.3f}" if ceiling else "–"
+        lines.append(f"| {w} | {gbps:.4g} | {ceiling:.4g} | {frac} |" if ceiling
+                     else f"| {w} | {gbps:.4g} | – | – |")
+    lines.append("")
+    if plt is not None:
+        fig, ax = plt.subplots(figsize=(max(6, len(rows)), 4))
+        ax.bar([w for w, _, _ in rows], [g for _, g, _ in rows])
+        ceilings = [c for _, _, c in rows if c]
+        if ceilings:
+            ax.axhline(max(ceilings), color="red", linestyle="--", label="D2H memcpy")
+            ax.legend()
+        ax.set_ylabel("GB/s written and persisted")
+        ax.tick_params(axis="x", labelrotation=30)
+        fig.suptitle("Figure 12: PCIe write bandwidth with GPM")
+        fig.tight_layout()
+        fig.savefig(out_dir / "suite_fig12_bandwidth.png", dpi=110)
+        plt.close(fig)
+        lines += ["![Figure 12](suite_fig12_bandwidth.png)", ""]
+    return lines
+
+
+def _write_amplification(table, describe_machine):
+    rows, used = [], []
+    for w in sorted(table):
+        gpm = table[w].get("gpm")
+        if gpm is None or not gpm["bytes_persisted"]:
+            continue
+        wa = {}
+        for cap in ("cap-mm", "cap-fs"):
+            r = table[w].get(cap)
+            if r is not None and _same_run(r, gpm):
+                wa[cap] = r["bytes_persisted"] / gpm["bytes_persisted"]
+                used.append(r)
+        if wa:
+            rows.append((w, wa))
+            used.append(gpm)
+    if not rows:
+        return []
+    lines = ["### Table 4: write amplification of CAP over GPM", "",
+             "Bytes a CAP mode made durable per repeat over the bytes the `gpm` mode made "
+             "durable (log included) for the same work.", ""]
+    lines += _context(used, describe_machine)
+    lines += ["| workload | CAP-mm / GPM | CAP-fs / GPM |", "| --- | --- | --- |"]
+    for w, wa in rows:
+        lines.append(f"| {w} | {_fmt(wa.get('cap-mm'))} | {_fmt(wa.get('cap-fs'))} |")
+    return lines + [""]
+
+
+def _restoration(table, describe_machine):
+    rows, used = [], []
+    for w in sorted(table):
+        for mode in ("gpm",):
+            r = table[w].get(mode)
+            if r is None:
+                continue
+            m = r.get("metrics", {})
+            if "restore_s" in m:
+                pct = m.get("restore_pct_of_op", 100.0 * m["restore_s"] / r["median_s"])
+                rows.append((w, m["restore_s"], pct))
+                used.append(r)
+    if not rows:
+        return []
+    lines = ["### Table 5: restoration latency", "",
+             "Time to recover after a crash just before commit (or, for checkpoints, to restore "
+             "the last checkpoint), as a percentage of the operation's time (metrics "
+             "`restore_s` and `restore_pct_of_op` of the `gpm` mode).", ""]
+    lines += _context(used, describe_machine)
+    lines += ["| workload | restore | % of operation time |", "| --- | --- | --- |"]
+    for w, s, pct in rows:
+        lines.append(f"| {w} | {s * 1e3:.4g} ms | {pct:.2f}% |")
+    return lines + [""]
+
+
+def suite_sections(plt, records, out_dir, describe_machine):
+    """The suite's figures as Markdown lines (empty when no record applies)."""
+    table = _newest(records)
+    out = []
+    out += _ratio_figure(
+        plt, out_dir, table, describe_machine, "Figure 1: GPM over CPU-only persistence",
+        "Throughput of `gpm` over `cpu`, a multi-threaded CPU implementation with the same "
+        "recoverability, measured in the same run.", "suite_fig1_cpu.png", ["gpm"], "cpu")
+    out += _scaling_figure(plt, out_dir, table, describe_machine)
+    out += _ratio_figure(
+        plt, out_dir, table, describe_machine,
+        "Figures 9 and 10: speedups normalised to CAP-fs",
+        "Throughput of each mode over `cap-fs` (copy to the host, write + fsync into tmpfs) in "
+        "the same run: Figure 9 has CAP-mm and GPM, Figure 10 adds GPM-NDP (GPU stores, CPU "
+        "persists). `cap-fs-disk` and `snapshot` are the power-loss-durable paths.",
+        "suite_fig9_speedups.png",
+        ["cap-mm", "gpm-ndp", "gpm", "cap-fs-disk", "snapshot"], BASELINE)
+    out += _ratio_figure(
+        plt, out_dir, table, describe_machine, "Figure 11: HCL over conventional logging",
+        "Throughput of `gpm` (HCL) over `gpm-conv` (conventional partitioned logs) in the "
+        "same run.", "suite_fig11_hcl.png", ["gpm"], "gpm-conv")
+    out += _bandwidth_figure(plt, out_dir, table, describe_machine)
+    out += _write_amplification(table, describe_machine)
+    out += _restoration(table, describe_machine)
+    if out:
+        out = ["## The GPMbench suite", "",
+               "Analogues of the GPM paper's figures and tables (ASPLOS'22 §6), from the newest "
+               "record of each workload and mode; docs/benchmarks.md explains each one.", ""] + out
+    return out

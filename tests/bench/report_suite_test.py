@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Unit test of the suite figures in bench/report/suite.py, on records made up here with known
+numbers: every ratio the report prints must be the one these numbers give, figures must compare
+only records of the same run, and figures without their records must be left out.
+
+usage: report_suite_test.py <bench/report directory> <scratch directory>
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+STAMP = "2026-01-01T00:00:00.000Z"
+OTHER_RUN = "2026-01-02T00:00:00.000Z"
+
+
+def record(workload, mode, gbps, bytes_persisted=0, metrics=None, stamp=STAMP, ceilings=None):
+    return {"schema": "gpmkit.bench/1", "workload": workload, "mode": mode, "backend": "host",
+            "machine": {"hostname": "h", "cpu": "c", "cores": 2, "gpu": "g",
+                        "compute_capability": "9.0", "multiprocessors": 2,
+                        "pcie_generation": None, "pcie_width": None, "driver": None,
+                        "cuda_runtime": None},
+            "sizes": {"bytes": 4096}, "repeats": 1, "warmup": 0, "times_s": [1.0],
+            "median_s": 1.0,
+            "spread": {"min_s": 1.0, "p25_s": 1.0, "p75_s": 1.0, "max_s": 1.0},
+            "throughput": {"value": gbps, "unit": "GB/s"}, "bytes_persisted": bytes_persisted,
+            "ceilings": ceilings or {}, "ratio_to_ceiling": {}, "metrics": metrics or {},
+            "timestamp": stamp}
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def main():
+    report_dir, scratch = Path(sys.argv[1]), Path(sys.argv[2])
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    records = [
+        record("kv", "d2h_memcpy", 50.0),
+        record("kv", "cap-fs", 1.0, bytes_persisted=4000),
+        record("kv", "cap-mm", 2.0, bytes_persisted=4000),
+        record("kv", "gpm-ndp", 3.0, bytes_persisted=100),
+        record("kv", "gpm", 8.0, bytes_persisted=100, metrics={"restore_s": 0.25}),
+        record("kv", "gpm-conv", 2.5, bytes_persisted=100),
+        record("kv", "cpu", 0.5, bytes_persisted=100),
+        # a cap-fs of another run: no speedup may be computed against it
+        record("solo", "cap-fs", 1.0, stamp=OTHER_RUN),
+        record("solo", "gpm", 9.0, bytes_persisted=10),
+    ]
+    (scratch / "kv.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    run = subprocess.run([sys.executable, str(report_dir / "report.py"), str(scratch)])
+    if run.returncode != 0:
+        fail(f"report.py exited {run.returncode}")
+    text = (scratch / "report.md").read_text()
+    expected = [
+        "| kv | 16.00× |",                                   # Figure 1: gpm / cpu
+        "| kv | 2.00× | 3.00× | 8.00× | – | – |",             # Figures 9, 10 over cap-fs
+        "| kv | 3.20× |",                                   # Figure 11: gpm / gpm-conv
+        "| kv | 40.00× | 40.00× |",                         # Table 4: 4000 / 100
+        "| kv | 250 ms | 25.00% |",                         # Table 5: 0.25 s of 1 s
+        "| kv | 1e-07 | 50 | 0.000 |",                      # Figure 12: 100 B/s vs 50 GB/s
+    ]
+    for row in expected:
+        if row not in text:
+            fail(f"report.md lacks the row {row!r}")
+    if "| solo | 9.00×" in text:
+        fail("a speedup was computed against a record of another run")
+    if "Figure 3" in text:
+        fail("Figure 3 appeared without persist_scaling records")
+    print("ok: the suite figures print the ratios of the records")
+
+
+if __name__ == "__main__":
+    main()
