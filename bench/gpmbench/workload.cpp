@@ -12,7 +12,10 @@
 namespace gpmbench {
 
 const std::vector<workload>& workloads() {
-  static const std::vector<workload> all = {platform_workload(), persist_scaling_workload()};
+  static const std::vector<workload> all = {
+      platform_workload(),
+      persist_scaling_workload(),
+  };
   return all;
 }
 
