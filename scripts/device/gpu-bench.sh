@@ -1,23 +1,45 @@
 #!/usr/bin/env bash
-# Runs on a lent GPU machine: the platform benchmark with 10 repeats, once with the pool in
-# /dev/shm (4 KiB pages) and once in a private tmpfs mounted huge=always (2 MiB pages; needs
-# root, changes no system-wide setting). Records go to $OUT/default-pages and $OUT/huge-pages;
-# commit them under bench/results/<gpu>/ and bench/results/<gpu>-hugepages/ and run
-# `gpmbench report` on each.
+# Runs on a lent GPU machine (docs/benchmarks.md): builds the cuda backend, then
+#   scripts/device/gpu-bench.sh suite [gpmbench suite options]   the GPMbench suite, --full sizes
+#   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
+#       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
+#       (2 MiB pages; needs root, changes no system-wide setting)
+# Results go to $OUT as one archive per results directory (the device returns at most 8 files):
+# unpack under bench/results/<gpu>/ and run `gpmbench report` on each.
 set -uo pipefail
+what=${1:-suite}
+shift || true
 out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
 log=/tmp/gpmkit-build.log
 if ! cmake --preset cuda > "$log" 2>&1 || ! cmake --build --preset cuda -j "$(nproc)" >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
   exit 1
 fi
-build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp --out "$out/default-pages"
-mnt=/mnt/gpmkit-huge
-mkdir -p "$mnt"
-mount -t tmpfs -o size=16G,huge=always gpmkit-huge "$mnt" || exit 1
-build/cuda/tools/gpmkit/gpmkit info --pm-dir "$mnt" | sed -n '/^pm dir/,/gpu mappable/p'
-build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp --pm-dir "$mnt" \
-  --out "$out/huge-pages"
-status=$?
-umount "$mnt"
+results=/tmp/gpmkit-results
+rm -rf "$results"
+case "$what" in
+  suite)
+    build/cuda/bench/gpmbench suite --full --disk-dir /var/tmp --out "$results/suite-full" "$@" \
+      2>&1 | tee "$out/suite.txt"
+    status=${PIPESTATUS[0]}
+    ;;
+  platform)
+    build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp \
+      --out "$results/default-pages"
+    mnt=/mnt/gpmkit-huge
+    mkdir -p "$mnt"
+    mount -t tmpfs -o size=16G,huge=always gpmkit-huge "$mnt" || exit 1
+    build/cuda/tools/gpmkit/gpmkit info --pm-dir "$mnt" | sed -n '/^pm dir/,/gpu mappable/p'
+    build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp --pm-dir "$mnt" \
+      --out "$results/huge-pages"
+    status=$?
+    umount "$mnt"
+    ;;
+  *)
+    echo "usage: $0 suite|platform [options]" >&2
+    exit 2
+    ;;
+esac
+tar -czf "$out/results.tar.gz" -C "$results" .
 exit $status
