@@ -1,5 +1,7 @@
-// The C API of the GPM paper's libGPM (ASPLOS'22, Table 2, "Primitive" rows) on top of gpmkit,
-// for porting code written against it. New code should use gpm::pool and gpm::persist.
+// The C API of the GPM paper's libGPM (ASPLOS'22, Table 2) on top of gpmkit, for porting code
+// written against it: the primitives here, the logs in gpmlog.hpp and the checkpoints in
+// gpmcp.hpp (both included). New code should use gpm::pool, gpm::persist, gpm::hcl_log,
+// gpm::conv_log and gpm::checkpointer.
 //
 //   gpm_map(path, size, create)  maps a persistent region of `size` bytes backed by the pool file
 //                                `path` (created if `create`) and returns its GPU address
@@ -13,6 +15,8 @@
 
 #include <cstddef>
 
+#include <gpm/compat/gpmcp.hpp>
+#include <gpm/compat/gpmlog.hpp>
 #include <gpm/platform/persist.hpp>
 
 // Returns the region's address for kernels (under CUDA's unified addressing also valid on the

@@ -1,0 +1,715 @@
+// The one probing engine of GPHash, shared by every key size and cooperative-group size: the
+// table view, slot access (pool or bucket cache), the one-shot probe of all candidate slots, and
+// the lock-free, log-free insert / update / find / erase protocol (FAST'25 §3.2.3). Public entry
+// points are gpm::gphash_ref (gphash_ref.cuh); nothing here stores a pointer into the pool.
+//
+// Slot: word 0 = fingerprint word (doubles as state: EMPTY = 0, INSERTING = ~0), word 1 = value
+// offset (pool offset of a value cell), words 2..5 = the key (32-byte keys only). 8-byte keys are
+// their own fingerprint word (key + 1), so 2^64-2 and 2^64-1 are reserved.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/hash.hpp>
+#include <gpm/platform/kernel.cuh>
+#include <gpm/platform/persist.hpp>
+
+namespace gpm::detail::hash {
+
+inline constexpr std::uint64_t kEmpty = 0;
+inline constexpr std::uint64_t kInserting = ~0ull;
+inline constexpr std::uint32_t kMaxLevels = 5;     // level_count (<= 4) + a level being drained
+inline constexpr std::uint32_t kMaxSegments = 48;  // value-area segments (one per resize)
+inline constexpr std::uint64_t kNone = ~0ull;
+
+enum class insert_mode { insert, upsert, rehash };
+
+// BktCache (FAST'25 §3.3) as kernels see it; `map` is null when the cache is off.
+// map[gid] (F): 0 = not cached, else (y + 1) << 1 | ready, y the cache bucket. owner[y] (G).
+// seq[y * K + s]: a seqlock per cached slot; writers hold it odd while copying from the pool.
+// refs[y]: writers inside bucket y; the loader waits for 0 before reusing y.
+struct cache_view {
+  std::uint32_t* map = nullptr;
+  std::uint64_t* owner = nullptr;
+  std::uint32_t* seq = nullptr;
+  std::uint32_t* refs = nullptr;
+  std::uint64_t* slots = nullptr;          // cached buckets, slot_bytes per slot
+  std::uint32_t* freq = nullptr;           // LFU: accesses per bucket
+  std::uint32_t* stamp = nullptr;          // LRU: batch of the last access per bucket
+  unsigned long long* counters = nullptr;  // [0] slot reads from cache, [1] from the pool
+  std::uint32_t now = 0;
+  std::uint32_t bottom = 0;  // level of global bucket id 0
+  std::uint32_t top = 0;
+  std::uint64_t buckets = 0;
+  std::uint64_t capacity = 0;  // cache buckets
+};
+
+struct table_view {
+  char* base = nullptr;                         // the pool in this address space
+  std::uint64_t level_offset[kMaxLevels] = {};  // [d]: level top - d
+  std::uint32_t top = 0;
+  std::uint32_t levels = 0;  // levels probed: top .. top - levels + 1
+  std::uint32_t hash_count = 0;
+  std::uint32_t slots = 0;       // K
+  std::uint32_t slot_words = 0;  // 2 (8-byte keys) or 6 (32-byte keys)
+  std::uint32_t value_bytes = 0;
+  // A cell is [key record (variable-length keys: 8-byte length + key, key_area bytes)][value].
+  std::uint32_t key_area = 0;
+  std::uint32_t cell_bytes = 0;
+  std::uint32_t max_key_bytes = 0;
+  std::uint64_t seed = 0;
+  // Value area: cells of value_bytes in segments; a volatile bitmap (1 = taken) rebuilt from the
+  // published slots by recovery, so allocation needs no persistent state to be crash-safe.
+  std::uint64_t* bitmap = nullptr;
+  std::uint64_t bitmap_words = 0;
+  std::uint32_t segments = 0;
+  std::uint64_t seg_offset[kMaxSegments] = {};
+  std::uint64_t seg_first[kMaxSegments + 1] = {};  // first cell of each segment; [segments]=cells
+  // Cells freed by update/erase wait here until reclaim(), so no reader sees a reused cell.
+  std::uint64_t* retired = nullptr;
+  std::uint64_t retired_capacity = 0;
+  unsigned long long* retired_count = nullptr;
+  cache_view cache;
+};
+
+// A named point inside the protocol where the crash tests kill the process (GPMKIT_CRASH_POINT)
+// on the host backend, whose kernels run in the process. In GPU code it does nothing: there,
+// SIGKILL at random moments reaches the same states.
+GPM_HOST_DEVICE inline void protocol_point(const char* name) {
+#if GPM_BACKEND_HOST && !GPM_IN_GPU_CODE
+  crash_point(name);
+#else
+  (void)name;
+#endif
+}
+
+// ---- tiles -------------------------------------------------------------------------------
+
+// The per-thread path: a tile of one thread with the collective operations the engine uses.
+struct single_thread {
+  static constexpr unsigned int size() { return 1; }
+  __device__ static unsigned int thread_rank() { return 0; }
+  __device__ static unsigned int ballot(int p) { return p ? 1u : 0u; }
+  template <class T>
+  __device__ static T shfl(T v, int) {
+    return v;
+  }
+  template <class T>
+  __device__ static T shfl_xor(T v, unsigned int) {
+    return v;
+  }
+  __device__ static void sync() {}
+};
+
+template <class Tile>
+__device__ inline std::uint64_t tile_min(const Tile& t, std::uint64_t v) {
+  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
+    const std::uint64_t u = t.shfl_xor(v, o);
+    v = u < v ? u : v;
+  }
+  return v;
+}
+
+// Max of `prio` over the tile, carrying `value` along with it.
+template <class Tile>
+__device__ inline void tile_max_pair(const Tile& t, std::uint64_t& prio, std::uint64_t& value) {
+  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
+    const std::uint64_t p = t.shfl_xor(prio, o);
+    const std::uint64_t v = t.shfl_xor(value, o);
+    if (p > prio) {
+      prio = p;
+      value = v;
+    }
+  }
+}
+
+// ---- keys ----------------------------------------------------------------------------------
+
+// Fingerprint word of a hashed key, moved off the two reserved state values.
+GPM_HOST_DEVICE inline std::uint64_t fingerprint(std::uint64_t h) {
+  std::uint64_t f = mix64(h ^ 0x66696e6765727072ull);
+  if (f == kEmpty) f = 1;
+  if (f == kInserting) f = kInserting - 1;
+  return f;
+}
+
+// What differs between key kinds; everything else is the one engine below.
+//   valid     whether the key can be stored
+//   hash      64-bit hash; word: the slot's fingerprint word
+//   same_key  whether a slot whose fingerprint word matched holds the key
+//   store_key writes in-place key words (32-byte keys); write_record: the key record in the
+//             value cell (variable-length keys)
+//   key_at    the key of a published slot, as the device sees it
+template <class Key>
+struct key_ops;
+
+template <>
+struct key_ops<std::uint64_t> {
+  GPM_HOST_DEVICE static bool valid(const table_view&, std::uint64_t k) { return k < ~0ull - 1; }
+  GPM_HOST_DEVICE static std::uint64_t hash(std::uint64_t k, std::uint64_t seed) {
+    return mix64(k ^ seed);
+  }
+  GPM_HOST_DEVICE static std::uint64_t word(std::uint64_t k, std::uint64_t) { return k + 1; }
+  template <class Image>
+  __device__ static bool same_key(const table_view&, const Image&, std::uint64_t) {
+    return true;  // the fingerprint word is the key
+  }
+  __device__ static void store_key(std::uint64_t*, std::uint64_t) {}
+  template <class Tile>
+  __device__ static void write_record(const table_view&, const Tile&, char*, std::uint64_t) {}
+  GPM_HOST_DEVICE static std::uint64_t key_at(const table_view&, const std::uint64_t* slot) {
+    return slot[0] - 1;
+  }
+};
+
+template <>
+struct key_ops<key32> {
+  GPM_HOST_DEVICE static bool valid(const table_view&, const key32&) { return true; }
+  GPM_HOST_DEVICE static std::uint64_t hash(const key32& k, std::uint64_t seed) {
+    std::uint64_t h = seed;
+    for (int i = 0; i < 4; ++i) h = mix64(h ^ k.words[i]);
+    return h;
+  }
+  GPM_HOST_DEVICE static std::uint64_t word(const key32&, std::uint64_t h) {
+    return fingerprint(h);
+  }
+  template <class Image>
+  __device__ static bool same_key(const table_view&, const Image& img, const key32& k) {
+    return img.key[0] == k.words[0] && img.key[1] == k.words[1] && img.key[2] == k.words[2] &&
+           img.key[3] == k.words[3];
+  }
+  __device__ static void store_key(std::uint64_t* slot, const key32& k) {
+    for (int i = 0; i < 4; ++i) {
+      atomic_ref<std::uint64_t, thread_scope::system>(slot[2 + i])
+          .store(k.words[i], memory_order_relaxed);
+    }
+  }
+  template <class Tile>
+  __device__ static void write_record(const table_view&, const Tile&, char*, const key32&) {}
+  GPM_HOST_DEVICE static key32 key_at(const table_view&, const std::uint64_t* slot) {
+    return key32{{slot[2], slot[3], slot[4], slot[5]}};
+  }
+};
+
+// Variable-length keys live in the value cell's key record [length][bytes], written with the
+// value before the slot is claimed; the slot holds the fingerprint and the cell's offset.
+template <>
+struct key_ops<varkey> {
+  GPM_HOST_DEVICE static bool valid(const table_view& v, const varkey& k) {
+    return k.bytes <= v.max_key_bytes && (k.bytes == 0 || k.data != nullptr);
+  }
+  GPM_HOST_DEVICE static std::uint64_t hash(const varkey& k, std::uint64_t seed) {
+    const auto* p = static_cast<const unsigned char*>(k.data);
+    std::uint64_t h = mix64(seed ^ k.bytes);
+    std::uint64_t word = 0;
+    for (std::uint32_t i = 0; i < k.bytes; ++i) {
+      word = word << 8 | p[i];
+      if (i % 8 == 7) {
+        h = mix64(h ^ word);
+        word = 0;
+      }
+    }
+    return mix64(h ^ word);
+  }
+  GPM_HOST_DEVICE static std::uint64_t word(const varkey&, std::uint64_t h) {
+    return fingerprint(h);
+  }
+  template <class Image>
+  __device__ static bool same_key(const table_view& v, const Image& img, const varkey& k) {
+    const char* record = v.base + img.value;
+    if (*reinterpret_cast<const std::uint64_t*>(record) != k.bytes) return false;
+    const auto* a = reinterpret_cast<const unsigned char*>(record + 8);
+    const auto* b = static_cast<const unsigned char*>(k.data);
+    for (std::uint32_t i = 0; i < k.bytes; ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+  __device__ static void store_key(std::uint64_t*, const varkey&) {}
+  template <class Tile>
+  __device__ static void write_record(const table_view&, const Tile& t, char* cell,
+                                      const varkey& k) {
+    if (t.thread_rank() == 0) *reinterpret_cast<std::uint64_t*>(cell) = k.bytes;
+    const auto* src = static_cast<const unsigned char*>(k.data);
+    for (std::uint32_t i = t.thread_rank(); i < k.bytes; i += t.size()) cell[8 + i] = src[i];
+  }
+  GPM_HOST_DEVICE static varkey key_at(const table_view& v, const std::uint64_t* slot) {
+    const char* record = v.base + slot[1];
+    return varkey{record + 8,
+                  static_cast<std::uint32_t>(*reinterpret_cast<const std::uint64_t*>(record))};
+  }
+};
+
+// ---- slots ---------------------------------------------------------------------------------
+
+// A system-scope atomic load of a pool word (the pool is shared with the host and other GPUs).
+__device__ inline std::uint64_t load_word(const std::uint64_t* p,
+                                          memory_order order = memory_order_relaxed) {
+  return atomic_ref<std::uint64_t, thread_scope::system>(*const_cast<std::uint64_t*>(p))
+      .load(order);
+}
+
+struct slot_image {
+  std::uint64_t word = kEmpty;
+  std::uint64_t value = 0;
+  std::uint64_t key[4] = {};
+};
+
+GPM_HOST_DEVICE inline bool is_published(std::uint64_t word) {
+  return word != kEmpty && word != kInserting;
+}
+
+GPM_HOST_DEVICE inline std::uint64_t* slot_ptr(const table_view& v, std::uint32_t level,
+                                               std::uint64_t bucket, std::uint32_t s) {
+  char* lvl = v.base + v.level_offset[v.top - level];
+  return reinterpret_cast<std::uint64_t*>(lvl) + (bucket * v.slots + s) * v.slot_words;
+}
+
+// The bucket of hash location j in `level`: the low `level` bits of the location's hash. A
+// bucket of level l is thus shared by the 2^(top-l) top-level buckets that agree on those bits
+// (inter-level sharing), and an item's bucket does not change when a level is added on top.
+GPM_HOST_DEVICE inline std::uint64_t level_bucket(const table_view& v, std::uint64_t h,
+                                                  std::uint32_t j, std::uint32_t level) {
+  return mix64(h + (j + 1) * 0x9e3779b97f4a7c15ull) & ((1ull << level) - 1);
+}
+
+// Validity order of copies of one key (FAST'25 §3.2.2): max level, then min bucket, then min
+// slot. 0 means "no copy".
+inline constexpr std::uint64_t kBucketField = (1ull << 52) - 1;
+GPM_HOST_DEVICE inline std::uint64_t copy_rank(std::uint32_t level, std::uint64_t bucket,
+                                               std::uint32_t s) {
+  return (static_cast<std::uint64_t>(level + 1) << 58) | ((kBucketField - bucket) << 6) | (63 - s);
+}
+struct location {
+  std::uint32_t level;
+  std::uint64_t bucket;
+  std::uint32_t slot;
+};
+GPM_HOST_DEVICE inline location location_of_rank(std::uint64_t r) {
+  return {static_cast<std::uint32_t>(r >> 58) - 1, kBucketField - ((r >> 6) & kBucketField),
+          63 - static_cast<std::uint32_t>(r & 63)};
+}
+
+template <class Key>
+__device__ inline slot_image load_slot(const std::uint64_t* p) {
+  slot_image img;
+  img.word = load_word(p, memory_order_acquire);  // the item is read after its publication
+  img.value = load_word(p + 1);
+  if constexpr (std::is_same_v<Key, key32>) {
+    for (int i = 0; i < 4; ++i) img.key[i] = load_word(p + 2 + i);
+  }
+  return img;
+}
+
+GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uint32_t level,
+                                                   std::uint64_t bucket) {
+  if (level < c.bottom || level > c.top) return kNone;
+  return (1ull << level) + bucket - (1ull << c.bottom);
+}
+
+// Reads a slot from the cached copy of its bucket when one is ready and unchanged across the
+// read (seqlock plus mapping re-check), else from the pool.
+template <class Key>
+__device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
+                                       std::uint64_t bucket, std::uint32_t s, bool& hit) {
+  hit = false;
+  const cache_view& c = v.cache;
+  if (c.map != nullptr) {
+    const std::uint64_t gid = global_bucket(c, level, bucket);
+    if (gid != kNone) {
+      using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+      const std::uint32_t m = ref32(c.map[gid]).load();
+      if (m & 1u) {
+        const std::uint64_t y = (m >> 1) - 1;
+        const std::uint64_t idx = y * v.slots + s;
+        const std::uint32_t q1 = ref32(c.seq[idx]).load();
+        if ((q1 & 1u) == 0) {
+          const slot_image img = load_slot<Key>(c.slots + idx * v.slot_words);
+          atomic_thread_fence<thread_scope::device>();
+          if (ref32(c.seq[idx]).load() == q1 && ref32(c.map[gid]).load() == m) {
+            hit = true;
+            return img;
+          }
+        }
+      }
+    }
+  }
+  return load_slot<Key>(slot_ptr(v, level, bucket, s));
+}
+
+// Copies pool slot (level, bucket, s) into slot s of cache bucket y under that slot's seqlock
+// (odd while the copy is in progress), so readers never keep a half-copied slot.
+__device__ inline void copy_slot_to_cache(const table_view& v, std::uint32_t level,
+                                          std::uint64_t bucket, std::uint32_t s, std::uint64_t y) {
+  using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  const cache_view& c = v.cache;
+  const std::uint64_t idx = y * v.slots + s;
+  std::uint32_t q = ref32(c.seq[idx]).load();
+  while ((q & 1u) || !ref32(c.seq[idx]).compare_exchange_weak(q, q + 1)) {
+    __nanosleep(32);
+    q = ref32(c.seq[idx]).load();
+  }
+  const std::uint64_t* src = slot_ptr(v, level, bucket, s);
+  std::uint64_t* dst = c.slots + idx * v.slot_words;
+  for (std::uint32_t i = 0; i < v.slot_words; ++i) {
+    atomic_ref<std::uint64_t, thread_scope::device>(dst[i]).store(load_word(src + i),
+                                                                  memory_order_relaxed);
+  }
+  ref32(c.seq[idx]).store(q + 2);
+}
+
+// After a writer changed a slot in the pool: copies the slot into the cached copy of its bucket
+// (ready or being fetched). The copy is taken under the slot's seqlock, after the pool write, so
+// the last writer's copy reflects the final pool state.
+__device__ inline void cache_refresh(const table_view& v, std::uint32_t level, std::uint64_t bucket,
+                                     std::uint32_t s) {
+  const cache_view& c = v.cache;
+  if (c.map == nullptr) return;
+  const std::uint64_t gid = global_bucket(c, level, bucket);
+  if (gid == kNone) return;
+  using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  const std::uint32_t m = ref32(c.map[gid]).load();
+  if (m == 0) return;
+  const std::uint64_t y = (m >> 1) - 1;
+  ref32(c.refs[y]).fetch_add(1);
+  if ((ref32(c.map[gid]).load() >> 1) == (m >> 1)) copy_slot_to_cache(v, level, bucket, s, y);
+  ref32(c.refs[y]).fetch_sub(1);
+}
+
+// Counts an access to a bucket for the cache's LFU / LRU choice.
+__device__ inline void note_access(const table_view& v, std::uint32_t level, std::uint64_t bucket) {
+  const cache_view& c = v.cache;
+  if (c.map == nullptr) return;
+  const std::uint64_t gid = global_bucket(c, level, bucket);
+  if (gid == kNone) return;
+  atomicAdd(&c.freq[gid], 1u);
+  atomic_ref<std::uint32_t, thread_scope::device>(c.stamp[gid]).store(c.now, memory_order_relaxed);
+}
+
+// ---- value area ----------------------------------------------------------------------------
+
+GPM_HOST_DEVICE inline std::uint64_t cell_offset(const table_view& v, std::uint64_t cell) {
+  std::uint32_t s = 0;
+  while (s + 1 < v.segments && cell >= v.seg_first[s + 1]) ++s;
+  return v.seg_offset[s] + (cell - v.seg_first[s]) * v.cell_bytes;
+}
+
+// The cell at pool offset `off`, or kNone if `off` is not the start of a cell.
+GPM_HOST_DEVICE inline std::uint64_t cell_of(const table_view& v, std::uint64_t off) {
+  for (std::uint32_t s = 0; s < v.segments; ++s) {
+    const std::uint64_t cells = v.seg_first[s + 1] - v.seg_first[s];
+    if (off >= v.seg_offset[s] && off < v.seg_offset[s] + cells * v.cell_bytes) {
+      const std::uint64_t rel = off - v.seg_offset[s];
+      if (rel % v.cell_bytes != 0) return kNone;
+      return v.seg_first[s] + rel / v.cell_bytes;
+    }
+  }
+  return kNone;
+}
+
+// Takes a free cell, starting the search at a hashed word; returns its pool offset or 0.
+__device__ inline std::uint64_t allocate_cell(const table_view& v, std::uint64_t hint) {
+  for (std::uint64_t k = 0; k < v.bitmap_words; ++k) {
+    const std::uint64_t wi = (hint + k) % v.bitmap_words;
+    atomic_ref<std::uint64_t, thread_scope::device> word(v.bitmap[wi]);
+    std::uint64_t taken = word.load(memory_order_relaxed);
+    while (taken != ~0ull) {
+      const int bit = __ffsll(static_cast<long long>(~taken)) - 1;
+      const std::uint64_t mask = 1ull << bit;
+      const std::uint64_t before = word.fetch_or(mask);
+      if ((before & mask) == 0) return cell_offset(v, wi * 64 + bit);
+      taken = before | mask;
+    }
+  }
+  return 0;
+}
+
+// Returns a cell that was never published (no reader can hold it).
+__device__ inline void free_unpublished_cell(const table_view& v, std::uint64_t off) {
+  const std::uint64_t cell = cell_of(v, off);
+  if (cell == kNone) return;
+  atomic_ref<std::uint64_t, thread_scope::device>(v.bitmap[cell / 64])
+      .fetch_and(~(1ull << (cell % 64)));
+}
+
+// Frees a published cell at the next reclaim(). A full retire list only delays the reuse of the
+// cell until the next recovery or resize, which rebuild the allocator.
+__device__ inline void retire_cell(const table_view& v, std::uint64_t off) {
+  const unsigned long long i = atomicAdd(v.retired_count, 1ull);
+  if (i < v.retired_capacity) v.retired[i] = off;
+}
+
+// Copies a value with every lane of the tile, then makes it durable before any lane publishes.
+template <class Tile>
+__device__ inline void copy_value(const Tile& t, void* dst, const void* src, std::uint32_t bytes,
+                                  bool durable) {
+  auto* d = static_cast<std::uint64_t*>(dst);
+  const auto* s = static_cast<const std::uint64_t*>(src);
+  for (std::uint32_t i = t.thread_rank(); i < bytes / 8; i += t.size()) d[i] = s[i];
+  if (durable) persist();
+  t.sync();
+}
+
+// ---- the probe -----------------------------------------------------------------------------
+
+struct probe_result {
+  std::uint64_t match = 0;        // copy_rank of the valid copy of the key, 0 if absent
+  std::uint64_t match_value = 0;  // its value offset
+  std::uint64_t empty = kNone;    // (bucket load << 40 | candidate << 8 | slot), least loaded
+};
+
+// Reads every candidate slot of the key once (one-shot: H hashes x L levels x K slots, split
+// over the tile's lanes) and finds the valid copy of the key and, if asked, the empty slot in the
+// least-loaded candidate bucket.
+template <class Key, class Tile>
+__device__ probe_result probe(const table_view& v, const Tile& t, const Key& key, std::uint64_t h,
+                              std::uint64_t w, bool want_empty) {
+  const std::uint32_t G = t.size();
+  const std::uint32_t K = v.slots;
+  const std::uint32_t N = v.hash_count * v.levels * K;
+  const std::uint32_t rank = t.thread_rank();
+  probe_result r;
+  std::uint32_t run_load = 0;
+  std::uint32_t run_first = ~0u;
+  const bool counting = v.cache.map != nullptr;
+  unsigned long long hits = 0;
+  unsigned long long reads = 0;
+  for (std::uint32_t base = 0; base < N; base += G) {
+    const std::uint32_t i = base + rank;
+    const bool valid = i < N;
+    const std::uint32_t c = i / K;
+    const std::uint32_t s = i % K;
+    const std::uint32_t d = c % v.levels;
+    const std::uint32_t level = v.top - d;
+    std::uint64_t bucket = 0;
+    slot_image img;
+    bool hit = false;
+    if (valid) {
+      bucket = level_bucket(v, h, c / v.levels, level);
+      img = read_slot<Key>(v, level, bucket, s, hit);
+    }
+    if (counting) {
+      hits += __popc(t.ballot(hit));
+      reads += __popc(t.ballot(valid));
+    }
+    const bool matched = valid && img.word == w && key_ops<Key>::same_key(v, img, key);
+    std::uint64_t prio = matched ? copy_rank(level, bucket, s) : 0;
+    std::uint64_t value = img.value;
+    tile_max_pair(t, prio, value);
+    if (prio > r.match) {
+      r.match = prio;
+      r.match_value = value;
+    }
+    if (!want_empty) continue;
+    const unsigned int occupied = t.ballot(valid && img.word != kEmpty);
+    const unsigned int empty = t.ballot(valid && img.word == kEmpty);
+    if (G >= K) {
+      const unsigned int group = (rank / K) * K;
+      const unsigned int gmask = (K == 32 ? ~0u : ((1u << K) - 1)) << group;
+      const std::uint64_t load = __popc(occupied & gmask);
+      const int first = __ffs(static_cast<int>(empty & gmask)) - 1;
+      const std::uint64_t mine = (valid && static_cast<int>(rank) == first)
+                                     ? (load << 40 | static_cast<std::uint64_t>(c) << 8 | s)
+                                     : kNone;
+      const std::uint64_t best = tile_min(t, mine);
+      if (best < r.empty) r.empty = best;
+    } else {
+      run_load += __popc(occupied);
+      if (run_first == ~0u && empty != 0) run_first = base % K + __ffs(static_cast<int>(empty)) - 1;
+      if ((base + G) % K == 0) {
+        if (run_first != ~0u) {
+          const std::uint64_t cand = static_cast<std::uint64_t>(run_load) << 40 |
+                                     static_cast<std::uint64_t>(base / K) << 8 | run_first;
+          if (cand < r.empty) r.empty = cand;
+        }
+        run_load = 0;
+        run_first = ~0u;
+      }
+    }
+  }
+  if (counting && rank == 0) {
+    atomicAdd(&v.cache.counters[0], hits);
+    atomicAdd(&v.cache.counters[1], reads - hits);
+  }
+  return r;
+}
+
+GPM_HOST_DEVICE inline location location_of_empty(const table_view& v, std::uint64_t h,
+                                                  std::uint64_t e) {
+  const std::uint32_t c = static_cast<std::uint32_t>((e >> 8) & 0xffffffffu);
+  const std::uint32_t d = c % v.levels;
+  return {v.top - d, level_bucket(v, h, c / v.levels, v.top - d),
+          static_cast<std::uint32_t>(e & 0xff)};
+}
+
+// ---- operations ----------------------------------------------------------------------------
+
+// Points the key's valid copy at a new value cell (out of place, one CAS). Returns true when
+// done; false when the copy changed under us (probe again).
+template <class Tile>
+__device__ bool replace_value(const table_view& v, const Tile& t, const probe_result& r,
+                              std::uint64_t cell) {
+  bool ok = false;
+  if (t.thread_rank() == 0) {
+    const location at = location_of_rank(r.match);
+    std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
+    std::uint64_t expected = r.match_value;
+    protocol_point("gphash.update.prepared");
+    ok = atomic_ref<std::uint64_t, thread_scope::system>(slot[1]).compare_exchange_strong(expected,
+                                                                                          cell);
+    persist();
+    if (ok) {
+      retire_cell(v, r.match_value);
+      cache_refresh(v, at.level, at.bucket, at.slot);
+      note_access(v, at.level, at.bucket);
+    }
+  }
+  return t.shfl(ok ? 1 : 0, 0) != 0;
+}
+
+// Takes a value cell and fills it (key record and value) durably; 0 when the value area is full.
+template <class Key, class Tile>
+__device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key& key,
+                                   std::uint64_t h, const void* value) {
+  std::uint64_t cell = 0;
+  if (t.thread_rank() == 0) cell = allocate_cell(v, h % (v.bitmap_words ? v.bitmap_words : 1));
+  cell = t.shfl(cell, 0);
+  if (cell != 0) {
+    key_ops<Key>::write_record(v, t, v.base + cell, key);
+    copy_value(t, v.base + cell + v.key_area, value, v.value_bytes, true);
+  }
+  return cell;
+}
+
+template <class Key, class Tile>
+__device__ hash_status insert(const table_view& v, const Tile& t, const Key& key, const void* value,
+                              insert_mode mode, std::uint64_t given = 0) {
+  if (!key_ops<Key>::valid(v, key)) return hash_status::invalid_key;
+  const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
+  const std::uint64_t w = key_ops<Key>::word(key, h);
+  std::uint64_t cell = given;  // rehash moves the item's existing cell
+  const bool own = mode != insert_mode::rehash;
+  for (;;) {
+    const probe_result r = probe(v, t, key, h, w, true);
+    if (r.match != 0) {
+      if (mode != insert_mode::upsert) {
+        if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
+        return hash_status::exists;
+      }
+      if (cell == 0) cell = new_value(v, t, key, h, value);
+      if (cell == 0) return hash_status::no_value_space;
+      if (replace_value(v, t, r, cell)) return hash_status::updated;
+      continue;
+    }
+    if (r.empty == kNone) {
+      if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
+      return hash_status::full;
+    }
+    if (cell == 0) cell = new_value(v, t, key, h, value);
+    if (cell == 0) return hash_status::no_value_space;
+    const location at = location_of_empty(v, h, r.empty);
+    bool claimed = false;
+    if (t.thread_rank() == 0) {
+      std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
+      atomic_ref<std::uint64_t, thread_scope::system> state(slot[0]);
+      std::uint64_t expected = kEmpty;
+      claimed = state.compare_exchange_strong(expected, kInserting);
+      if (claimed) {
+        atomic_ref<std::uint64_t, thread_scope::system>(slot[1]).store(cell, memory_order_relaxed);
+        key_ops<Key>::store_key(slot, key);
+        protocol_point("gphash.insert.claimed");
+        persist();  // the item is durable before it becomes visible
+        state.store(w, memory_order_release);
+        persist();  // the publication is durable before the operation is acknowledged
+        protocol_point("gphash.insert.published");
+      }
+    }
+    if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;
+    // A concurrent insert of the same key may have published another copy: the copy that is not
+    // the valid one (FAST'25 §3.2.2) withdraws, so at most one copy stays visible.
+    const std::uint64_t mine = copy_rank(at.level, at.bucket, at.slot);
+    const probe_result again = probe(v, t, key, h, w, false);
+    if (again.match > mine) {
+      if (t.thread_rank() == 0) {
+        std::uint64_t expected = w;
+        atomic_ref<std::uint64_t, thread_scope::system>(
+            slot_ptr(v, at.level, at.bucket, at.slot)[0])
+            .compare_exchange_strong(expected, kEmpty);
+        persist();
+        cache_refresh(v, at.level, at.bucket, at.slot);
+      }
+      if (mode == insert_mode::upsert) continue;  // apply our value to the valid copy
+      if (own && t.thread_rank() == 0) retire_cell(v, cell);
+      return hash_status::exists;
+    }
+    if (t.thread_rank() == 0) {
+      cache_refresh(v, at.level, at.bucket, at.slot);
+      note_access(v, at.level, at.bucket);
+    }
+    return hash_status::inserted;
+  }
+}
+
+template <class Key, class Tile>
+__device__ hash_status update(const table_view& v, const Tile& t, const Key& key,
+                              const void* value) {
+  if (!key_ops<Key>::valid(v, key)) return hash_status::invalid_key;
+  const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
+  const std::uint64_t w = key_ops<Key>::word(key, h);
+  std::uint64_t cell = 0;
+  for (;;) {
+    const probe_result r = probe(v, t, key, h, w, false);
+    if (r.match == 0) {
+      if (cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
+      return hash_status::not_found;
+    }
+    if (cell == 0) cell = new_value(v, t, key, h, value);
+    if (cell == 0) return hash_status::no_value_space;
+    if (replace_value(v, t, r, cell)) return hash_status::updated;
+  }
+}
+
+template <class Key, class Tile>
+__device__ hash_status find(const table_view& v, const Tile& t, const Key& key, void* out) {
+  if (!key_ops<Key>::valid(v, key)) return hash_status::invalid_key;
+  const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
+  const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), false);
+  if (r.match == 0) return hash_status::not_found;
+  if (out != nullptr) copy_value(t, out, v.base + r.match_value + v.key_area, v.value_bytes, false);
+  if (t.thread_rank() == 0) {
+    const location at = location_of_rank(r.match);
+    note_access(v, at.level, at.bucket);
+  }
+  return hash_status::found;
+}
+
+template <class Key, class Tile>
+__device__ hash_status erase(const table_view& v, const Tile& t, const Key& key) {
+  if (!key_ops<Key>::valid(v, key)) return hash_status::invalid_key;
+  const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
+  const std::uint64_t w = key_ops<Key>::word(key, h);
+  bool erased = false;
+  for (;;) {
+    const probe_result r = probe(v, t, key, h, w, false);
+    if (r.match == 0) return erased ? hash_status::erased : hash_status::not_found;
+    bool ok = false;
+    if (t.thread_rank() == 0) {
+      const location at = location_of_rank(r.match);
+      std::uint64_t expected = w;
+      ok = atomic_ref<std::uint64_t, thread_scope::system>(
+               slot_ptr(v, at.level, at.bucket, at.slot)[0])
+               .compare_exchange_strong(expected, kEmpty);
+      persist();
+      if (ok) {
+        retire_cell(v, r.match_value);
+        cache_refresh(v, at.level, at.bucket, at.slot);
+        note_access(v, at.level, at.bucket);
+      }
+    }
+    erased = erased || t.shfl(ok ? 1 : 0, 0) != 0;
+  }
+}
+
+}  // namespace gpm::detail::hash

@@ -1,0 +1,172 @@
+// gpm::gphash<Key>: GPHash (FAST'25), a persistent hash index that GPU kernels read and write
+// directly in a gpm::pool. Multi-level buckets (level i holds 2^i buckets; only the top level is
+// addressed by the hash functions), several hash locations, K-way slots, keys stored in place
+// with fingerprints, fixed-size values in a persistent value area; lock-free and log-free
+// operations; crash-tolerant resize; recovery; BktCache, a frozen bucket cache in GPU memory.
+// Layout, protocol and recovery: docs/gphash.md. It never stores a pointer in the pool.
+//
+//   gpm::pool pool = gpm::pool::create("kv.pool", 1 << 30, "my-app");
+//   auto table = gpm::gphash<std::uint64_t>::create(pool, "index", {.value_bytes = 128});
+//   table.insert(keys_dev, values_dev, n, status_dev, stream);   // returns when durable
+//   table.find(keys_dev, n, values_out_dev, status_dev, stream);
+//   ... after a crash:
+//   auto again = gpm::gphash<std::uint64_t>::open(pool, "index");  // recovers
+//   again.last_recovery().seconds;
+//
+// Keys: std::uint64_t, gpm::key32 (stored in place) or gpm::varkey (variable length, stored by
+// offset with the value). Bulk operations take device-accessible arrays (device memory, or host
+// memory mapped into the GPU; any memory on the host backend), run on `stream`, and return once the
+// batch is done and durable (process-crash durable for pools in tmpfs, see
+// gpm::pool::durability()). Operations on the same key within one batch are concurrent: their order
+// is unspecified, but the table stays consistent and holds one copy of the key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gpm/hash/gphash_ref.cuh>
+#include <gpm/platform/runtime.hpp>
+#include <gpm/pool/pool.hpp>
+
+namespace gpm {
+
+// The table's geometry, fixed at creation and stored in its header.
+struct gphash_config {
+  std::uint32_t hash_count = 2;                // hash locations per key (1..4)
+  std::uint32_t level_count = 2;               // levels probed per key (1..4)
+  std::uint32_t slots_per_bucket = 8;          // K-way associativity: 1, 2, 4, 8, 16 or 32
+  std::uint32_t value_bytes = 128;             // bytes per value: a multiple of 8, at most 65536
+  std::uint32_t top_level = 12;                // the top level holds 2^top_level buckets (1..40)
+  std::uint32_t max_key_bytes = 64;            // gpm::varkey tables only: the longest key (1..4096)
+  std::uint64_t seed = 0x6770686173680001ull;  // hash seed
+};
+
+// How bucket-cache victims and residents are chosen at each reload.
+enum class cache_policy { lfu, lru, random };
+const char* to_string(cache_policy p) noexcept;
+
+struct cache_options {
+  double fraction = 0.2;  // share of the buckets cached in GPU memory (0, 1]
+  cache_policy policy = cache_policy::lfu;
+  // Reload after every this many bulk operations (0: only when reload_cache() is called).
+  std::uint32_t reload_every = 0;
+};
+
+// Process-local choices, not stored in the pool.
+struct gphash_options {
+  // Cooperative-group size of the bulk operations' kernels: 1, 2, 4, 8, 16 or 32.
+  std::uint32_t cg_size = 32;
+  // insert/upsert add a level and retry the keys that found no slot.
+  bool auto_resize = true;
+  std::uint32_t block_threads = 256;
+};
+
+// What recover() did; open() runs it and keeps the report (last_recovery()).
+struct gphash_recovery {
+  double seconds = 0;                    // wall time of the whole recovery
+  std::uint64_t inserting_cleared = 0;   // slots left INSERTING by a crash, cleared
+  std::uint64_t duplicates_removed = 0;  // copies of a key that lost to the valid copy
+  bool resize_resumed = false;           // an interrupted resize was finished
+  std::uint64_t items = 0;               // keys in the table afterwards
+};
+
+// A read-only consistency check of the persistent table (host scan).
+struct gphash_check {
+  bool ok = false;
+  std::uint64_t items = 0;
+  std::uint64_t duplicates = 0;       // keys stored more than once
+  std::uint64_t inserting_slots = 0;  // slots in state INSERTING (only after a crash)
+  std::vector<std::string> problems;  // bad value offsets, torn slots, ...
+};
+
+struct gphash_stats {
+  std::uint32_t top_level = 0;
+  std::uint32_t level_count = 0;
+  std::uint64_t buckets = 0;      // over the live levels
+  std::uint64_t slots = 0;        // capacity in keys
+  std::uint64_t value_cells = 0;  // capacity of the value area
+  std::uint64_t resizes = 0;      // levels added over the table's life
+  bool cache_enabled = false;
+  std::uint64_t cached_buckets = 0;
+  std::uint64_t cache_hits = 0;    // bucket reads served by the cache since the last reload
+  std::uint64_t cache_misses = 0;  // bucket reads that went to the pool
+};
+
+template <class Key>
+class gphash {
+ public:
+  using key_type = Key;
+  using ref_type = gphash_ref<Key>;
+
+  // Creates the table as named objects `name`, `name`.L<level> and `name`.V<n> in `pool`.
+  // Throws gpm::error: invalid_argument (bad geometry), already_exists, out_of_memory (pool full).
+  static gphash create(pool& pool, const std::string& name, const gphash_config& config = {},
+                       const gphash_options& options = {});
+  // Opens the table, validating its header (magic, version, key size, geometry, checksum) and
+  // state record, then runs recover(). Throws not_found, corrupt, version, invalid_argument (the
+  // table holds another key type).
+  static gphash open(pool& pool, const std::string& name, const gphash_options& options = {});
+  // Frees every object of the table. The table must not be open.
+  static void remove(pool& pool, const std::string& name);
+
+  gphash(gphash&&) noexcept;
+  gphash& operator=(gphash&&) noexcept;
+  ~gphash();
+
+  ref_type ref() const;
+  const gphash_config& config() const;
+  const gphash_options& options() const;
+
+  // Bulk operations (see the top of this file). `status` may be null; so may `values_out`.
+  void insert(const Key* keys, const void* values, std::size_t n, hash_status* status,
+              cudaStream_t stream = nullptr);
+  void upsert(const Key* keys, const void* values, std::size_t n, hash_status* status,
+              cudaStream_t stream = nullptr);
+  void update(const Key* keys, const void* values, std::size_t n, hash_status* status,
+              cudaStream_t stream = nullptr);
+  void find(const Key* keys, std::size_t n, void* values_out, hash_status* status,
+            cudaStream_t stream = nullptr) const;
+  void erase(const Key* keys, std::size_t n, hash_status* status, cudaStream_t stream = nullptr);
+
+  // Makes the value cells retired by updates and erases reusable. Call it after kernels that
+  // used ref() have finished; the bulk operations call it themselves.
+  void reclaim(cudaStream_t stream = nullptr);
+
+  // Adds a level on top (2x the buckets of the current top) and rehashes the bottom level's
+  // items into the others with warp-cooperative kernels; resumable after a crash. Throws
+  // out_of_memory when the pool cannot hold the new level.
+  void resize();
+  // Clears INSERTING slots on every level, finishes an interrupted resize, removes duplicates,
+  // rebuilds the volatile state (value allocator, cache). Idempotent.
+  gphash_recovery recover();
+  const gphash_recovery& last_recovery() const;
+
+  std::uint64_t size() const;      // keys stored (a scan)
+  std::uint64_t capacity() const;  // slots over the live levels
+  double load_factor() const;      // size() / capacity()
+  gphash_stats stats() const;
+  gphash_check check() const;
+
+  // BktCache. enable_cache() allocates the cache and loads it; reload_cache() re-chooses the hot
+  // buckets and fetches them on a second stream, concurrently with operations.
+  void enable_cache(const cache_options& options = {});
+  void disable_cache();
+  bool cache_enabled() const;
+  void reload_cache();
+  void wait_cache_reload() const;  // waits for an asynchronous reload to finish
+
+  struct impl;
+
+ private:
+  explicit gphash(std::unique_ptr<impl> impl);
+  std::unique_ptr<impl> impl_;
+};
+
+extern template class gphash<std::uint64_t>;
+extern template class gphash<key32>;
+extern template class gphash<varkey>;
+
+}  // namespace gpm

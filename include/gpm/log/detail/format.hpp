@@ -1,0 +1,136 @@
+// On-media format shared by gpm::hcl_log and gpm::conv_log (see docs/logging.md, "Layout").
+// A log is one named pool object:
+//
+//   [0, 128)        header: magic, version, kind, geometry, sizes, checksum (immutable)
+//   [128, 256)      state: the generation (the one mutable word recovery trusts besides tails)
+//   [256, 384)      fault record: what device operations failed since the log was opened
+//   control_offset  one control per stream: the tail word (hcl: 8 bytes per thread, so a warp's
+//                   tails coalesce; conv: a 128-byte line per partition holding lock and tail)
+//   data_offset     the entries (hcl: striped across 128-byte rows; conv: packed per partition)
+//
+// A "stream" is what owns a tail: one GPU thread of the recorded geometry (hcl) or one partition
+// (conv). All offsets are 64-bit and relative to the object, never pointers.
+// This header must stay free of device code: host tools read it too.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <gpm/platform/hash.hpp>
+#include <gpm/platform/macros.hpp>
+
+namespace gpm::detail::log {
+
+inline constexpr std::uint64_t magic = 0x0031474f4c4d5047ull;  // "GPMLOG1\0" little-endian
+inline constexpr std::uint32_t format_version = 1;
+
+enum class kind : std::uint32_t { hcl = 1, conv = 2 };
+
+// A GPU coalesces a warp's stores that fall in one aligned 128-byte line into one transaction.
+inline constexpr std::uint64_t line_bytes = 128;
+inline constexpr std::uint64_t chunk_bytes = 4;  // what one lane writes per row
+inline constexpr std::uint32_t warp_lanes = 32;
+static_assert(line_bytes == chunk_bytes * warp_lanes);
+
+// Every entry ends with a trailer of 3 chunks: its size in bytes and a 64-bit checksum that folds
+// in the generation, the stream and the entry's position.
+inline constexpr std::uint64_t trailer_chunks = 3;
+
+GPM_HOST_DEVICE constexpr std::uint64_t chunks_for(std::uint64_t bytes) {
+  return (bytes + chunk_bytes - 1) / chunk_bytes;
+}
+// Chunks an entry of `bytes` payload bytes occupies in its stream.
+GPM_HOST_DEVICE constexpr std::uint64_t entry_chunks(std::uint64_t bytes) {
+  return chunks_for(bytes) + trailer_chunks;
+}
+GPM_HOST_DEVICE constexpr std::uint64_t round_up(std::uint64_t x, std::uint64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+struct header {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t kind;
+  std::uint64_t object_bytes;   // the pool object's size
+  std::uint64_t streams;        // hcl: blocks * threads_per_block; conv: partitions
+  std::uint64_t stream_chunks;  // capacity of one stream in 4-byte chunks
+  std::uint32_t blocks;         // hcl geometry; 0 for conv
+  std::uint32_t threads_per_block;
+  std::uint32_t warps_per_block;
+  std::uint32_t reserved0;
+  std::uint64_t control_offset;
+  std::uint64_t control_stride;
+  std::uint64_t data_offset;
+  std::uint64_t data_bytes;
+  std::uint64_t reserved[4];
+  std::uint64_t checksum;  // checksum64 of every byte before it
+};
+static_assert(sizeof(header) == line_bytes && std::is_trivially_copyable_v<header>);
+
+// Truncating a log is one persisted 8-byte store: bumping the generation makes every tail
+// written under an older one read as empty, and every entry checksum computed under it fail.
+struct state {
+  std::uint64_t generation;  // starts at 1; a zero-filled tail never matches
+  std::uint64_t reserved[15];
+};
+static_assert(sizeof(state) == line_bytes);
+
+// Written by device code when an operation fails (status other than ok and empty), read by the
+// host. Not part of the recovery protocol: reset when the log is opened.
+struct fault_record {
+  std::uint32_t mask;     // log_status_bit() of every failure seen
+  std::uint32_t claimed;  // 1 once the first failure's details below are written
+  std::uint32_t status;   // the first failure
+  std::uint32_t ready;    // 1 once the details are complete
+  std::uint64_t stream;   // its thread (hcl) or partition (conv); ~0 when not known
+  std::uint32_t grid[3];  // the failing kernel's launch
+  std::uint32_t block[3];
+  std::uint64_t count;  // failures seen
+  std::uint64_t reserved[9];
+};
+static_assert(sizeof(fault_record) == line_bytes);
+
+inline constexpr std::uint64_t state_offset = line_bytes;
+inline constexpr std::uint64_t fault_offset = 2 * line_bytes;
+inline constexpr std::uint64_t control_offset = 3 * line_bytes;
+
+// conv_log's per-partition control line.
+struct partition_control {
+  std::uint64_t tail;
+  std::uint32_t lock;  // 0 free, 1 held; reset on open (a crash may leave it held)
+  std::uint32_t reserved0;
+  std::uint64_t reserved[14];
+};
+static_assert(sizeof(partition_control) == line_bytes);
+
+// A tail word packs the stream's used chunks (low 40 bits: 4 TiB per stream) with the low 24
+// bits of the generation it was written under, so one 8-byte store publishes both and a tail
+// from an older generation reads as empty without touching it.
+inline constexpr int tail_used_bits = 40;
+inline constexpr std::uint64_t tail_used_mask = (1ull << tail_used_bits) - 1;
+inline constexpr std::uint64_t tail_tag_mask = (1ull << (64 - tail_used_bits)) - 1;
+inline constexpr std::uint64_t max_stream_chunks = tail_used_mask;
+
+GPM_HOST_DEVICE constexpr std::uint64_t tail_word(std::uint64_t generation, std::uint64_t used) {
+  return ((generation & tail_tag_mask) << tail_used_bits) | used;
+}
+GPM_HOST_DEVICE constexpr std::uint64_t tail_used(std::uint64_t word, std::uint64_t generation) {
+  return (word >> tail_used_bits) == (generation & tail_tag_mask) ? word & tail_used_mask : 0;
+}
+// When a clear makes the tag wrap around, tails written 2^24 generations ago would match again:
+// the host then rewrites every tail (once per 16 M clears).
+GPM_HOST_DEVICE constexpr bool tag_wraps(std::uint64_t new_generation) {
+  return (new_generation & tail_tag_mask) == 0;
+}
+
+// The checksum of one entry: its chunks folded in order into a seed that binds the entry to its
+// generation, stream, position and size, so a stale, moved or truncated entry never validates.
+GPM_HOST_DEVICE inline std::uint64_t entry_seed(std::uint64_t generation, std::uint64_t stream,
+                                                std::uint64_t begin, std::uint64_t bytes) {
+  return mix64(mix64(mix64(generation ^ 0x4c4f47454e545259ull) ^ stream) ^ begin) ^ bytes;
+}
+GPM_HOST_DEVICE inline std::uint64_t fold_chunk(std::uint64_t h, std::uint32_t chunk) {
+  return mix64(h ^ chunk) + 0x9e3779b97f4a7c15ull;
+}
+
+}  // namespace gpm::detail::log

@@ -1,0 +1,124 @@
+// What hcl_log and conv_log share: the pool object holding a log (host side: create, validate,
+// generation, faults) and the small device view of it (generation, tails, fault reporting).
+// Kind-specific geometry lives in hcl_log.cuh / conv_log.cuh; this file must not know it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <gpm/log/detail/format.hpp>
+#include <gpm/log/log_status.cuh>
+#include <gpm/platform/kernel.cuh>
+
+#include <gpm/pool/pool.hpp>
+
+namespace gpm::detail::log {
+
+// The trivially copyable facts a kernel needs about a log object.
+struct log_view {
+  char* object = nullptr;  // the object's address in the caller's address space
+  std::uint64_t streams = 0;
+  std::uint64_t stream_chunks = 0;
+  std::uint64_t control_offset = 0;
+  std::uint64_t control_stride = 0;
+  std::uint64_t data_offset = 0;
+  std::uint32_t blocks = 0;
+  std::uint32_t threads_per_block = 0;
+  std::uint32_t warps_per_block = 0;
+
+  GPM_HOST_DEVICE std::uint64_t generation() const {
+    auto* st = reinterpret_cast<state*>(object + state_offset);
+    return atomic_ref<std::uint64_t, thread_scope::system>(st->generation)
+        .load(memory_order_acquire);
+  }
+  GPM_HOST_DEVICE char* control(std::uint64_t stream) const {
+    return object + control_offset + stream * control_stride;
+  }
+  GPM_HOST_DEVICE char* data() const { return object + data_offset; }
+
+  // Records a failed operation (any status but ok and empty) in the fault record, where the host
+  // finds it (check_faults), and returns the status unchanged.
+  __device__ log_status report(log_status s, std::uint64_t stream) const {
+    if (s == log_status::ok || s == log_status::empty) return s;
+    auto* f = reinterpret_cast<fault_record*>(object + fault_offset);
+    using a32 = atomic_ref<std::uint32_t, thread_scope::system>;
+    a32(f->mask).fetch_or(log_status_bit(s));
+    atomic_ref<std::uint64_t, thread_scope::system>(f->count).fetch_add(1);
+    std::uint32_t expected = 0;
+    if (a32(f->claimed).compare_exchange_strong(expected, 1)) {
+      f->status = static_cast<std::uint32_t>(s);
+      f->stream = stream;
+      const dim3 g = gridDim, b = blockDim;
+      f->grid[0] = g.x, f->grid[1] = g.y, f->grid[2] = g.z;
+      f->block[0] = b.x, f->block[1] = b.y, f->block[2] = b.z;
+      a32(f->ready).store(1, memory_order_release);
+    }
+    return s;
+  }
+};
+static_assert(std::is_trivially_copyable_v<log_view>);
+
+// The host side of a log object. Holds a reference to its pool, which must outlive it.
+class log_object {
+ public:
+  log_object() = default;
+  // Allocates the object named `name` for header `h` (sizes filled in, checksum not) and
+  // initialises it crash-safely: the header is written and persisted before anything trusts it.
+  static log_object create(pool& p, std::string_view name, const header& h);
+  // Finds and validates the object: magic, version, kind, checksum, and every size against the
+  // pool object and against the header its stored geometry implies. Resets locks and faults.
+  static log_object open(pool& p, std::string_view name, kind k);
+
+  const header& head() const { return head_; }
+  const std::string& name() const { return name_; }
+  pool& owner() const;
+  log_view view() const;       // for kernels (the GPU's mapping)
+  log_view host_view() const;  // for host code
+
+  std::uint64_t generation() const;
+  // Truncates every stream: one persisted store of generation + 1.
+  void next_generation();
+  std::uint64_t used_chunks(std::uint64_t stream) const;
+  void clear_stream(std::uint64_t stream);
+  bool is_empty() const;
+
+  fault_record faults() const;
+  void clear_faults();
+  // Throws gpm::error naming the first failure device code reported, with `geometry_hint`
+  // appended for wrong_geometry; does nothing when no operation failed.
+  void check_faults(const std::string& what, const std::string& geometry_hint) const;
+
+ private:
+  std::uint64_t* host_tail(std::uint64_t stream) const;
+
+  pool* pool_ = nullptr;
+  std::string name_;
+  std::uint64_t offset_ = 0;
+  header head_{};
+};
+
+// What every record of the log module (logs, undo_tx batch records) checks before trusting its
+// header, with one set of errors. `what` names the kind of record ("gpmkit log").
+struct signature {
+  std::uint64_t magic;
+  std::uint32_t version;
+  bool checksum_ok;
+};
+struct record_site {
+  pool_object object;
+  std::string label;  // "<what> '<name>' in pool <path>", for messages
+};
+// Finds the object `name` and checks it can hold `min_bytes`: errc::not_found, errc::corrupt.
+record_site find_record(pool& p, std::string_view name, std::uint64_t min_bytes,
+                        const std::string& what);
+// Throws errc::corrupt for a zero magic (creation interrupted: `recreate` says what to free),
+// errc::layout_mismatch for another magic, errc::version, errc::corrupt for a bad checksum.
+void check_signature(const record_site& site, const std::string& what, const signature& found,
+                     std::uint64_t magic, std::uint32_t version, const std::string& recreate);
+
+// The header of a log of the given kind and sizes, checksum included.
+header make_header(kind k, std::uint32_t blocks, std::uint32_t threads_per_block,
+                   std::uint64_t streams, std::uint64_t stream_chunks);
+
+}  // namespace gpm::detail::log

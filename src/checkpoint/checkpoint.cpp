@@ -1,0 +1,824 @@
+// gpm::checkpointer (see checkpoint.hpp; on-media format in format.hpp). A checkpoint of a group
+// writes every changed chunk of the group into the copy the commit record in force does not
+// reference (the working copy), waits until those bytes are in host memory, then writes the other
+// commit record with the new slots and digests and persists it: the atomic flip. Nothing the
+// record in force references is ever overwritten, so a crash at any moment leaves it restorable.
+#include <gpm/checkpoint/checkpoint.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include <gpm/checkpoint/digest.hpp>
+#include <gpm/checkpoint/format.hpp>
+#include <gpm/platform/checksum.hpp>
+#include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/persist.hpp>
+
+#include "kernels.hpp"
+
+namespace gpm {
+
+namespace fmt = checkpoint_format;
+namespace kd = checkpoint_detail;
+
+std::string_view to_string(copy_path p) noexcept {
+  switch (p) {
+    case copy_path::automatic: return "automatic";
+    case copy_path::gpu_stores: return "gpu-stores";
+    case copy_path::dma: return "dma";
+  }
+  return "unknown";
+}
+
+bool pending_checkpoint::ready() const {
+  return future_.valid() && future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t0) {
+  return std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+std::uint64_t header_checksum(const fmt::header& h) {
+  fmt::header c = h;
+  c.checksum = 0;
+  return checksum64(&c, sizeof c, fmt::kMagic);
+}
+
+std::uint64_t entry_checksum(const fmt::chunk_entry& e) {
+  fmt::chunk_entry c = e;
+  c.checksum = 0;
+  return checksum64(&c, sizeof c, e.index);
+}
+
+bool all_zero(const void* p, std::size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  return std::all_of(b, b + n, [](unsigned char c) { return c == 0; });
+}
+
+// The predictor of HeteroCheckpoint (DSN'14, Fig. 4), per chunk: a saturating 2-bit counter that
+// a changed checksum moves towards "not redundant" and an unchanged one towards "redundant".
+// Chunks in the two redundant states are checksummed first and copied only if changed; the others
+// are copied at once, their checksum computed by the copy.
+enum predictor : std::uint8_t { redundant, likely_redundant, unlikely_redundant, not_redundant };
+
+// What a checkpoint does with one chunk.
+enum class action { digest_first, copy };
+
+struct chunk_state {
+  fmt::chunk_entry* entry = nullptr;  // in the pool
+  void* device = nullptr;             // the registered buffer (nullptr: not attached)
+  std::optional<gpm::stream> stream;
+  std::uint8_t prediction = not_redundant;
+  // What a precopy() hint started on the stream, and into which slot.
+  std::optional<action> precopy;
+  std::uint32_t precopy_slot = 0;
+  device_buffer<unsigned char> shadow;  // the capture of checkpoint_async
+  const void* source = nullptr;         // what the running checkpoint reads
+};
+
+}  // namespace
+
+struct checkpointer::impl {
+  pool* p = nullptr;
+  std::string name;
+  checkpoint_options options;
+  char* object = nullptr;  // the host's view of "cp.<name>"
+  fmt::header* header = nullptr;
+  std::vector<chunk_state> chunks;  // by table index
+  // The two commit records: in_force is the valid one with the higher seq; the other, if
+  // valid, is the previous state (used only to repair a corrupt copy at restore).
+  std::uint32_t in_force = 0;
+  std::vector<fmt::record_entry> current;   // in_force's entries
+  std::vector<fmt::record_entry> previous;  // the other record's entries, if valid
+  bool previous_valid = false;
+  std::uint64_t seq = 0;
+  std::uint64_t commits_since_snapshot = 0;
+  copy_path path = copy_path::automatic;
+  int multiprocessors = 1;
+  device_buffer<unsigned long long> sums;   // per chunk: the digest sum being computed
+  unsigned long long* host_sums = nullptr;  // pinned, per chunk
+  std::mutex mutex;                         // one operation at a time
+  std::shared_future<checkpoint_result> pending;
+
+  ~impl() {
+    wait_pending_quietly();
+    if (host_sums != nullptr) cudaFreeHost(host_sums);
+  }
+
+  void wait_pending_quietly() {
+    if (pending.valid()) pending.wait();
+  }
+  void wait_pending() {
+    if (pending.valid()) {
+      auto f = std::move(pending);
+      pending = {};
+      f.get();  // a failure surfaces to the next caller if nobody asked for it
+    }
+  }
+
+  // One operation at a time, after the pending asynchronous checkpoint: that one takes the lock
+  // itself, so it is waited for before locking.
+  std::unique_lock<std::mutex> exclusive() {
+    wait_pending();
+    return std::unique_lock(mutex);
+  }
+
+  void notice(const std::string& text) const {
+    if (options.notice) {
+      options.notice(text);
+    } else {
+      std::fprintf(stderr, "gpmkit: %s\n", text.c_str());
+    }
+  }
+
+  std::string who() const { return "checkpoint \"" + name + "\" in " + p->path(); }
+
+  fmt::chunk_entry* table() const {
+    return reinterpret_cast<fmt::chunk_entry*>(object + header->table_offset);
+  }
+  char* record_at(std::uint32_t r) const {
+    return object + header->records_offset + r * header->record_bytes;
+  }
+  std::uint32_t max_chunks() const { return header->max_chunks; }
+
+  static std::string object_name(std::string_view cp) { return "cp." + std::string(cp); }
+  std::string copy_name(std::uint32_t index, int slot) const {
+    return object_name(name) + "." + std::to_string(index) + (slot == 0 ? ".a" : ".b");
+  }
+
+  // ---- commit records ---------------------------------------------------------------------
+
+  std::uint64_t record_checksum(const char* rec) const {
+    fmt::record_head h;
+    std::memcpy(&h, rec, sizeof h);
+    h.checksum = 0;
+    const std::uint64_t c = checksum64(&h, sizeof h, h.seq);
+    return checksum64(rec + sizeof h, std::uint64_t{max_chunks()} * sizeof(fmt::record_entry), c);
+  }
+
+  // The entries of record r if it is valid.
+  std::optional<std::pair<std::uint64_t, std::vector<fmt::record_entry>>> read_record(
+      std::uint32_t r) const {
+    const char* rec = record_at(r);
+    fmt::record_head h;
+    std::memcpy(&h, rec, sizeof h);
+    if (h.magic != fmt::kRecordMagic || h.max_chunks != max_chunks() ||
+        h.checksum != record_checksum(rec)) {
+      return std::nullopt;
+    }
+    std::vector<fmt::record_entry> e(max_chunks());
+    std::memcpy(e.data(), rec + sizeof h, e.size() * sizeof(fmt::record_entry));
+    for (const fmt::record_entry& x : e) {
+      if (x.slot > 1) return std::nullopt;
+    }
+    return std::make_pair(h.seq, std::move(e));
+  }
+
+  void load_records() {
+    auto r0 = read_record(0), r1 = read_record(1);
+    if (!r0 && !r1) {
+      // Until a first commit succeeds only record 0 is written (a torn first commit leaves it
+      // invalid and record 1 zero). Once record 1 was written, record 0 was valid, and every
+      // flip rewrites one record while the other stays valid: both invalid is damage.
+      if (!all_zero(record_at(1), header->record_bytes)) {
+        throw_error(errc::corrupt, who() +
+                                       ": both commit records fail their checksums; the "
+                                       "checkpoint cannot be trusted. Delete it (free the "
+                                       "pool objects \"cp." +
+                                       name + "*\") and start over.");
+      }
+      current.assign(max_chunks(), fmt::record_entry{});
+      seq = 0;
+      in_force = 1;  // the first commit writes record 0
+      return;
+    }
+    const bool use0 = r0 && (!r1 || r0->first > r1->first);
+    auto& mine = use0 ? r0 : r1;
+    auto& other = use0 ? r1 : r0;
+    in_force = use0 ? 0 : 1;
+    seq = mine->first;
+    current = std::move(mine->second);
+    previous_valid = other.has_value();
+    if (previous_valid) previous = std::move(other->second);
+  }
+
+  // Writes `next` into the record not in force and persists it: the atomic flip.
+  void commit(const std::vector<fmt::record_entry>& next, std::uint64_t next_seq) {
+    const std::uint32_t target = 1 - in_force;
+    char* rec = record_at(target);
+    fmt::record_head h{};
+    h.magic = fmt::kRecordMagic;
+    h.seq = next_seq;
+    h.max_chunks = max_chunks();
+    std::memcpy(rec + sizeof h, next.data(), next.size() * sizeof(fmt::record_entry));
+    crash_point("checkpoint.record.entries_written");
+    std::memcpy(rec, &h, sizeof h);  // checksum still zero: invalid until the next store
+    h.checksum = record_checksum(rec);
+    std::memcpy(rec, &h, sizeof h);
+    persist(rec, header->record_bytes);
+    crash_point("checkpoint.committed");
+    previous = std::move(current);
+    previous_valid = true;
+    current = next;
+    seq = next_seq;
+    in_force = target;
+  }
+
+  // ---- chunks -----------------------------------------------------------------------------
+
+  std::optional<std::uint32_t> find_chunk(std::string_view chunk) const {
+    for (std::uint32_t i = 0; i < chunks.size(); ++i) {
+      if (chunks[i].entry != nullptr && std::string_view(chunks[i].entry->name) == chunk) return i;
+    }
+    return std::nullopt;
+  }
+
+  std::uint32_t index_named(std::string_view chunk) const {
+    const auto i = find_chunk(chunk);
+    if (!i) {
+      throw_error(errc::not_found, who() + " has no chunk named \"" + std::string(chunk) +
+                                       "\"; register it with add() first.");
+    }
+    return *i;
+  }
+
+  void load_table() {
+    chunks.resize(max_chunks());
+    for (std::uint32_t i = 0; i < max_chunks(); ++i) {
+      fmt::chunk_entry& e = table()[i];
+      if (all_zero(&e, sizeof e)) continue;
+      const bool valid = e.used == 1 && e.index == i && e.checksum == entry_checksum(e) &&
+                         e.name[fmt::kChunkNameMax] == '\0' && e.copy_offset[0] != 0 &&
+                         e.copy_offset[1] != 0;
+      if (valid) {
+        for (int s = 0; s < 2; ++s) {
+          if (!p->host_ref().contains(e.copy_offset[s], e.bytes)) {
+            throw_error(errc::corrupt, who() + ": chunk \"" + e.name +
+                                           "\" has a copy outside the pool; the checkpoint is "
+                                           "damaged.");
+          }
+        }
+        chunks[i].entry = &e;
+      } else if (current[i].written_seq != 0) {
+        // A committed chunk's entry was complete before its first checkpoint: this is damage.
+        throw_error(errc::corrupt, who() + ": the chunk table entry " + std::to_string(i) +
+                                       " fails its checksum although checkpoints hold its data; "
+                                       "the checkpoint is damaged.");
+      }
+      // Otherwise an add() was interrupted by a crash: the slot is free again.
+    }
+  }
+
+  std::vector<std::uint32_t> group_members(std::uint32_t group) const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < chunks.size(); ++i) {
+      if (chunks[i].entry != nullptr && chunks[i].entry->group == group) out.push_back(i);
+    }
+    return out;
+  }
+
+  // The registered chunks of a group, every one attached to a buffer in this process.
+  std::vector<std::uint32_t> attached_group(std::uint32_t group, const char* op) const {
+    const std::vector<std::uint32_t> members = group_members(group);
+    if (members.empty()) {
+      throw_error(errc::not_found, who() + " has no chunks in group " + std::to_string(group) +
+                                       "; add() them before " + op + ".");
+    }
+    for (std::uint32_t i : members) {
+      if (chunks[i].device == nullptr) {
+        throw_error(errc::invalid_argument, who() + ": chunk \"" + chunks[i].entry->name +
+                                                "\" of group " + std::to_string(group) +
+                                                " has no GPU buffer in this process; add() it "
+                                                "before " +
+                                                op + ".");
+      }
+    }
+    return members;
+  }
+
+  std::uint32_t working_slot(std::uint32_t i) const {
+    return current[i].written_seq == 0 ? 0 : 1 - current[i].slot;
+  }
+  void* copy_host(std::uint32_t i, std::uint32_t slot) const {
+    return p->host_ptr<void>(chunks[i].entry->copy_offset[slot]);
+  }
+
+  // ---- GPU work ---------------------------------------------------------------------------
+
+  void enqueue(action a, std::uint32_t i, std::uint32_t slot, copy_path via) {
+    chunk_state& c = chunks[i];
+    const std::uint64_t bytes = c.entry->bytes;
+    check_cuda(cudaMemsetAsync(sums.data() + i, 0, sizeof(unsigned long long), *c.stream),
+               "cudaMemsetAsync");
+    if (a == action::digest_first || via == copy_path::dma) {
+      if (a == action::copy) {
+        check_cuda(
+            cudaMemcpyAsync(copy_host(i, slot), c.source, bytes, cudaMemcpyDeviceToHost, *c.stream),
+            "cudaMemcpyAsync (checkpoint copy)");
+      }
+      kd::enqueue_digest(c.source, bytes, sums.data() + i, multiprocessors, *c.stream);
+    } else {
+      void* dst = p->ref().ptr<void>(c.entry->copy_offset[slot]);
+      kd::enqueue_copy_digest(dst, c.source, bytes, sums.data() + i, multiprocessors, *c.stream);
+    }
+    check_cuda(cudaMemcpyAsync(host_sums + i, sums.data() + i, sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, *c.stream),
+               "cudaMemcpyAsync (digest)");
+  }
+
+  std::uint64_t finish(std::uint32_t i) {
+    chunks[i].stream->synchronize();
+    return chunk_digest_finish(host_sums[i], chunks[i].entry->bytes);
+  }
+
+  // Times both copy paths on the group's largest chunk (into its working copy, which no record
+  // references) and keeps the faster: which one wins depends on the GPU, the link and the pool's
+  // pages (docs/checkpointing.md, "How it works"). A pre-copied chunk's working copy holds its
+  // checkpoint already: it is not measured on; with nothing else to measure on, the choice waits
+  // for a later checkpoint.
+  void choose_path(const std::vector<std::uint32_t>& members) {
+    if (path != copy_path::automatic) return;
+    std::vector<std::uint32_t> candidates;
+    for (std::uint32_t i : members) {
+      if (!chunks[i].precopy) candidates.push_back(i);
+    }
+    if (candidates.empty()) return;
+    const std::uint32_t big = *std::max_element(
+        candidates.begin(), candidates.end(), [&](std::uint32_t a, std::uint32_t b) {
+          return chunks[a].entry->bytes < chunks[b].entry->bytes;
+        });
+    double best = 0;
+    for (copy_path via : {copy_path::gpu_stores, copy_path::dma}) {
+      double t = 0;
+      for (int round = 0; round < 2; ++round) {  // the first round warms up
+        const auto t0 = clock::now();
+        enqueue(action::copy, big, working_slot(big), via);
+        finish(big);
+        t = seconds_since(t0);
+      }
+      if (path == copy_path::automatic || t < best) {
+        path = via;
+        best = t;
+      }
+    }
+    notice(who() + ": copies chunks by " + std::string(to_string(path)) + " (measured on \"" +
+           chunks[big].entry->name + "\", " + std::to_string(chunks[big].entry->bytes) + " bytes)");
+  }
+
+  // Until measured, GPU stores: the path that needs no measurement to be correct.
+  copy_path effective_path() const {
+    return path == copy_path::automatic ? copy_path::gpu_stores : path;
+  }
+
+  // The checkpoint itself; the chunks' sources are set and ordered after the data's producers.
+  checkpoint_result run(std::uint32_t group, const std::vector<std::uint32_t>& members,
+                        clock::time_point t0) {
+    checkpoint_result r;
+    r.seq = seq + 1;
+    r.chunks = static_cast<std::uint32_t>(members.size());
+    choose_path(members);
+    r.path = effective_path();
+    std::vector<fmt::record_entry> next = current;
+    std::vector<action> todo(chunks.size(), action::copy);
+    std::vector<std::uint32_t> slot(chunks.size());
+    for (std::uint32_t i : members) {
+      chunk_state& c = chunks[i];
+      slot[i] = working_slot(i);
+      if (c.precopy) {
+        todo[i] = *c.precopy;
+        slot[i] = c.precopy_slot;
+        ++r.precopied;
+        continue;  // already on its stream
+      }
+      todo[i] = options.eliminate_redundant && current[i].written_seq != 0 &&
+                        c.prediction <= likely_redundant
+                    ? action::digest_first
+                    : action::copy;
+      enqueue(todo[i], i, slot[i], r.path);
+    }
+    // Chunks checksummed first: unchanged ones keep their consistent copy, changed ones are
+    // copied now (a misprediction).
+    std::vector<std::uint64_t> digest(chunks.size());
+    for (std::uint32_t i : members) {
+      if (todo[i] != action::digest_first) continue;
+      digest[i] = finish(i);
+      if (digest[i] == current[i].digest) {
+        next[i].confirmed_seq = r.seq;
+        ++r.redundant;
+      } else {
+        ++r.mispredicted;
+        todo[i] = action::copy;
+        enqueue(action::copy, i, slot[i], r.path);
+      }
+    }
+    for (std::uint32_t i : members) {
+      chunk_state& c = chunks[i];
+      const bool changed = todo[i] == action::copy;
+      if (changed) {
+        digest[i] = finish(i);
+        // The bytes are in host memory (the copy's stream has completed); on device-DAX pools
+        // this also writes back what a CPU cache may hold.
+        persist(copy_host(i, slot[i]), c.entry->bytes);
+        next[i] = {digest[i], r.seq, r.seq, slot[i], 0};
+        ++r.copied;
+        r.bytes_copied += c.entry->bytes;
+      }
+      const bool same = current[i].written_seq != 0 && digest[i] == current[i].digest;
+      c.prediction = same ? (c.prediction > redundant ? c.prediction - 1 : redundant)
+                          : (c.prediction < not_redundant ? c.prediction + 1 : not_redundant);
+      c.precopy.reset();
+    }
+    crash_point("checkpoint.copied");
+    commit(next, r.seq);
+    if (options.snapshot_every != 0 && ++commits_since_snapshot >= options.snapshot_every) {
+      p->snapshot();
+      commits_since_snapshot = 0;
+      r.snapshotted = true;
+    }
+    (void)group;
+    r.seconds = seconds_since(t0);
+    return r;
+  }
+
+  // Makes every member's stream wait for the work enqueued on `s` so far.
+  void order_after(cudaStream_t s, const std::vector<std::uint32_t>& members) {
+    gpm::event e;
+    e.record(s);
+    for (std::uint32_t i : members) {
+      check_cuda(cudaStreamWaitEvent(*chunks[i].stream, e.get(), 0), "cudaStreamWaitEvent");
+    }
+  }
+};
+
+// ---- checkpointer ----------------------------------------------------------------------------
+
+namespace {
+
+void validate_checkpoint_name(std::string_view name) {
+  require(!name.empty() && name.size() <= fmt::kCheckpointNameMax &&
+              name.find('\0') == std::string_view::npos,
+          "checkpoint name \"" + std::string(name) + "\" must be 1 to " +
+              std::to_string(fmt::kCheckpointNameMax) + " bytes");
+}
+
+std::unique_ptr<checkpointer::impl> attach(pool& p, std::string_view name,
+                                           checkpoint_options options, std::uint64_t offset) {
+  auto m = std::make_unique<checkpointer::impl>();
+  m->p = &p;
+  m->name = std::string(name);
+  m->options = std::move(options);
+  m->path = m->options.path;
+  m->object = p.host_ptr<char>(offset);
+  m->header = reinterpret_cast<fmt::header*>(m->object);
+  const device_info dev = query_device();
+  m->multiprocessors = std::max(dev.multiprocessors, 1);
+  return m;
+}
+
+void finish_attach(checkpointer::impl& m) {
+  m.sums = device_buffer<unsigned long long>(m.max_chunks());
+  check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&m.host_sums),
+                           m.max_chunks() * sizeof(unsigned long long), cudaHostAllocDefault),
+             "cudaHostAlloc");
+}
+
+}  // namespace
+
+checkpointer checkpointer::create(pool& p, std::string_view name, checkpoint_options options) {
+  validate_checkpoint_name(name);
+  require(options.max_chunks >= 1 && options.max_chunks <= fmt::kMaxChunksLimit,
+          "checkpoint_options::max_chunks must be 1 to " + std::to_string(fmt::kMaxChunksLimit));
+  const std::string object = impl::object_name(name);
+  if (p.find(object)) {
+    throw_error(errc::already_exists, "pool " + p.path() + " already holds checkpoint \"" +
+                                          std::string(name) + "\"; open it instead.");
+  }
+  const std::uint32_t n = options.max_chunks;
+  // Zero-filled by the pool, so that both commit records read as "never written".
+  const std::uint64_t offset = p.allocate(object, fmt::object_bytes(n), fmt::kAlign);
+  fmt::header h{};
+  h.magic = fmt::kMagic;
+  h.major = fmt::kMajor;
+  h.minor = fmt::kMinor;
+  h.max_chunks = n;
+  h.table_offset = sizeof(fmt::header);
+  h.records_offset = h.table_offset + std::uint64_t{n} * sizeof(fmt::chunk_entry);
+  h.record_bytes = fmt::record_bytes(n);
+  h.created_ns = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch() /
+                                            std::chrono::nanoseconds(1));
+  std::memcpy(h.name, name.data(), name.size());
+  h.checksum = header_checksum(h);
+  auto* dst = p.host_ptr<fmt::header>(offset);
+  std::memcpy(dst, &h, sizeof h);
+  persist(dst, sizeof h);
+  // A crash before this point leaves an object whose header fails validation; open says so.
+  auto m = attach(p, name, std::move(options), offset);
+  m->load_records();
+  m->load_table();
+  finish_attach(*m);
+  return checkpointer(std::move(m));
+}
+
+checkpointer checkpointer::open(pool& p, std::string_view name, checkpoint_options options) {
+  validate_checkpoint_name(name);
+  const auto obj = p.find(impl::object_name(name));
+  if (!obj) {
+    throw_error(errc::not_found, "pool " + p.path() + " holds no checkpoint named \"" +
+                                     std::string(name) + "\"; create it first.");
+  }
+  const std::string who = "checkpoint \"" + std::string(name) + "\" in " + p.path();
+  const auto* h = p.host_ptr<fmt::header>(obj->offset);
+  if (obj->bytes < sizeof(fmt::header) || h->magic != fmt::kMagic) {
+    throw_error(errc::corrupt, who +
+                                   ": the object is not a checkpoint (bad magic), or its "
+                                   "creation was interrupted by a crash; free it and create "
+                                   "the checkpoint again.");
+  }
+  if (h->major != fmt::kMajor) {
+    throw_error(errc::version, who + " has format version " + std::to_string(h->major) + "." +
+                                   std::to_string(h->minor) + "; this gpmkit reads " +
+                                   std::to_string(fmt::kMajor) + ".x only.");
+  }
+  if (h->checksum != header_checksum(*h) || h->max_chunks == 0 ||
+      h->max_chunks > fmt::kMaxChunksLimit || h->table_offset != sizeof(fmt::header) ||
+      h->record_bytes != fmt::record_bytes(h->max_chunks) ||
+      obj->bytes < fmt::object_bytes(h->max_chunks) ||
+      std::string_view(h->name, strnlen(h->name, sizeof h->name)) != name) {
+    throw_error(errc::corrupt, who +
+                                   ": the header fails validation (checksum, sizes or name); "
+                                   "the checkpoint is damaged.");
+  }
+  auto m = attach(p, name, std::move(options), obj->offset);
+  m->load_records();
+  m->load_table();
+  finish_attach(*m);
+  return checkpointer(std::move(m));
+}
+
+checkpointer checkpointer::open_or_create(pool& p, std::string_view name,
+                                          checkpoint_options options) {
+  return exists(p, name) ? open(p, name, std::move(options)) : create(p, name, std::move(options));
+}
+
+bool checkpointer::exists(const pool& p, std::string_view name) {
+  return p.find(impl::object_name(name)).has_value();
+}
+
+checkpointer::checkpointer(std::unique_ptr<impl> m) : impl_(std::move(m)) {}
+checkpointer::checkpointer(checkpointer&&) noexcept = default;
+checkpointer& checkpointer::operator=(checkpointer&&) noexcept = default;
+checkpointer::~checkpointer() = default;
+
+checkpointer::impl& checkpointer::live() const {
+  if (!impl_) throw_error(errc::invalid_argument, "the checkpointer is closed");
+  return *impl_;
+}
+
+void checkpointer::close() {
+  if (impl_) impl_->wait_pending();
+  impl_.reset();
+}
+
+const std::string& checkpointer::name() const { return live().name; }
+
+void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t bytes,
+                       std::uint32_t group, std::uint64_t type_tag) {
+  impl& m = live();
+  const auto lock = m.exclusive();
+  require(!name.empty() && name.size() <= fmt::kChunkNameMax &&
+              name.find('\0') == std::string_view::npos,
+          "chunk name \"" + std::string(name) + "\" must be 1 to " +
+              std::to_string(fmt::kChunkNameMax) + " bytes");
+  require(bytes > 0, "chunk \"" + std::string(name) + "\": a chunk needs at least one byte");
+  require(device_ptr != nullptr && reinterpret_cast<std::uintptr_t>(device_ptr) % 8 == 0,
+          "chunk \"" + std::string(name) +
+              "\": the GPU buffer must be non-null and 8-byte "
+              "aligned (cudaMalloc gives 256)");
+  if (const auto i = m.find_chunk(name)) {
+    const fmt::chunk_entry& e = *m.chunks[*i].entry;
+    if (e.bytes != bytes || e.type_tag != type_tag || e.group != group) {
+      throw_error(errc::invalid_argument,
+                  m.who() + ": chunk \"" + std::string(name) + "\" was registered with " +
+                      std::to_string(e.bytes) + " bytes, type tag " + std::to_string(e.type_tag) +
+                      ", group " + std::to_string(e.group) + "; now " + std::to_string(bytes) +
+                      " bytes, type tag " + std::to_string(type_tag) + ", group " +
+                      std::to_string(group) + ". Register the buffer it was checkpointed from.");
+    }
+    m.chunks[*i].device = device_ptr;
+    if (!m.chunks[*i].stream) m.chunks[*i].stream.emplace(true);
+    return;
+  }
+  std::uint32_t index = 0;
+  while (index < m.max_chunks() && m.chunks[index].entry != nullptr) ++index;
+  if (index == m.max_chunks()) {
+    throw_error(errc::out_of_memory,
+                m.who() + " holds its maximum of " + std::to_string(m.max_chunks()) +
+                    " chunks; create it with a larger checkpoint_options::max_chunks.");
+  }
+  // The copies first (each crash-atomic; a crash leaves them for the next add to find), then
+  // the entry, which makes the chunk exist.
+  fmt::chunk_entry e{};
+  std::memcpy(e.name, name.data(), name.size());
+  e.bytes = bytes;
+  e.type_tag = type_tag;
+  e.group = group;
+  e.index = index;
+  e.used = 1;
+  for (int s = 0; s < 2; ++s) {
+    const std::string copy = m.copy_name(index, s);
+    if (auto old = m.p->find(copy); old && old->bytes != bytes) m.p->free(copy);
+    const auto found = m.p->find(copy);
+    e.copy_offset[s] = found ? found->offset : m.p->allocate(copy, bytes, 4096);
+  }
+  crash_point("checkpoint.add.copies_allocated");
+  e.checksum = entry_checksum(e);
+  fmt::chunk_entry& slot = m.table()[index];
+  std::memcpy(&slot, &e, sizeof e);
+  persist(&slot, sizeof slot);
+  m.current[index] = fmt::record_entry{};  // a torn earlier registration left nothing committed
+  chunk_state& c = m.chunks[index];
+  c.entry = &slot;
+  c.device = device_ptr;
+  c.stream.emplace(true);
+  c.prediction = not_redundant;
+}
+
+void checkpointer::precopy(std::string_view name, cudaStream_t after) {
+  impl& m = live();
+  const auto lock = m.exclusive();
+  if (!m.options.honour_precopy) return;
+  const std::uint32_t i = m.index_named(name);
+  chunk_state& c = m.chunks[i];
+  require(c.device != nullptr, m.who() + ": chunk \"" + std::string(name) +
+                                   "\" has no GPU buffer in this process; add() it first.");
+  if (c.precopy) return;  // already started since the last checkpoint
+  m.order_after(after, {i});
+  c.source = c.device;
+  const bool digest_first = m.options.eliminate_redundant && m.current[i].written_seq != 0 &&
+                            c.prediction <= likely_redundant;
+  c.precopy = digest_first ? action::digest_first : action::copy;
+  c.precopy_slot = m.working_slot(i);
+  m.enqueue(*c.precopy, i, c.precopy_slot, m.effective_path());
+}
+
+checkpoint_result checkpointer::checkpoint(std::uint32_t group, cudaStream_t stream) {
+  impl& m = live();
+  const auto t0 = clock::now();
+  const auto lock = m.exclusive();
+  const std::vector<std::uint32_t> members = m.attached_group(group, "checkpointing");
+  std::vector<std::uint32_t> fresh;
+  for (std::uint32_t i : members) {
+    m.chunks[i].source = m.chunks[i].device;
+    if (!m.chunks[i].precopy) fresh.push_back(i);
+  }
+  if (!fresh.empty()) m.order_after(stream, fresh);
+  return m.run(group, members, t0);
+}
+
+pending_checkpoint checkpointer::checkpoint_async(std::uint32_t group, cudaStream_t stream) {
+  impl& m = live();
+  const auto t0 = clock::now();
+  const auto lock = m.exclusive();
+  const std::vector<std::uint32_t> members = m.attached_group(group, "checkpointing");
+  std::vector<std::uint32_t> fresh;
+  for (std::uint32_t i : members) {
+    chunk_state& c = m.chunks[i];
+    if (c.precopy) continue;  // the application promised not to change it
+    if (c.shadow.size() != c.entry->bytes) c.shadow = device_buffer<unsigned char>(c.entry->bytes);
+    c.source = c.shadow.data();
+    fresh.push_back(i);
+  }
+  if (!fresh.empty()) {
+    m.order_after(stream, fresh);
+    // The capture: a copy at HBM speed, which later work on `stream` waits for.
+    for (std::uint32_t i : fresh) {
+      chunk_state& c = m.chunks[i];
+      check_cuda(cudaMemcpyAsync(c.shadow.data(), c.device, c.entry->bytes,
+                                 cudaMemcpyDeviceToDevice, *c.stream),
+                 "cudaMemcpyAsync (capture)");
+      gpm::event captured;
+      captured.record(*c.stream);
+      check_cuda(cudaStreamWaitEvent(stream, captured.get(), 0), "cudaStreamWaitEvent");
+    }
+  }
+  for (std::uint32_t i : members) {
+    chunk_state& c = m.chunks[i];
+    if (!c.precopy) continue;
+    // Pre-copied chunks are read in place: later work on `stream` waits for their copies too.
+    c.source = c.device;
+    gpm::event copied;
+    copied.record(*c.stream);
+    check_cuda(cudaStreamWaitEvent(stream, copied.get(), 0), "cudaStreamWaitEvent");
+  }
+  impl* self = &m;
+  m.pending = std::async(std::launch::async, [self, group, members, t0] {
+                std::lock_guard inner(self->mutex);
+                return self->run(group, members, t0);
+              }).share();
+  // The background task takes the mutex once this call releases it.
+  return pending_checkpoint(m.pending);
+}
+
+restore_result checkpointer::restore(std::uint32_t group, cudaStream_t stream) {
+  impl& m = live();
+  const auto t0 = clock::now();
+  const auto lock = m.exclusive();
+  const std::vector<std::uint32_t> members = m.attached_group(group, "restoring");
+  restore_result r;
+  r.chunks = static_cast<std::uint32_t>(members.size());
+  for (std::uint32_t i : members) {
+    if (m.current[i].written_seq == 0) {
+      throw_error(errc::not_found, m.who() + ": chunk \"" + m.chunks[i].entry->name +
+                                       "\" of group " + std::to_string(group) +
+                                       " has never been checkpointed; nothing to restore" +
+                                       " (call checkpoint() first, or start from initial values).");
+    }
+  }
+  // Restore overwrites the buffers: work already enqueued on `stream` must finish first.
+  m.order_after(stream, members);
+  auto load = [&](std::uint32_t i, std::uint32_t slot) {
+    chunk_state& c = m.chunks[i];
+    check_cuda(cudaMemcpyAsync(c.device, m.copy_host(i, slot), c.entry->bytes,
+                               cudaMemcpyHostToDevice, *c.stream),
+               "cudaMemcpyAsync (restore)");
+    c.source = c.device;
+    m.enqueue(action::digest_first, i, slot, copy_path::dma);
+  };
+  for (std::uint32_t i : members) load(i, m.current[i].slot);
+  for (std::uint32_t i : members) {
+    const fmt::record_entry& e = m.current[i];
+    r.bytes += m.chunks[i].entry->bytes;
+    r.seq = std::max(r.seq, e.confirmed_seq);
+    if (m.finish(i) == e.digest) continue;
+    const std::string chunk = m.chunks[i].entry->name;
+    std::string what = "chunk \"" + chunk + "\": its copy from checkpoint " +
+                       std::to_string(e.written_seq) + " fails its checksum";
+    // The other copy holds an older state of the chunk if the previous record vouches for it.
+    const fmt::record_entry* older = m.previous_valid ? &m.previous[i] : nullptr;
+    if (older != nullptr && older->written_seq != 0 && older->slot != e.slot) {
+      load(i, older->slot);
+      if (m.finish(i) == older->digest) {
+        what += "; restored its older copy, from checkpoint " + std::to_string(older->written_seq);
+        m.notice(m.who() + ": " + what);
+        r.repaired.push_back(what);
+        continue;
+      }
+      what += ", and so does its older copy";
+    } else {
+      what += ", and it has no valid older copy";
+    }
+    throw_error(errc::corrupt, m.who() + ": " + what +
+                                   ". The media is damaged; restore the pool from its snapshot "
+                                   "(gpm::pool::restore) or start over.");
+  }
+  // Work enqueued later on `stream` sees the restored buffers. A pre-copy of the buffers'
+  // previous contents no longer describes them.
+  for (std::uint32_t i : members) {
+    m.chunks[i].stream->synchronize();
+    m.chunks[i].precopy.reset();
+  }
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+std::uint64_t checkpointer::last_checkpoint(std::uint32_t group) const {
+  impl& m = live();
+  const auto lock = m.exclusive();
+  std::uint64_t last = 0;
+  bool first = true;
+  for (std::uint32_t i : m.group_members(group)) {
+    last = first ? m.current[i].confirmed_seq : std::min(last, m.current[i].confirmed_seq);
+    first = false;
+  }
+  return last;
+}
+
+std::vector<chunk_info> checkpointer::chunks() const {
+  impl& m = live();
+  const auto lock = m.exclusive();
+  std::vector<chunk_info> out;
+  for (std::uint32_t i = 0; i < m.chunks.size(); ++i) {
+    const chunk_state& c = m.chunks[i];
+    if (c.entry == nullptr) continue;
+    out.push_back({c.entry->name, c.entry->bytes, c.entry->type_tag, c.entry->group,
+                   m.current[i].confirmed_seq, c.device != nullptr});
+  }
+  return out;
+}
+
+copy_path checkpointer::chosen_path() const { return live().path; }
+
+snapshot_result checkpointer::snapshot() {
+  impl& m = live();
+  const auto lock = m.exclusive();
+  return m.p->snapshot();
+}
+
+}  // namespace gpm

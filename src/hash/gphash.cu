@@ -1,0 +1,880 @@
+// gpm::gphash host side: creating and opening tables in a pool, bulk operations, resize,
+// recovery, the volatile value allocator and BktCache management. Explicitly instantiated for
+// the two key types, so users compile only the device view.
+#include <gpm/hash/gphash.cuh>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <utility>
+
+#include <gpm/hash/detail/format.hpp>
+#include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/kernel.cuh>
+
+#include "kernels.cuh"
+
+namespace gpm {
+
+const char* to_string(hash_status s) noexcept {
+  switch (s) {
+    case hash_status::inserted: return "inserted";
+    case hash_status::updated: return "updated";
+    case hash_status::found: return "found";
+    case hash_status::erased: return "erased";
+    case hash_status::not_found: return "not_found";
+    case hash_status::exists: return "exists";
+    case hash_status::full: return "full";
+    case hash_status::no_value_space: return "no_value_space";
+    case hash_status::invalid_key: return "invalid_key";
+  }
+  return "unknown";
+}
+
+const char* to_string(cache_policy p) noexcept {
+  switch (p) {
+    case cache_policy::lfu: return "lfu";
+    case cache_policy::lru: return "lru";
+    case cache_policy::random: return "random";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using namespace detail::hash;
+
+constexpr std::uint32_t kScanBlocks = 1024;
+constexpr std::uint32_t kScanThreads = 256;
+
+std::string level_name(const std::string& table, std::uint32_t level) {
+  return table + ".L" + std::to_string(level);
+}
+std::string segment_name(const std::string& table, std::uint32_t n) {
+  return table + ".V" + std::to_string(n);
+}
+
+std::uint32_t blocks_for(std::uint64_t threads, std::uint32_t block) {
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>((threads + block - 1) / block, 1, kScanBlocks * 4));
+}
+
+void validate_config(const gphash_config& c, bool variable_keys) {
+  const auto fail = [](const std::string& what) {
+    throw_error(errc::invalid_argument, "gphash_config: " + what);
+  };
+  if (c.hash_count < 1 || c.hash_count > 4) fail("hash_count must be 1..4");
+  if (c.level_count < 1 || c.level_count > 4) fail("level_count must be 1..4");
+  if (c.slots_per_bucket < 1 || c.slots_per_bucket > 32 ||
+      (c.slots_per_bucket & (c.slots_per_bucket - 1)) != 0) {
+    fail("slots_per_bucket must be a power of two from 1 to 32");
+  }
+  if (c.value_bytes < 8 || c.value_bytes % 8 != 0 || c.value_bytes > 65536) {
+    fail("value_bytes must be a multiple of 8 from 8 to 65536");
+  }
+  if (variable_keys && (c.max_key_bytes < 1 || c.max_key_bytes > 4096)) {
+    fail("max_key_bytes must be 1..4096");
+  }
+  if (c.top_level + 1 < c.level_count || c.top_level >= kMaxTop) {
+    fail("top_level must be at least level_count - 1 and below " + std::to_string(kMaxTop) +
+         " (the levels below the top need buckets)");
+  }
+}
+
+void validate_options(const gphash_options& o) {
+  const std::uint32_t g = o.cg_size;
+  if (g < 1 || g > 32 || (g & (g - 1)) != 0) {
+    throw_error(errc::invalid_argument, "gphash_options: cg_size must be 1, 2, 4, 8, 16 or 32");
+  }
+  if (o.block_threads < 32 || o.block_threads > 1024 || o.block_threads % 32 != 0) {
+    throw_error(errc::invalid_argument,
+                "gphash_options: block_threads must be a multiple of 32 from 32 to 1024");
+  }
+}
+
+// Value cells for `slots` key slots: room for every key plus in-flight out-of-place updates.
+std::uint64_t cells_for(std::uint64_t slots) { return slots + slots / 2 + 64; }
+
+template <class T>
+void ensure(device_buffer<T>& b, std::size_t count) {
+  if (b.size() < count) b = device_buffer<T>(std::max<std::size_t>(count, 2 * b.size()));
+}
+
+}  // namespace
+
+template <class Key>
+struct gphash<Key>::impl {
+  pool* owner = nullptr;
+  std::string name;
+  table_record* record = nullptr;
+  gphash_config config;
+  gphash_options options;
+  table_state state{};
+  gphash_recovery last;
+  char* device_base = nullptr;
+
+  device_buffer<std::uint64_t> bitmap;
+  std::uint64_t bitmap_words = 0;
+  std::uint64_t cells = 0;
+  device_buffer<std::uint64_t> retired;
+  device_buffer<unsigned long long> counters{4};  // [0] retired, [1] retries, [2] scratch
+  device_buffer<std::uint64_t> retry_a, retry_b;
+
+  // BktCache.
+  bool cache_on = false;
+  cache_options cache_opts;
+  std::uint64_t cache_buckets = 0;
+  device_buffer<std::uint32_t> c_map, c_seq, c_refs, c_freq, c_stamp;
+  device_buffer<std::uint64_t> c_owner, c_slots, c_ys, c_xs;
+  device_buffer<unsigned long long> c_counters{2};
+  std::vector<std::uint64_t> owner_host;  // G, as the loader last set it
+  std::unique_ptr<gpm::stream> cache_stream;
+  std::uint32_t now = 1;
+  std::uint64_t batches = 0;
+
+  static constexpr bool variable_keys = std::is_same_v<Key, varkey>;
+  // The header's key size: 0 for variable-length keys.
+  static constexpr std::uint32_t key_bytes() { return variable_keys ? 0 : sizeof(Key); }
+  static constexpr std::uint32_t slot_words() { return std::is_same_v<Key, key32> ? 6 : 2; }
+  // Bytes of the key record in front of each value (variable-length keys: length + key).
+  std::uint32_t key_area() const {
+    return variable_keys ? 8 + (config.max_key_bytes + 7) / 8 * 8 : 0;
+  }
+  std::uint64_t cell_bytes() const { return key_area() + config.value_bytes; }
+  std::uint32_t bottom() const { return state.top + 1 - config.level_count; }
+  std::uint64_t level_slots(std::uint32_t level) const {
+    return (1ull << level) * config.slots_per_bucket;
+  }
+
+  // The view of `levels` levels from the top; `with_cache` false during resize and recovery.
+  table_view view(std::uint32_t levels, bool with_cache = true) const {
+    table_view v;
+    v.base = device_base;
+    v.top = state.top;
+    v.levels = levels;
+    for (std::uint32_t d = 0; d < levels; ++d) v.level_offset[d] = state.level_offset[v.top - d];
+    v.hash_count = config.hash_count;
+    v.slots = config.slots_per_bucket;
+    v.slot_words = slot_words();
+    v.value_bytes = config.value_bytes;
+    v.key_area = key_area();
+    v.cell_bytes = static_cast<std::uint32_t>(cell_bytes());
+    v.max_key_bytes = variable_keys ? config.max_key_bytes : 0;
+    v.seed = config.seed;
+    v.bitmap = bitmap.data();
+    v.bitmap_words = bitmap_words;
+    v.segments = state.segments;
+    std::uint64_t first = 0;
+    for (std::uint32_t s = 0; s < state.segments; ++s) {
+      v.seg_offset[s] = state.seg_offset[s];
+      v.seg_first[s] = first;
+      first += state.seg_cells[s];
+    }
+    v.seg_first[state.segments] = first;
+    v.retired = retired.data();
+    v.retired_capacity = retired.size();
+    v.retired_count = counters.data();
+    if (with_cache && cache_on) {
+      cache_view& c = v.cache;
+      c.map = c_map.data();
+      c.owner = c_owner.data();
+      c.seq = c_seq.data();
+      c.refs = c_refs.data();
+      c.slots = c_slots.data();
+      c.freq = c_freq.data();
+      c.stamp = c_stamp.data();
+      c.counters = c_counters.data();
+      c.now = now;
+      c.bottom = bottom();
+      c.top = state.top;
+      c.buckets = (2ull << state.top) - (1ull << bottom());
+      c.capacity = cache_buckets;
+    }
+    return v;
+  }
+  table_view live_view(bool with_cache = true) const {
+    return view(config.level_count, with_cache);
+  }
+
+  std::string what() const { return "GPHash table '" + name + "' in pool " + owner->path(); }
+
+  void commit(const table_state& s) {
+    write_state(*record, s);
+    state = read_state(*record, what());
+  }
+
+  unsigned long long read_counter(int i) const {
+    unsigned long long v = 0;
+    check_cuda(cudaMemcpy(&v, counters.data() + i, sizeof v, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return v;
+  }
+  void set_counter(int i, unsigned long long v) {
+    check_cuda(cudaMemcpy(counters.data() + i, &v, sizeof v, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+
+  // One scan kernel over every level in [lowest, state.top]; returns its count.
+  template <scan_op Op>
+  unsigned long long scan(std::uint32_t levels) {
+    set_counter(2, 0);
+    const table_view v = view(levels, false);
+    for (std::uint32_t d = 0; d < levels; ++d) {
+      const std::uint32_t level = state.top - d;
+      launch(scan_kernel<Op>, blocks_for(level_slots(level), kScanThreads), kScanThreads, 0,
+             nullptr, v, level, counters.data() + 2);
+    }
+    check_cuda(cudaDeviceSynchronize(), "GPHash scan");
+    return read_counter(2);
+  }
+
+  // Rebuilds the volatile allocator from the published slots: allocation needs no persistent
+  // state, so a cell taken by an operation that a crash interrupted is simply free again.
+  // `levels` counts from the top: level_count, or one more while a level is being drained. Also
+  // validates every published value offset, before anything dereferences one (the key records
+  // of variable-length keys).
+  void rebuild_allocator(std::uint32_t levels) {
+    cells = 0;
+    for (std::uint32_t s = 0; s < state.segments; ++s) cells += state.seg_cells[s];
+    bitmap_words = (cells + 63) / 64;
+    std::vector<std::uint64_t> init(bitmap_words, 0);
+    if (cells % 64 != 0) init.back() = ~0ull << (cells % 64);  // cells past the end are taken
+    bitmap = device_buffer<std::uint64_t>(bitmap_words);
+    bitmap.copy_from_host(init.data(), init.size());
+    ensure(retired, 4096);
+    set_counter(0, 0);
+    const unsigned long long bad = scan<scan_op::mark_cells>(levels);
+    if (bad != 0) {
+      throw_error(errc::corrupt, what() + " has " + std::to_string(bad) +
+                                     " items whose value offset lies outside its value area: "
+                                     "restore the pool from a snapshot");
+    }
+  }
+
+  void reclaim(cudaStream_t stream) {
+    check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
+    const unsigned long long n = std::min<unsigned long long>(read_counter(0), retired.size());
+    if (n != 0) {
+      launch(reclaim_kernel, blocks_for(n, kScanThreads), kScanThreads, 0, stream, live_view(false),
+             static_cast<std::uint64_t>(n));
+      check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
+    }
+    set_counter(0, 0);
+  }
+
+  void finish_resize() {
+    const std::uint32_t L = config.level_count;
+    const std::uint32_t drained = state.top - L;
+    set_counter(2, 0);
+    launch(rehash_kernel<Key>, blocks_for(level_slots(drained) * 32, 256), 256, 0, nullptr,
+           view(L, false), view(L + 1, false), drained, counters.data() + 2);
+    check_cuda(cudaDeviceSynchronize(), "GPHash rehash");
+    const unsigned long long failed = read_counter(2);
+    if (failed != 0) {
+      throw_error(errc::out_of_memory,
+                  what() + ": " + std::to_string(failed) + " items of level " +
+                      std::to_string(drained) +
+                      " found no slot in the levels above it while "
+                      "resizing; the table stays consistent (those items stay in the old level) "
+                      "but cannot grow with this geometry: create it with more hash locations, "
+                      "levels or slots per bucket");
+    }
+    crash_point("gphash.resize.rehashed");
+    table_state s = state;
+    s.resizing = 0;
+    s.level_offset[drained] = 0;
+    s.resizes += 1;
+    commit(s);
+    crash_point("gphash.resize.committed");
+    free_stale_objects();
+  }
+
+  // Frees level and segment objects that the state no longer (or not yet) refers to: left by a
+  // crash between a pool allocation or free and the state write around it.
+  void free_stale_objects() {
+    const std::string prefix = name + ".";
+    for (const pool_object& o : owner->objects()) {
+      if (o.name.rfind(prefix, 0) != 0 || o.name.size() < prefix.size() + 2) continue;
+      const char kind = o.name[prefix.size()];
+      const std::string number = o.name.substr(prefix.size() + 1);
+      if (number.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::uint64_t n = std::stoull(number);
+      bool used = false;
+      if (kind == 'L')
+        used = n <= kMaxTop && state.level_offset[n] == o.offset;
+      else if (kind == 'V')
+        used = n < state.segments && state.seg_offset[n] == o.offset;
+      else
+        continue;
+      if (!used) owner->free(o.name);
+    }
+  }
+
+  void validate_objects() const {
+    const std::uint32_t levels = config.level_count + (state.resizing ? 1 : 0);
+    for (std::uint32_t d = 0; d < levels; ++d) {
+      const std::uint32_t level = state.top - d;
+      const auto o = owner->find(level_name(name, level));
+      if (!o || o->offset != state.level_offset[level] ||
+          o->bytes < level_slots(level) * slot_words() * 8) {
+        throw_error(errc::corrupt, what() + ": level " + std::to_string(level) +
+                                       " is missing or does not match the table's state record: "
+                                       "restore the pool from a snapshot");
+      }
+    }
+    for (std::uint32_t s = 0; s < state.segments; ++s) {
+      const auto o = owner->find(segment_name(name, s));
+      if (!o || o->offset != state.seg_offset[s] || o->bytes < state.seg_cells[s] * cell_bytes()) {
+        throw_error(errc::corrupt, what() + ": value segment " + std::to_string(s) +
+                                       " is missing or does not match the state record: restore "
+                                       "the pool from a snapshot");
+      }
+    }
+  }
+
+  // ---- BktCache ------------------------------------------------------------------------------
+
+  void build_cache() {
+    const std::uint64_t buckets = (2ull << state.top) - (1ull << bottom());
+    cache_buckets = std::max<std::uint64_t>(
+        1, std::min<std::uint64_t>(
+               buckets,
+               static_cast<std::uint64_t>(cache_opts.fraction * static_cast<double>(buckets))));
+    const std::uint64_t K = config.slots_per_bucket;
+    c_map = device_buffer<std::uint32_t>(buckets);
+    c_map.fill_bytes(0);
+    c_freq = device_buffer<std::uint32_t>(buckets);
+    c_freq.fill_bytes(0);
+    c_stamp = device_buffer<std::uint32_t>(buckets);
+    c_stamp.fill_bytes(0);
+    c_seq = device_buffer<std::uint32_t>(cache_buckets * K);
+    c_seq.fill_bytes(0);
+    c_refs = device_buffer<std::uint32_t>(cache_buckets);
+    c_refs.fill_bytes(0);
+    c_slots = device_buffer<std::uint64_t>(cache_buckets * K * slot_words());
+    c_owner = device_buffer<std::uint64_t>(cache_buckets);
+    c_owner.fill_bytes(0xff);  // kNone
+    c_counters.fill_bytes(0);
+    owner_host.assign(cache_buckets, kNone);
+    if (!cache_stream) cache_stream = std::make_unique<gpm::stream>(true);
+  }
+
+  // Chooses the hot buckets by the policy, then fetches the changed ones concurrently with
+  // operations on a second stream.
+  void reload_cache() {
+    wait_cache();
+    const std::uint64_t buckets = c_map.size();
+    std::vector<std::uint32_t> score(buckets);
+    if (cache_opts.policy == cache_policy::lfu) {
+      c_freq.copy_to_host(score.data(), buckets);
+      // Aging: halve the counts, so the choice follows a shifting hot set.
+      std::vector<std::uint32_t> halved(score);
+      for (auto& f : halved) f /= 2;
+      c_freq.copy_from_host(halved.data(), buckets);
+    } else if (cache_opts.policy == cache_policy::lru) {
+      c_stamp.copy_to_host(score.data(), buckets);
+    } else {
+      std::mt19937_64 rng(config.seed ^ batches);
+      for (auto& f : score) f = static_cast<std::uint32_t>(rng());
+    }
+    std::vector<std::uint64_t> order(buckets);
+    std::iota(order.begin(), order.end(), 0);
+    const std::uint64_t keep = std::min(cache_buckets, buckets);
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep) - 1,
+                     order.end(), [&](std::uint64_t a, std::uint64_t b) {
+                       return score[a] != score[b] ? score[a] > score[b] : a < b;
+                     });
+    std::vector<char> chosen(buckets, 0);
+    for (std::uint64_t i = 0; i < keep; ++i) chosen[order[i]] = 1;
+    // Buckets already cached and chosen again stay where they are (frozen between reloads).
+    std::vector<char> resident(buckets, 0);
+    std::vector<std::uint64_t> free_ys;
+    for (std::uint64_t y = 0; y < cache_buckets; ++y) {
+      const std::uint64_t x = owner_host[y];
+      if (x != kNone && x < buckets && chosen[x])
+        resident[x] = 1;
+      else
+        free_ys.push_back(y);
+    }
+    std::vector<std::uint64_t> ys, xs;
+    for (std::uint64_t i = 0; i < keep && !free_ys.empty(); ++i) {
+      const std::uint64_t x = order[i];
+      if (resident[x]) continue;
+      const std::uint64_t y = free_ys.back();
+      free_ys.pop_back();
+      ys.push_back(y);
+      xs.push_back(x);
+      owner_host[y] = x;
+    }
+    ++now;
+    if (ys.empty()) return;
+    ensure(c_ys, ys.size());
+    ensure(c_xs, xs.size());
+    c_ys.copy_from_host(ys.data(), ys.size());
+    c_xs.copy_from_host(xs.data(), xs.size());
+    launch(cache_fetch_kernel, blocks_for(ys.size() * 32, 256), 256, 0, cache_stream->get(),
+           live_view(true), c_ys.data(), c_xs.data(), static_cast<std::uint64_t>(ys.size()));
+  }
+
+  void wait_cache() const {
+    if (cache_stream) cache_stream->synchronize();
+  }
+
+  void drop_cache() {
+    wait_cache();
+    cache_on = false;
+    c_map = {};
+    c_seq = {};
+    c_refs = {};
+    c_freq = {};
+    c_stamp = {};
+    c_owner = {};
+    c_slots = {};
+    owner_host.clear();
+  }
+
+  // ---- bulk operations -------------------------------------------------------------------------
+
+  template <unsigned G, bulk_op Op>
+  void launch_bulk(const bulk_args& a, cudaStream_t stream) {
+    const std::uint32_t block = options.block_threads;
+    launch(bulk_kernel<Key, G, Op>, blocks_for(a.n * G, block), block, 0, stream, live_view(), a);
+  }
+
+  template <bulk_op Op>
+  void dispatch(const bulk_args& a, cudaStream_t stream) {
+    switch (options.cg_size) {
+      case 1: return launch_bulk<1, Op>(a, stream);
+      case 2: return launch_bulk<2, Op>(a, stream);
+      case 4: return launch_bulk<4, Op>(a, stream);
+      case 8: return launch_bulk<8, Op>(a, stream);
+      case 16: return launch_bulk<16, Op>(a, stream);
+      default: return launch_bulk<32, Op>(a, stream);
+    }
+  }
+
+  template <bulk_op Op>
+  void run(const Key* keys, const void* values, void* out, std::size_t n, hash_status* status,
+           cudaStream_t stream) {
+    if (n == 0) return;
+    constexpr bool inserts = Op == bulk_op::insert || Op == bulk_op::upsert;
+    ensure(retired, 2 * n);
+    bulk_args a{keys,
+                static_cast<const std::byte*>(values),
+                static_cast<std::byte*>(out),
+                status,
+                n,
+                nullptr,
+                nullptr,
+                counters.data() + 1};
+    if (inserts && options.auto_resize) {
+      ensure(retry_a, n);
+      ensure(retry_b, n);
+      a.retry = retry_a.data();
+    }
+    set_counter(1, 0);
+    dispatch<Op>(a, stream);
+    check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
+    // Keys that found every candidate slot taken: add a level, then retry just those keys.
+    while (inserts && options.auto_resize) {
+      const unsigned long long again = read_counter(1);
+      if (again == 0) break;
+      reclaim(stream);
+      grow();
+      std::swap(retry_a, retry_b);
+      a.index = retry_b.data();
+      a.retry = retry_a.data();
+      a.n = again;
+      set_counter(1, 0);
+      dispatch<Op>(a, stream);
+      check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
+    }
+    reclaim(stream);
+    ++batches;
+    if (cache_on) {
+      ++now;
+      if (cache_opts.reload_every != 0 && batches % cache_opts.reload_every == 0) reload_cache();
+    }
+  }
+
+  void grow() {
+    const bool cached = cache_on;
+    if (cached) drop_cache();
+    const std::uint32_t top = state.top + 1;
+    if (top > kMaxTop) {
+      throw_error(errc::out_of_memory, what() + " cannot grow beyond 2^" + std::to_string(kMaxTop) +
+                                           " top-level buckets");
+    }
+    if (state.segments >= kStateSegments) {
+      throw_error(errc::out_of_memory, what() + " has no room for another value segment");
+    }
+    crash_point("gphash.resize.begin");
+    const std::uint64_t slot_bytes = slot_words() * 8ull;
+    const std::uint64_t level_off =
+        owner->allocate(level_name(name, top), level_slots(top) * slot_bytes, 128, kTypeTag);
+    const std::uint64_t cells = cells_for(level_slots(top)) - level_slots(top) / 2;
+    const std::uint64_t seg_off =
+        owner->allocate(segment_name(name, state.segments), cells * cell_bytes(), 128, kTypeTag);
+    crash_point("gphash.resize.allocated");
+    table_state s = state;
+    s.top = top;
+    s.resizing = 1;
+    s.level_offset[top] = level_off;
+    s.seg_offset[s.segments] = seg_off;
+    s.seg_cells[s.segments] = cells;
+    s.segments += 1;
+    commit(s);
+    crash_point("gphash.resize.started");
+    // The rehash moves cells and never allocates; the allocator is rebuilt afterwards to cover
+    // the new segment.
+    finish_resize();
+    rebuild_allocator(config.level_count);
+    if (cached) restart_cache();
+  }
+
+  // A fresh cache for the table's current geometry, loaded by the policy.
+  void restart_cache() {
+    cache_on = true;
+    build_cache();
+    reload_cache();
+  }
+
+  gphash_recovery recover() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool cached = cache_on;  // the cache is rebuilt from the recovered table
+    if (cached) drop_cache();
+    gphash_recovery r;
+    const std::uint32_t levels = config.level_count + (state.resizing ? 1 : 0);
+    r.inserting_cleared = scan<scan_op::clear_inserting>(levels);
+    rebuild_allocator(levels);
+    crash_point("gphash.recover.cleared");
+    if (state.resizing) {
+      finish_resize();
+      r.resize_resumed = true;
+    }
+    free_stale_objects();
+    set_counter(2, 0);
+    for (std::uint32_t d = 0; d < config.level_count; ++d) {
+      const std::uint32_t level = state.top - d;
+      launch(dedupe_kernel<Key>, blocks_for(level_slots(level) * 32, 256), 256, 0, nullptr,
+             live_view(false), level, counters.data() + 2);
+    }
+    check_cuda(cudaDeviceSynchronize(), "GPHash recovery");
+    r.duplicates_removed = read_counter(2);
+    crash_point("gphash.recover.deduplicated");
+    rebuild_allocator(config.level_count);
+    r.items = scan<scan_op::count_items>(config.level_count);
+    if (cached) restart_cache();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last = r;
+    return r;
+  }
+};
+
+// ---- gphash ------------------------------------------------------------------------------------
+
+template <class Key>
+gphash<Key>::gphash(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
+template <class Key>
+gphash<Key>::gphash(gphash&&) noexcept = default;
+template <class Key>
+gphash<Key>& gphash<Key>::operator=(gphash&&) noexcept = default;
+template <class Key>
+gphash<Key>::~gphash() {
+  if (impl_) impl_->wait_cache();
+}
+
+template <class Key>
+gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_config& config,
+                                const gphash_options& options) {
+  validate_config(config, impl::variable_keys);
+  validate_options(options);
+  require(!name.empty() && name.find('.') == std::string::npos,
+          "gphash::create: the table name must be non-empty and contain no '.'");
+  if (p.find(name)) {
+    throw_error(errc::already_exists, "gphash::create: pool " + p.path() +
+                                          " already holds an "
+                                          "object named '" +
+                                          name + "': open it, or remove it first");
+  }
+  auto m = std::make_unique<impl>();
+  m->owner = &p;
+  m->name = name;
+  m->config = config;
+  m->options = options;
+  // The header object comes first and is sealed last: a crash in between leaves a table that
+  // open() rejects (bad magic) and remove() clears.
+  const std::uint64_t rec = p.allocate(name, sizeof(table_record), 128, kTypeTag);
+  table_state s{};
+  s.top = config.top_level;
+  const std::uint64_t slot_bytes = m->slot_words() * 8ull;
+  std::uint64_t slots = 0;
+  for (std::uint32_t d = 0; d < config.level_count; ++d) {
+    const std::uint32_t level = config.top_level - d;
+    s.level_offset[level] =
+        p.allocate(level_name(name, level), m->level_slots(level) * slot_bytes, 128, kTypeTag);
+    slots += m->level_slots(level);
+  }
+  s.segments = 1;
+  s.seg_cells[0] = cells_for(slots);
+  s.seg_offset[0] =
+      p.allocate(segment_name(name, 0), s.seg_cells[0] * m->cell_bytes(), 128, kTypeTag);
+  auto* record = p.host_ptr<table_record>(rec);
+  table_header& h = record->header;
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.major = kMajor;
+  h.minor = kMinor;
+  h.key_bytes = impl::key_bytes();
+  h.max_key_bytes = impl::variable_keys ? config.max_key_bytes : 0;
+  h.slot_bytes = static_cast<std::uint32_t>(slot_bytes);
+  h.hash_count = config.hash_count;
+  h.level_count = config.level_count;
+  h.slots_per_bucket = config.slots_per_bucket;
+  h.value_bytes = config.value_bytes;
+  h.initial_top = config.top_level;
+  h.seed = config.seed;
+  h.created_ns = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch() /
+                                            std::chrono::nanoseconds(1));
+  seal_header(h);
+  s.seq = 1;
+  s.checksum = state_checksum(s);
+  record->state[1] = s;
+  persist(record, sizeof *record);
+  m->record = record;
+  m->state = s;
+  m->device_base = p.ref().base;
+  m->rebuild_allocator(m->config.level_count);
+  return gphash(std::move(m));
+}
+
+template <class Key>
+gphash<Key> gphash<Key>::open(pool& p, const std::string& name, const gphash_options& options) {
+  validate_options(options);
+  const auto o = p.find(name);
+  if (!o) {
+    throw_error(errc::not_found, "gphash::open: pool " + p.path() +
+                                     " holds no GPHash table named '" + name +
+                                     "': create it first");
+  }
+  auto m = std::make_unique<impl>();
+  m->owner = &p;
+  m->name = name;
+  m->options = options;
+  if (o->bytes < sizeof(table_record)) {
+    throw_error(errc::corrupt, m->what() + " is too small to be a GPHash table header");
+  }
+  m->record = p.host_ptr<table_record>(o->offset);
+  const table_header& h = m->record->header;
+  validate_header(h, impl::key_bytes(), m->what());
+  m->config.hash_count = h.hash_count;
+  m->config.level_count = h.level_count;
+  m->config.slots_per_bucket = h.slots_per_bucket;
+  m->config.value_bytes = h.value_bytes;
+  m->config.top_level = h.initial_top;
+  m->config.seed = h.seed;
+  m->config.max_key_bytes = h.max_key_bytes;
+  m->state = read_state(*m->record, m->what());
+  if (m->state.top + 1 < h.level_count + (m->state.resizing ? 1u : 0u)) {
+    throw_error(errc::corrupt, m->what() + " has a state record with too few levels");
+  }
+  m->validate_objects();
+  m->device_base = p.ref().base;
+  m->recover();
+  return gphash(std::move(m));
+}
+
+template <class Key>
+void gphash<Key>::remove(pool& p, const std::string& name) {
+  const std::string prefix = name + ".";
+  for (const pool_object& o : p.objects()) {
+    if (o.name == name || (o.name.rfind(prefix, 0) == 0 && o.type_tag == kTypeTag)) {
+      p.free(o.name);
+    }
+  }
+}
+
+template <class Key>
+gphash_ref<Key> gphash<Key>::ref() const {
+  return gphash_ref<Key>(impl_->live_view());
+}
+template <class Key>
+const gphash_config& gphash<Key>::config() const {
+  return impl_->config;
+}
+template <class Key>
+const gphash_options& gphash<Key>::options() const {
+  return impl_->options;
+}
+
+template <class Key>
+void gphash<Key>::insert(const Key* keys, const void* values, std::size_t n, hash_status* status,
+                         cudaStream_t stream) {
+  impl_->template run<bulk_op::insert>(keys, values, nullptr, n, status, stream);
+}
+template <class Key>
+void gphash<Key>::upsert(const Key* keys, const void* values, std::size_t n, hash_status* status,
+                         cudaStream_t stream) {
+  impl_->template run<bulk_op::upsert>(keys, values, nullptr, n, status, stream);
+}
+template <class Key>
+void gphash<Key>::update(const Key* keys, const void* values, std::size_t n, hash_status* status,
+                         cudaStream_t stream) {
+  impl_->template run<bulk_op::update>(keys, values, nullptr, n, status, stream);
+}
+template <class Key>
+void gphash<Key>::find(const Key* keys, std::size_t n, void* values_out, hash_status* status,
+                       cudaStream_t stream) const {
+  impl_->template run<bulk_op::find>(keys, nullptr, values_out, n, status, stream);
+}
+template <class Key>
+void gphash<Key>::erase(const Key* keys, std::size_t n, hash_status* status, cudaStream_t stream) {
+  impl_->template run<bulk_op::erase>(keys, nullptr, nullptr, n, status, stream);
+}
+template <class Key>
+void gphash<Key>::reclaim(cudaStream_t stream) {
+  impl_->reclaim(stream);
+}
+template <class Key>
+void gphash<Key>::resize() {
+  impl_->grow();
+}
+template <class Key>
+gphash_recovery gphash<Key>::recover() {
+  return impl_->recover();
+}
+template <class Key>
+const gphash_recovery& gphash<Key>::last_recovery() const {
+  return impl_->last;
+}
+template <class Key>
+std::uint64_t gphash<Key>::size() const {
+  return impl_->template scan<scan_op::count_items>(impl_->config.level_count);
+}
+template <class Key>
+std::uint64_t gphash<Key>::capacity() const {
+  std::uint64_t slots = 0;
+  for (std::uint32_t d = 0; d < impl_->config.level_count; ++d) {
+    slots += impl_->level_slots(impl_->state.top - d);
+  }
+  return slots;
+}
+template <class Key>
+double gphash<Key>::load_factor() const {
+  return static_cast<double>(size()) / static_cast<double>(capacity());
+}
+
+template <class Key>
+gphash_stats gphash<Key>::stats() const {
+  const impl& m = *impl_;
+  gphash_stats s;
+  s.top_level = m.state.top;
+  s.level_count = m.config.level_count;
+  s.buckets = (2ull << m.state.top) - (1ull << m.bottom());
+  s.slots = capacity();
+  s.value_cells = m.cells;
+  s.resizes = m.state.resizes;
+  s.cache_enabled = m.cache_on;
+  if (m.cache_on) {
+    s.cached_buckets = m.cache_buckets;
+    unsigned long long c[2] = {};
+    check_cuda(cudaMemcpy(c, m.c_counters.data(), sizeof c, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    s.cache_hits = c[0];
+    s.cache_misses = c[1];
+  }
+  return s;
+}
+
+template <class Key>
+gphash_check gphash<Key>::check() const {
+  const impl& m = *impl_;
+  check_cuda(cudaDeviceSynchronize(), "GPHash check");
+  gphash_check c;
+  const table_view v = [&] {
+    table_view h = m.view(m.config.level_count + (m.state.resizing ? 1 : 0), false);
+    h.base = m.owner->host_ref().base;
+    return h;
+  }();
+  std::map<std::vector<std::uint64_t>, std::uint64_t> seen;
+  std::map<std::uint64_t, std::uint64_t> cells;
+  for (std::uint32_t d = 0; d < v.levels; ++d) {
+    const std::uint32_t level = v.top - d;
+    for (std::uint64_t b = 0; b < (1ull << level); ++b) {
+      for (std::uint32_t s = 0; s < v.slots; ++s) {
+        const std::uint64_t* slot = slot_ptr(v, level, b, s);
+        if (slot[0] == kInserting) ++c.inserting_slots;
+        if (!is_published(slot[0])) continue;
+        ++c.items;
+        const bool cell_ok = cell_of(v, slot[1]) != kNone;
+        std::vector<std::uint64_t> key(slot, slot + v.slot_words);
+        key[1] = 0;
+        if constexpr (impl::variable_keys) {
+          if (cell_ok) {  // the key's bytes, from its record
+            const varkey k = key_ops<varkey>::key_at(v, slot);
+            key.resize(2 + (k.bytes + 7) / 8, 0);
+            key[1] = k.bytes;
+            std::memcpy(key.data() + 2, k.data, std::min(k.bytes, m.config.max_key_bytes));
+            if (k.bytes > m.config.max_key_bytes ||
+                key_ops<varkey>::word(k, key_ops<varkey>::hash(k, v.seed)) != slot[0]) {
+              c.problems.push_back("a variable-length key does not match its fingerprint");
+            }
+          }
+        }
+        if (++seen[key] == 2) ++c.duplicates;
+        if (!cell_ok) {
+          c.problems.push_back("level " + std::to_string(level) + " bucket " + std::to_string(b) +
+                               " slot " + std::to_string(s) + ": value offset " +
+                               std::to_string(slot[1]) + " is not a value cell");
+        } else if (++cells[slot[1]] == 2) {
+          c.problems.push_back("value cell at offset " + std::to_string(slot[1]) +
+                               " is referenced by two items");
+        }
+        if constexpr (std::is_same_v<Key, key32>) {
+          const key32 k = key_ops<key32>::key_at(v, slot);
+          if (key_ops<key32>::word(k, key_ops<key32>::hash(k, v.seed)) != slot[0]) {
+            c.problems.push_back("level " + std::to_string(level) + " bucket " + std::to_string(b) +
+                                 " slot " + std::to_string(s) +
+                                 ": the key does not match its fingerprint (torn slot)");
+          }
+        }
+      }
+    }
+  }
+  if (c.duplicates != 0) c.problems.push_back(std::to_string(c.duplicates) + " duplicate keys");
+  if (m.state.resizing) c.problems.push_back("a resize is in progress (run recover())");
+  c.ok = c.problems.empty() && c.inserting_slots == 0;
+  return c;
+}
+
+template <class Key>
+void gphash<Key>::enable_cache(const cache_options& options) {
+  require(options.fraction > 0 && options.fraction <= 1,
+          "gphash::enable_cache: fraction must be in (0, 1]");
+  impl_->drop_cache();
+  impl_->cache_opts = options;
+  impl_->restart_cache();
+}
+template <class Key>
+void gphash<Key>::disable_cache() {
+  impl_->drop_cache();
+}
+template <class Key>
+bool gphash<Key>::cache_enabled() const {
+  return impl_->cache_on;
+}
+template <class Key>
+void gphash<Key>::reload_cache() {
+  require(impl_->cache_on, "gphash::reload_cache: the bucket cache is not enabled");
+  impl_->reload_cache();
+  impl_->c_counters.fill_bytes(0);
+}
+template <class Key>
+void gphash<Key>::wait_cache_reload() const {
+  impl_->wait_cache();
+}
+
+template class gphash<std::uint64_t>;
+template class gphash<key32>;
+template class gphash<varkey>;
+
+}  // namespace gpm

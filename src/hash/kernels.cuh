@@ -1,0 +1,211 @@
+// GPHash's internal kernels: bulk operations, recovery scans, rehash, reclaim and BktCache
+// fetching. Included only by src/hash/gphash.cu.
+#pragma once
+
+#include <gpm/hash/gphash_ref.cuh>
+#include <gpm/platform/kernel.cuh>
+
+namespace gpm::detail::hash {
+
+enum class bulk_op { insert, upsert, update, find, erase };
+
+template <unsigned G>
+__device__ inline auto make_tile() {
+  if constexpr (G == 1) {
+    return single_thread{};
+  } else {
+    return cg::tiled_partition<G>(cg::this_thread_block());
+  }
+}
+
+// Index of this tile in the grid and the number of tiles.
+template <unsigned G>
+__device__ inline std::uint64_t tile_index() {
+  return (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+}
+template <unsigned G>
+__device__ inline std::uint64_t tile_count() {
+  return static_cast<std::uint64_t>(gridDim.x) * blockDim.x / G;
+}
+
+struct bulk_args {
+  const void* keys;
+  const std::byte* values;
+  std::byte* out;
+  hash_status* status;
+  std::uint64_t n;
+  const std::uint64_t* index;  // when set, item i is keys[index[i]]
+  std::uint64_t* retry;        // insert/upsert: indices that found no slot
+  unsigned long long* retry_count;
+};
+
+template <class Key, unsigned G, bulk_op Op>
+__global__ void bulk_kernel(table_view v, bulk_args a) {
+  const auto tile = make_tile<G>();
+  const Key* keys = static_cast<const Key*>(a.keys);
+  for (std::uint64_t i = tile_index<G>(); i < a.n; i += tile_count<G>()) {
+    const std::uint64_t k = a.index != nullptr ? a.index[i] : i;
+    const Key key = keys[k];
+    const std::uint64_t at = k * v.value_bytes;  // values are packed: value_bytes each
+    hash_status st;
+    if constexpr (Op == bulk_op::insert) {
+      st = insert<Key>(v, tile, key, a.values + at, insert_mode::insert);
+    } else if constexpr (Op == bulk_op::upsert) {
+      st = insert<Key>(v, tile, key, a.values + at, insert_mode::upsert);
+    } else if constexpr (Op == bulk_op::update) {
+      st = update<Key>(v, tile, key, a.values + at);
+    } else if constexpr (Op == bulk_op::find) {
+      st = find<Key>(v, tile, key, a.out != nullptr ? a.out + at : nullptr);
+    } else {
+      st = erase<Key>(v, tile, key);
+    }
+    if (tile.thread_rank() == 0) {
+      if (a.status != nullptr) a.status[k] = st;
+      if (st == hash_status::full && a.retry != nullptr) {
+        a.retry[atomicAdd(a.retry_count, 1ull)] = k;
+      }
+    }
+  }
+}
+
+// One level's slots, one per thread: clears INSERTING slots left by a crash (recovery), counts
+// published items, and marks the value cells they reference (allocator rebuild).
+enum class scan_op { clear_inserting, count_items, mark_cells };
+
+template <scan_op Op>
+__global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long long* count) {
+  const std::uint64_t slots = (1ull << level) * v.slots;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < slots; i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    std::uint64_t* slot = slot_ptr(v, level, i / v.slots, static_cast<std::uint32_t>(i % v.slots));
+    const std::uint64_t word = load_word(slot);
+    if constexpr (Op == scan_op::clear_inserting) {
+      if (word == kInserting) {
+        atomic_ref<std::uint64_t, thread_scope::system>(slot[0]).store(kEmpty);
+        persist();
+        atomicAdd(count, 1ull);
+      }
+    } else if constexpr (Op == scan_op::count_items) {
+      if (is_published(word)) atomicAdd(count, 1ull);
+    } else {
+      if (!is_published(word)) continue;
+      const std::uint64_t cell = cell_of(v, load_word(slot + 1));
+      if (cell == kNone) {
+        atomicAdd(count, 1ull);  // a value offset outside the value area: corruption
+      } else {
+        atomicOr(reinterpret_cast<unsigned long long*>(&v.bitmap[cell / 64]),
+                 static_cast<unsigned long long>(1ull << (cell % 64)));
+      }
+    }
+  }
+}
+
+template <class Key>
+__device__ inline Key key_of(const table_view& v, const slot_image& img) {
+  const std::uint64_t words[6] = {img.word,   img.value,  img.key[0],
+                                  img.key[1], img.key[2], img.key[3]};
+  return key_ops<Key>::key_at(v, words);
+}
+
+// Recovery: a published copy that is not the valid copy of its key (a crash between two
+// concurrent inserts of the key, or inside a rehash) is cleared. The valid copy is never
+// cleared, so one pass in parallel suffices. One warp per slot.
+template <class Key>
+__global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long long* removed) {
+  const auto tile = make_tile<32>();
+  const std::uint64_t slots = (1ull << level) * v.slots;
+  for (std::uint64_t i = tile_index<32>(); i < slots; i += tile_count<32>()) {
+    const std::uint64_t bucket = i / v.slots;
+    const auto s = static_cast<std::uint32_t>(i % v.slots);
+    std::uint64_t* slot = slot_ptr(v, level, bucket, s);
+    const slot_image img = load_slot<Key>(slot);
+    if (!is_published(img.word)) continue;
+    const Key key = key_of<Key>(v, img);
+    const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
+    const probe_result r = probe(v, tile, key, h, img.word, false);
+    if (r.match != copy_rank(level, bucket, s) && tile.thread_rank() == 0) {
+      atomic_ref<std::uint64_t, thread_scope::system>(slot[0]).store(kEmpty);
+      persist();
+      atomicAdd(removed, 1ull);
+    }
+  }
+}
+
+// Resize: moves every item of the drained bottom level into the levels above it (`upper`
+// addresses the new top and excludes the bottom). An item is inserted above (or found there,
+// when a crash interrupted an earlier rehash of it), then cleared below: after a crash it is in
+// one place or both, never lost. One warp per slot (warp-cooperative rehash).
+template <class Key>
+__global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bottom,
+                              unsigned long long* failures) {
+  const auto tile = make_tile<32>();
+  const std::uint64_t slots = (1ull << bottom) * all.slots;
+  for (std::uint64_t i = tile_index<32>(); i < slots; i += tile_count<32>()) {
+    const std::uint64_t bucket = i / all.slots;
+    const auto s = static_cast<std::uint32_t>(i % all.slots);
+    std::uint64_t* slot = slot_ptr(all, bottom, bucket, s);
+    const slot_image img = load_slot<Key>(slot);
+    if (!is_published(img.word)) continue;
+    const hash_status st =
+        insert<Key>(upper, tile, key_of<Key>(all, img), nullptr, insert_mode::rehash, img.value);
+    if (tile.thread_rank() == 0) {
+      if (st == hash_status::inserted || st == hash_status::exists) {
+        protocol_point("gphash.rehash.copied");
+        atomic_ref<std::uint64_t, thread_scope::system>(slot[0]).store(kEmpty);
+        persist();
+      } else {
+        atomicAdd(failures, 1ull);
+      }
+    }
+  }
+}
+
+// Makes retired value cells free again.
+__global__ void reclaim_kernel(table_view v, std::uint64_t count) {
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < count; i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t cell = cell_of(v, v.retired[i]);
+    if (cell != kNone) {
+      atomicAnd(reinterpret_cast<unsigned long long*>(&v.bitmap[cell / 64]),
+                static_cast<unsigned long long>(~(1ull << (cell % 64))));
+    }
+  }
+}
+
+// BktCache concurrent fetching (FAST'25 §3.3, Figure 4): for each assignment (cache bucket y <-
+// table bucket x), one warp invalidates y's old mapping, waits for writers inside y to leave,
+// marks x as being fetched into y (writers then keep y's copy current), copies x slot by slot
+// under the slots' seqlocks, and finally validates the mapping for readers.
+__global__ void cache_fetch_kernel(table_view v, const std::uint64_t* ys, const std::uint64_t* xs,
+                                   std::uint64_t n) {
+  const auto tile = make_tile<32>();
+  const cache_view& c = v.cache;
+  using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  for (std::uint64_t i = tile_index<32>(); i < n; i += tile_count<32>()) {
+    const std::uint64_t y = ys[i];
+    const std::uint64_t x = xs[i];
+    const std::uint32_t mapped = static_cast<std::uint32_t>((y + 1) << 1);
+    if (tile.thread_rank() == 0) {
+      const std::uint64_t old = c.owner[y];
+      if (old != kNone) ref32(c.map[old]).store(0);
+      while (ref32(c.refs[y]).load() != 0) __nanosleep(64);
+      c.owner[y] = x;
+      ref32(c.map[x]).store(mapped);  // fetching: writers update y, readers still skip it
+    }
+    tile.sync();
+    // Global bucket x back to (level, bucket).
+    std::uint32_t level = c.bottom;
+    while (level < c.top && (1ull << (level + 1)) - (1ull << c.bottom) <= x) ++level;
+    const std::uint64_t bucket = x + (1ull << c.bottom) - (1ull << level);
+    for (std::uint32_t s = tile.thread_rank(); s < v.slots; s += tile.size()) {
+      copy_slot_to_cache(v, level, bucket, s, y);
+    }
+    tile.sync();
+    if (tile.thread_rank() == 0) {
+      std::uint32_t expected = mapped;
+      ref32(c.map[x]).compare_exchange_strong(expected, mapped | 1u);
+    }
+  }
+}
+
+}  // namespace gpm::detail::hash

@@ -1,0 +1,299 @@
+// Crash tests of GPHash with real process crashes: a child runs batches of insert / upsert /
+// update / erase (with resizes, since the table starts small) and is killed with SIGKILL at a
+// random moment or at a crash point inside resize or recovery. The parent reopens the pool,
+// recovers the table and checks:
+//  - every acknowledged batch (reported after the host API returned) is durable,
+//  - each key of the batch in flight is in its state before or after its operation,
+//  - no torn key or value (values identify their key and version), no visible duplicate,
+//    no INSERTING slot, the index consistent (gphash::check),
+//  - recovery is idempotent: recovering again changes nothing, and a recovery killed midway
+//    followed by another gives the same table as one straight recovery.
+// Trials: GPMKIT_CRASH_TRIALS (tens in CI, 1000 in the crash-long label).
+#include <gpm/hash/gphash.cuh>
+#include <gpm/platform/crash_point.hpp>
+#include <gpm/pool/pool.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "crash_harness.hpp"
+#include "gpm_test.hpp"
+#include "hash_test_util.hpp"
+
+namespace {
+
+using gpm::hash_status;
+using namespace gpm::test::hash;
+
+constexpr char kLayout[] = "gphash-crash";
+constexpr std::uint64_t kSpace = 1024;
+constexpr int kBatches = 300;
+constexpr std::uint32_t kValueBytes = 48;
+
+gpm::pool_options options_for(const gpm::test::scenario_args& a) {
+  return quiet_options(a.pm_dir, a.snapshot_dir);
+}
+
+// Batch b of a run: distinct keys, each with one operation; version b + 1.
+struct batch {
+  std::vector<std::uint64_t> keys[4];  // by op
+};
+batch make_batch(std::uint64_t seed, int b) {
+  std::mt19937_64 rng(gpm::mix64(seed ^ (0x1000u + b)));
+  std::vector<std::uint64_t> space(kSpace);
+  std::iota(space.begin(), space.end(), 0);
+  std::shuffle(space.begin(), space.end(), rng);
+  batch out;
+  const std::size_t n = 16 + rng() % 48;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = rng() % 10;
+    out.keys[r < 5 ? 0 : r < 7 ? 1 : r < 9 ? 2 : 3].push_back(space[i]);
+  }
+  return out;
+}
+
+template <class Key>
+int run_batches(const gpm::test::scenario_args& args) {
+  gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
+  auto t = gpm::gphash<Key>::open(p, "kv");
+  driver<Key> d(t);
+  gpm::test::report_progress(args, "ready");
+  for (int b = 0; b < kBatches; ++b) {
+    const batch x = make_batch(args.seed, b);
+    for (int o = 0; o < 4; ++o) {
+      d.run(static_cast<op>(o), x.keys[o], std::vector<std::uint64_t>(x.keys[o].size(), b + 1));
+    }
+    gpm::test::report_progress(args, "done " + std::to_string(b));
+  }
+  return 0;
+}
+GPM_CRASH_SCENARIO(gphash_batches_8) { return run_batches<std::uint64_t>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_32) { return run_batches<gpm::key32>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_var) { return run_batches<gpm::varkey>(args); }
+
+template <class Key>
+int recover_only(const gpm::test::scenario_args& args) {
+  gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
+  gpm::gphash<Key>::open(p, "kv");
+  return 0;
+}
+GPM_CRASH_SCENARIO(gphash_recover_8) { return recover_only<std::uint64_t>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_32) { return recover_only<gpm::key32>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_var) { return recover_only<gpm::varkey>(args); }
+
+// The scenario-name suffix of a key type.
+template <class Key>
+std::string key_name() {
+  if constexpr (std::is_same_v<Key, std::uint64_t>) return "8";
+  if constexpr (std::is_same_v<Key, gpm::key32>) return "32";
+  return "var";
+}
+
+// Runs trial t with 8-byte, 32-byte or variable-length keys in turn.
+template <class Fn>
+void for_key_of_trial(int t, Fn&& fn) {
+  switch (t % 3) {
+    case 0: fn(std::uint64_t{}); break;
+    case 1: fn(gpm::key32{}); break;
+    default: fn(gpm::varkey{}); break;
+  }
+}
+
+// Host-side steps of a resize, and protocol steps inside kernels (the latter hit many times per
+// batch, so the trial picks a later hit).
+const char* const kResizePoints[] = {"gphash.resize.begin", "gphash.resize.allocated",
+                                     "gphash.resize.started", "gphash.resize.rehashed",
+                                     "gphash.resize.committed"};
+const char* const kProtocolPoints[] = {"gphash.insert.claimed", "gphash.insert.published",
+                                       "gphash.update.prepared", "gphash.rehash.copied"};
+
+// Every key's state: present with a version, or absent.
+template <class Key>
+std::vector<std::optional<std::uint64_t>> read_all(gpm::gphash<Key>& t, const std::string& what) {
+  driver<Key> d(t);
+  std::vector<std::uint64_t> space(kSpace);
+  std::iota(space.begin(), space.end(), 0);
+  const auto f = d.find(space);
+  std::vector<std::optional<std::uint64_t>> out(kSpace);
+  for (std::uint64_t k = 0; k < kSpace; ++k) {
+    if (f.status[k] == hash_status::not_found) continue;
+    EXPECT_EQ(f.status[k], hash_status::found) << what << " key " << k;
+    const std::uint64_t* v = &f.values[k * d.words()];
+    const std::uint64_t version = v[1];
+    EXPECT_TRUE(value_is(v, d.words(), k, version)) << what << ": torn value for key " << k;
+    out[k] = version;
+  }
+  return out;
+}
+
+// What the trials of one test hit, printed at its end: evidence that crashes landed mid-batch,
+// mid-resize and left work for recovery.
+struct tally {
+  int trials = 0, killed = 0, in_flight = 0, resumed = 0;
+  std::uint64_t acked = 0, inserting = 0, duplicates = 0;
+  void print(const char* test) const {
+    std::printf(
+        "[ tally    ] %s: %d trials, %d killed (%d mid-batch), %llu batches acknowledged, "
+        "%d resizes resumed, %llu INSERTING slots cleared, %llu duplicates removed\n",
+        test, trials, killed, in_flight, static_cast<unsigned long long>(acked), resumed,
+        static_cast<unsigned long long>(inserting), static_cast<unsigned long long>(duplicates));
+  }
+};
+tally g_tally;
+
+template <class Key>
+void check_trial(const gpm::test::scratch_dirs& dirs, const std::string& pool_name,
+                 std::uint64_t seed, const gpm::test::child_result& r, const std::string& what) {
+  int acked = 0;
+  for (const std::string& line : r.progress) acked += line.rfind("done ", 0) == 0;
+  model before;  // after the acknowledged batches
+  for (int b = 0; b < acked; ++b) {
+    const batch x = make_batch(seed, b);
+    for (int o = 0; o < 4; ++o) {
+      for (std::uint64_t k : x.keys[o]) before.apply(static_cast<op>(o), k, b + 1);
+    }
+  }
+  model after = before;  // if the batch in flight had finished
+  if (acked < kBatches) {
+    const batch x = make_batch(seed, acked);
+    for (int o = 0; o < 4; ++o) {
+      for (std::uint64_t k : x.keys[o]) after.apply(static_cast<op>(o), k, acked + 1);
+    }
+  }
+  gpm::pool p =
+      gpm::pool::open(pool_name, kLayout, quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  auto t = gpm::gphash<Key>::open(p, "kv");
+  const gpm::gphash_recovery& rec = t.last_recovery();
+  ++g_tally.trials;
+  g_tally.killed += r.killed;
+  g_tally.in_flight += r.killed && acked < kBatches;
+  g_tally.acked += acked;
+  g_tally.resumed += rec.resize_resumed;
+  g_tally.inserting += rec.inserting_cleared;
+  g_tally.duplicates += rec.duplicates_removed;
+  const auto state = read_all(t, what);
+  for (std::uint64_t k = 0; k < kSpace; ++k) {
+    const bool ok = state[k] == before.get(k) || state[k] == after.get(k);
+    ASSERT_TRUE(ok) << what << ": key " << k << " has "
+                    << (state[k] ? "version " + std::to_string(*state[k]) : "no value") << " after "
+                    << acked << " acknowledged batches";
+  }
+  const gpm::gphash_check c = t.check();
+  ASSERT_TRUE(c.ok) << what << ": "
+                    << (c.problems.empty() ? "INSERTING slots" : c.problems.front());
+  // Recovering again finds nothing to do.
+  const gpm::gphash_recovery again = t.recover();
+  EXPECT_EQ(again.inserting_cleared, 0u) << what;
+  EXPECT_EQ(again.duplicates_removed, 0u) << what;
+  EXPECT_FALSE(again.resize_resumed) << what;
+  EXPECT_EQ(again.items, t.last_recovery().items) << what;
+}
+
+template <class Key>
+void create_table(const gpm::test::scratch_dirs& dirs) {
+  gpm::pool p = gpm::pool::create("kv.pool", 32 << 20, kLayout,
+                                  quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  gpm::gphash<Key>::create(p, "kv", {.value_bytes = kValueBytes, .top_level = 3});
+}
+
+gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, const std::string& pool,
+                                  std::uint64_t seed) {
+  gpm::test::scenario_args a;
+  a.pool_path = d.pool_path(pool);
+  a.pm_dir = d.pm_dir();
+  a.snapshot_dir = d.snapshot_dir();
+  a.seed = seed;
+  return a;
+}
+
+template <class Key>
+void batches_trial(int t, bool at_points) {
+  gpm::test::scratch_dirs dirs("gphash-crash");
+  create_table<Key>(dirs);
+  const std::uint64_t seed = gpm::test::trial_seed(t);
+  std::mt19937_64 rng(seed);
+  gpm::test::kill_policy policy;
+  std::string what = "keys " + key_name<Key>() + ", trial " + std::to_string(t) + " (seed " +
+                     std::to_string(seed) + ")";
+  if (!at_points) {
+    policy = gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready");
+    what += ", killed at a random time";
+  } else if (t % 4 < 2) {
+    const char* point = kResizePoints[rng() % std::size(kResizePoints)];
+    policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(1 + rng() % 3));
+    what += std::string(", crash point ") + point;
+  } else {
+    const char* point = kProtocolPoints[rng() % std::size(kProtocolPoints)];
+    policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(1 + rng() % 400));
+    what += std::string(", crash point ") + point;
+  }
+  const auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
+                                      args_for(dirs, "kv.pool", seed), policy);
+  ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
+  check_trial<Key>(dirs, "kv.pool", seed, r, what);
+}
+
+TEST(GphashCrash, AcknowledgedBatchesSurviveRandomKills) {
+  g_tally = {};
+  const int trials = gpm::test::crash_trials(16);
+  for (int t = 0; t < trials; ++t) {
+    for_key_of_trial(t, [&](auto key) { batches_trial<decltype(key)>(t, false); });
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(GphashCrash, CrashesAtEveryStepOfTheProtocolAndOfResize) {
+  g_tally.print("random kills");
+  g_tally = {};
+  const int trials = gpm::test::crash_trials(16);
+  for (int t = 0; t < trials; ++t) {
+    for_key_of_trial(t, [&](auto key) { batches_trial<decltype(key)>(t, true); });
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+const char* const kRecoveryPoints[] = {"gphash.recover.cleared", "gphash.recover.deduplicated",
+                                       "gphash.resize.rehashed", "gphash.resize.committed"};
+
+template <class Key>
+void recovery_trial(int t) {
+  gpm::test::scratch_dirs dirs("gphash-idem");
+  create_table<Key>(dirs);
+  const std::uint64_t seed = gpm::test::trial_seed(1000 + t);
+  std::mt19937_64 rng(seed);
+  const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
+  // A crash that may leave a resize half done (a random kill or one inside a resize).
+  const auto policy =
+      t % 2 == 0 ? gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready")
+                 : gpm::test::kill_at("gphash.resize.started:" + std::to_string(1 + rng() % 3));
+  auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
+                                args_for(dirs, "kv.pool", seed), policy);
+  ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
+  std::filesystem::copy_file(dirs.pool_path("kv.pool"), dirs.pool_path("copy.pool"));
+  // The copy's recovery is killed midway, then recovered again.
+  const char* point = kRecoveryPoints[rng() % std::size(kRecoveryPoints)];
+  r = gpm::test::run_child("gphash_recover_" + key_name<Key>(), args_for(dirs, "copy.pool", seed),
+                           gpm::test::kill_at(point));
+  ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
+  const auto opts = quiet_options(dirs.pm_dir(), dirs.snapshot_dir());
+  gpm::pool straight_pool = gpm::pool::open("kv.pool", kLayout, opts);
+  auto straight = gpm::gphash<Key>::open(straight_pool, "kv");
+  gpm::pool twice_pool = gpm::pool::open("copy.pool", kLayout, opts);
+  auto twice = gpm::gphash<Key>::open(twice_pool, "kv");
+  EXPECT_EQ(read_all(straight, what), read_all(twice, what))
+      << what << ", recovery killed at " << point;
+  EXPECT_TRUE(twice.check().ok) << what;
+  EXPECT_EQ(straight.stats().top_level, twice.stats().top_level) << what;
+}
+
+TEST(GphashCrash, RecoveryIsIdempotent) {
+  g_tally.print("crash points");
+  const int trials = gpm::test::crash_trials(6);
+  for (int t = 0; t < trials; ++t) {
+    for_key_of_trial(t, [&](auto key) { recovery_trial<decltype(key)>(t); });
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+}  // namespace

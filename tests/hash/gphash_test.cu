@@ -1,0 +1,409 @@
+// GPHash unit tests on both backends: every bulk operation and its statuses, persistence across
+// close and reopen, resize, duplicate resolution, header and geometry validation, the device
+// view from a user kernel, and BktCache (LFU / LRU / random) staying coherent under writes.
+#include <gpm/hash/detail/format.hpp>
+#include <gpm/hash/gphash.cuh>
+#include <gpm/platform/kernel.cuh>
+#include <gpm/pool/pool.hpp>
+
+#include <cstring>
+#include <numeric>
+
+#include "crash_harness.hpp"
+#include "gpm_test.hpp"
+#include "hash_test_util.hpp"
+
+namespace {
+
+using gpm::hash_status;
+using namespace gpm::test::hash;
+
+constexpr char kLayout[] = "gphash-test";
+
+struct fixture {
+  gpm::test::scratch_dirs dirs{"gphash"};
+  gpm::pool pool = gpm::pool::create("t.pool", 64 << 20, kLayout,
+                                     quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  void reopen() {
+    pool.close();
+    pool = gpm::pool::open("t.pool", kLayout, quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  }
+};
+
+std::vector<std::uint64_t> range(std::uint64_t from, std::uint64_t to) {
+  std::vector<std::uint64_t> v(to - from);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+// Looks up keys [0, n) and expects key k to hold version want(k) (0: absent).
+template <class Key, class Want>
+void expect_versions(driver<Key>& d, std::uint64_t n, Want want) {
+  const auto r = d.find(range(0, n));
+  for (std::uint64_t k = 0; k < n; ++k) {
+    if (want(k) == 0) {
+      ASSERT_EQ(r.status[k], hash_status::not_found) << k;
+    } else {
+      ASSERT_EQ(r.status[k], hash_status::found) << k;
+      ASSERT_TRUE(value_is(&r.values[k * d.words()], d.words(), k, want(k))) << k;
+    }
+  }
+}
+
+template <class Key>
+class GphashBasic : public ::testing::Test {};
+using Keys = ::testing::Types<std::uint64_t, gpm::key32, gpm::varkey>;
+TYPED_TEST_SUITE(GphashBasic, Keys);
+
+TYPED_TEST(GphashBasic, EveryOperationReportsItsStatus) {
+  using Key = TypeParam;
+  fixture f;
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.top_level = 6});
+  driver<Key> d(t);
+  const auto keys = range(0, 200);
+  for (hash_status s : d.run(op::insert, keys, std::vector<std::uint64_t>(200, 1))) {
+    ASSERT_EQ(s, hash_status::inserted);
+  }
+  for (hash_status s : d.run(op::insert, keys, std::vector<std::uint64_t>(200, 2))) {
+    ASSERT_EQ(s, hash_status::exists);
+  }
+  EXPECT_EQ(t.size(), 200u);
+  auto f1 = d.find(range(0, 250));
+  for (std::uint64_t k = 0; k < 250; ++k) {
+    if (k < 200) {
+      ASSERT_EQ(f1.status[k], hash_status::found) << k;
+      ASSERT_TRUE(value_is(&f1.values[k * d.words()], d.words(), k, 1)) << k;
+    } else {
+      ASSERT_EQ(f1.status[k], hash_status::not_found) << k;
+    }
+  }
+  auto st = d.run(op::update, range(100, 300), std::vector<std::uint64_t>(200, 3));
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    ASSERT_EQ(st[i], i < 100 ? hash_status::updated : hash_status::not_found) << i;
+  }
+  st = d.run(op::upsert, range(150, 250), std::vector<std::uint64_t>(100, 4));
+  for (std::uint64_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(st[i], i < 50 ? hash_status::updated : hash_status::inserted) << i;
+  }
+  st = d.run(op::erase, range(0, 50), {});
+  for (hash_status s : st) ASSERT_EQ(s, hash_status::erased);
+  st = d.run(op::erase, range(0, 50), {});
+  for (hash_status s : st) ASSERT_EQ(s, hash_status::not_found);
+  expect_versions(d, 250, [](std::uint64_t k) -> std::uint64_t {
+    return k < 50 ? 0 : k < 100 ? 1 : k < 150 ? 3 : 4;
+  });
+  EXPECT_EQ(t.size(), 200u);
+  const gpm::gphash_check c = t.check();
+  EXPECT_TRUE(c.ok) << (c.problems.empty() ? "" : c.problems.front());
+}
+
+TYPED_TEST(GphashBasic, SurvivesCloseAndReopen) {
+  using Key = TypeParam;
+  fixture f;
+  {
+    auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 64, .top_level = 5});
+    driver<Key>(t).run(op::insert, range(0, 150), std::vector<std::uint64_t>(150, 7));
+  }
+  f.reopen();
+  auto t = gpm::gphash<Key>::open(f.pool, "kv");
+  EXPECT_EQ(t.config().value_bytes, 64u);
+  EXPECT_EQ(t.last_recovery().items, 150u);
+  EXPECT_EQ(t.last_recovery().inserting_cleared, 0u);
+  EXPECT_GT(t.last_recovery().seconds, 0.0);
+  driver<Key> d(t);
+  auto r = d.find(range(0, 150));
+  for (std::uint64_t k = 0; k < 150; ++k) {
+    ASSERT_EQ(r.status[k], hash_status::found);
+    ASSERT_TRUE(value_is(&r.values[k * d.words()], d.words(), k, 7));
+  }
+}
+
+TYPED_TEST(GphashBasic, GrowsByAddingLevelsAndLosesNothing) {
+  using Key = TypeParam;
+  fixture f;
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 2});
+  const std::uint64_t before = t.capacity();
+  driver<Key> d(t);
+  for (std::uint64_t b = 0; b < 6; ++b) {
+    for (hash_status s :
+         d.run(op::insert, range(b * 200, b * 200 + 200), std::vector<std::uint64_t>(200, b))) {
+      ASSERT_EQ(s, hash_status::inserted);
+    }
+  }
+  EXPECT_GT(t.stats().resizes, 0u);
+  EXPECT_GT(t.capacity(), before);
+  EXPECT_EQ(t.size(), 1200u);
+  auto r = d.find(range(0, 1200));
+  for (std::uint64_t k = 0; k < 1200; ++k) {
+    ASSERT_EQ(r.status[k], hash_status::found) << k;
+    ASSERT_TRUE(value_is(&r.values[k * d.words()], d.words(), k, k / 200)) << k;
+  }
+  EXPECT_TRUE(t.check().ok);
+  EXPECT_LE(t.load_factor(), 1.0);
+}
+
+TYPED_TEST(GphashBasic, FullWithoutAutoResize) {
+  using Key = TypeParam;
+  fixture f;
+  auto t = gpm::gphash<Key>::create(
+      f.pool, "kv", {.hash_count = 1, .level_count = 1, .slots_per_bucket = 1, .top_level = 1},
+      {.auto_resize = false});
+  auto st = driver<Key>(t).run(op::insert, range(0, 16), std::vector<std::uint64_t>(16, 1));
+  int full = 0, inserted = 0;
+  for (hash_status s : st) {
+    full += s == hash_status::full;
+    inserted += s == hash_status::inserted;
+  }
+  EXPECT_EQ(full + inserted, 16);
+  EXPECT_LE(inserted, 2);
+  EXPECT_GT(full, 0);
+  t.resize();
+  EXPECT_EQ(t.size(), static_cast<std::uint64_t>(inserted));
+}
+
+// Many tiles insert the same key at once: exactly one wins, one copy stays visible.
+TYPED_TEST(GphashBasic, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
+  using Key = TypeParam;
+  fixture f;
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 4});
+  driver<Key> d(t);
+  std::vector<std::uint64_t> same(64, 42), versions(64);
+  std::iota(versions.begin(), versions.end(), 1);
+  auto st = d.run(op::insert, same, versions);
+  EXPECT_EQ(std::count(st.begin(), st.end(), hash_status::inserted), 1);
+  EXPECT_EQ(std::count(st.begin(), st.end(), hash_status::exists), 63);
+  st = d.run(op::upsert, same, versions);
+  EXPECT_EQ(std::count(st.begin(), st.end(), hash_status::updated), 64);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_TRUE(t.check().ok);
+  auto r = d.find({42});
+  ASSERT_EQ(r.status[0], hash_status::found);
+  EXPECT_EQ(r.values[0], 42u);
+}
+
+// A crash between two concurrent inserts of one key leaves two published copies: recovery keeps
+// the valid one (max level, min bucket, min slot) and clears the other.
+TEST(Gphash, RecoveryRemovesDuplicateCopies) {
+  fixture f;
+  {
+    auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 8, .top_level = 3});
+    driver<std::uint64_t>(t).run(op::insert, {7}, {1});
+  }
+  // Copy the item into the next slot of its bucket, as a racing insert would have.
+  int copies = 0;
+  for (const gpm::pool_object& o : f.pool.objects()) {
+    if (o.name.rfind("kv.L", 0) != 0) continue;
+    auto* slots = f.pool.host_ptr<std::uint64_t>(o.offset);
+    for (std::uint64_t i = 0; i + 1 < o.bytes / 16 && copies == 0; ++i) {
+      if (slots[2 * i] != 0 && slots[2 * i + 2] == 0 && (i + 1) % 8 != 0) {
+        slots[2 * i + 2] = slots[2 * i];
+        slots[2 * i + 3] = slots[2 * i + 1];
+        ++copies;
+      }
+    }
+  }
+  ASSERT_EQ(copies, 1);
+  auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv");
+  EXPECT_EQ(t.last_recovery().duplicates_removed, 1u);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_TRUE(t.check().ok);
+  auto r = driver<std::uint64_t>(t).find({7});
+  ASSERT_EQ(r.status[0], hash_status::found);
+  EXPECT_TRUE(value_is(r.values.data(), 1, 7, 1));
+}
+
+TEST(Gphash, ReservedKeysAreRejected) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 8, .top_level = 3});
+  std::vector<std::uint64_t> keys = {~0ull, ~0ull - 1, 5};
+  std::vector<std::uint64_t> values = {1, 2, 3};
+  auto dk = gpm::test::to_device(keys);
+  auto dv = gpm::test::to_device(values);
+  gpm::device_buffer<hash_status> ds(3);
+  t.insert(dk.data(), dv.data(), 3, ds.data());
+  auto st = gpm::test::to_host(ds);
+  EXPECT_EQ(st[0], hash_status::invalid_key);
+  EXPECT_EQ(st[1], hash_status::invalid_key);
+  EXPECT_EQ(st[2], hash_status::inserted);
+}
+
+TEST(Gphash, TooLongVariableKeysAreRejected) {
+  fixture f;
+  auto t = gpm::gphash<gpm::varkey>::create(
+      f.pool, "kv", {.value_bytes = 8, .top_level = 3, .max_key_bytes = 16});
+  std::vector<unsigned char> bytes(17, 'k');
+  auto db = gpm::test::to_device(bytes);
+  std::vector<gpm::varkey> keys = {{db.data(), 17}, {db.data(), 16}, {db.data(), 0}};
+  std::vector<std::uint64_t> values = {1, 2, 3};
+  auto dk = gpm::test::to_device(keys);
+  auto dv = gpm::test::to_device(values);
+  gpm::device_buffer<hash_status> ds(3);
+  t.insert(dk.data(), dv.data(), 3, ds.data());
+  auto st = gpm::test::to_host(ds);
+  EXPECT_EQ(st[0], hash_status::invalid_key);
+  EXPECT_EQ(st[1], hash_status::inserted);
+  EXPECT_EQ(st[2], hash_status::inserted);  // the empty key is a key
+  EXPECT_THROW(gpm::gphash<gpm::varkey>::create(f.pool, "kv2", {.max_key_bytes = 0}), gpm::error);
+}
+
+TEST(Gphash, BadGeometryAndOptionsAreRefused) {
+  fixture f;
+  using T = gpm::gphash<std::uint64_t>;
+  const auto refuses = [&](gpm::gphash_config c, gpm::gphash_options o = {}) {
+    try {
+      T::create(f.pool, "bad", c, o);
+    } catch (const gpm::error& e) {
+      EXPECT_EQ(e.code(), gpm::errc::invalid_argument) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted";
+  };
+  refuses({.hash_count = 0});
+  refuses({.hash_count = 5});
+  refuses({.level_count = 5});
+  refuses({.slots_per_bucket = 3});
+  refuses({.slots_per_bucket = 64});
+  refuses({.value_bytes = 12});
+  refuses({.level_count = 3, .top_level = 1});
+  refuses({}, {.cg_size = 3});
+  refuses({}, {.block_threads = 48});
+  EXPECT_FALSE(f.pool.find("bad").has_value());
+}
+
+TEST(Gphash, OpenValidatesTheHeader) {
+  fixture f;
+  gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.top_level = 3});
+  const auto code_of = [&](auto fn) {
+    try {
+      fn();
+    } catch (const gpm::error& e) {
+      return e.code();
+    }
+    return gpm::errc::io;  // "no error" for these tests
+  };
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "nope"); }),
+            gpm::errc::not_found);
+  EXPECT_EQ(code_of([&] { gpm::gphash<gpm::key32>::open(f.pool, "kv"); }),
+            gpm::errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { gpm::gphash<gpm::varkey>::open(f.pool, "kv"); }),
+            gpm::errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::create(f.pool, "kv"); }),
+            gpm::errc::already_exists);
+  auto* rec = f.pool.host_ptr<gpm::detail::hash::table_record>(f.pool.get("kv").offset);
+  const auto saved = *rec;
+  rec->header.major = 9;
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::version);
+  *rec = saved;
+  rec->header.value_bytes ^= 8;  // checksum no longer matches
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  *rec = saved;
+  rec->header.magic[0] = 'X';
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  *rec = saved;
+  rec->state[0].top ^= 1;
+  rec->state[1].top ^= 1;
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  *rec = saved;
+  f.pool.free("kv.L3");
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  gpm::gphash<std::uint64_t>::remove(f.pool, "kv");
+  EXPECT_TRUE(f.pool.objects().empty());
+}
+
+// The per-thread and warp paths of the device view, called from a user kernel.
+template <unsigned G>
+__global__ void user_kernel(gpm::gphash_ref<std::uint64_t> t, const std::uint64_t* keys,
+                            const std::uint64_t* values, std::uint64_t* out, hash_status* st,
+                            int n) {
+  const int i = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / G);
+  if (i >= n) return;
+  const std::uint32_t words = t.value_bytes() / 8;
+  if constexpr (G == 1) {
+    t.insert(keys[i], values + i * words);
+    st[i] = t.find(keys[i], out + i * words);
+  } else {
+    auto tile = cg::tiled_partition<G>(cg::this_thread_block());
+    t.insert(tile, keys[i], values + i * words);
+    const hash_status s = t.find(tile, keys[i], out + i * words);
+    if (tile.thread_rank() == 0) st[i] = s;
+  }
+}
+
+TEST(Gphash, DeviceViewFromAUserKernel) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 6});
+  constexpr int n = 96;
+  std::vector<std::uint64_t> keys(n), values(2 * n);
+  for (int i = 0; i < n; ++i) {
+    keys[i] = 1000 + i;
+    values[2 * i] = i;
+    values[2 * i + 1] = ~static_cast<std::uint64_t>(i);
+  }
+  auto dk = gpm::test::to_device(keys);
+  auto dv = gpm::test::to_device(values);
+  gpm::device_buffer<std::uint64_t> out(2 * n);
+  gpm::device_buffer<hash_status> st(n);
+  gpm::launch(user_kernel<1>, 1, 64, 0, nullptr, t.ref(), dk.data(), dv.data(), out.data(),
+              st.data(), n / 2);
+  gpm::launch(user_kernel<32>, (n / 2 * 32 + 255) / 256, 256, 0, nullptr, t.ref(),
+              dk.data() + n / 2, dv.data() + n, out.data() + n, st.data() + n / 2, n / 2);
+  gpm::test::sync_ok();
+  t.reclaim();
+  EXPECT_EQ(gpm::test::to_host(out), values);
+  for (hash_status s : gpm::test::to_host(st)) EXPECT_EQ(s, hash_status::found);
+  EXPECT_EQ(t.size(), static_cast<std::uint64_t>(n));
+}
+
+class GphashCache : public ::testing::TestWithParam<gpm::cache_policy> {};
+
+// Reads hit the cache after a reload; writes keep cached buckets coherent with the pool.
+TEST_P(GphashCache, ServesReadsAndStaysCoherent) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 32, .top_level = 6});
+  driver<std::uint64_t> d(t);
+  const auto keys = range(0, 400);
+  d.run(op::insert, keys, std::vector<std::uint64_t>(400, 1));
+  t.enable_cache({.fraction = 0.5, .policy = GetParam()});
+  const auto hot = range(0, 100);
+  d.find(hot);  // access counts for LFU / LRU
+  t.reload_cache();
+  t.wait_cache_reload();
+  d.find(hot);
+  const gpm::gphash_stats s = t.stats();
+  EXPECT_TRUE(s.cache_enabled);
+  EXPECT_GT(s.cache_hits, 0u) << gpm::to_string(GetParam());
+  // Writes to cached buckets, then reads through the cache see them.
+  d.run(op::update, range(0, 100), std::vector<std::uint64_t>(100, 2));
+  d.run(op::erase, range(100, 200), {});
+  d.run(op::insert, range(400, 450), std::vector<std::uint64_t>(50, 3));
+  expect_versions(d, 450, [](std::uint64_t k) -> std::uint64_t {
+    return k < 100 ? 2 : k < 200 ? 0 : k < 400 ? 1 : 3;
+  });
+  t.disable_cache();
+  EXPECT_FALSE(t.cache_enabled());
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, GphashCache,
+                         ::testing::Values(gpm::cache_policy::lfu, gpm::cache_policy::lru,
+                                           gpm::cache_policy::random),
+                         [](const auto& info) { return std::string(gpm::to_string(info.param)); });
+
+// A reload running on the cache stream while batches of writes and reads run on another.
+TEST(Gphash, CacheReloadConcurrentWithWrites) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 5});
+  driver<std::uint64_t> d(t);
+  d.run(op::insert, range(0, 300), std::vector<std::uint64_t>(300, 1));
+  t.enable_cache({.fraction = 0.3, .policy = gpm::cache_policy::random, .reload_every = 1});
+  for (std::uint64_t round = 2; round < 8; ++round) {
+    d.run(op::update, range(0, 300), std::vector<std::uint64_t>(300, round));
+    auto r = d.find(range(0, 300));
+    for (std::uint64_t k = 0; k < 300; ++k) {
+      ASSERT_EQ(r.status[k], hash_status::found) << k;
+      ASSERT_TRUE(value_is(&r.values[k * d.words()], d.words(), k, round)) << round << " " << k;
+    }
+  }
+  EXPECT_TRUE(t.check().ok);
+}
+
+}  // namespace
