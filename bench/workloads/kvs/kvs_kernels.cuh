@@ -1,0 +1,228 @@
+// The gpKVS batch kernels: a group of kWays threads per operation (lane = way), a lock per bucket
+// in GPU memory, and an undo policy (undo_logs.cuh) as template argument, so that the gpm,
+// gpm-conv, gpm-ndp and CAP modes run the same SET/GET code and differ only in how a batch is
+// made durable. Within one batch a slot is logged once, by the first SET that changes it (a
+// per-slot epoch in GPU memory says which), so every undo entry holds the slot's value from
+// before the batch and the entries can be rolled back in any order.
+#pragma once
+
+#include <cstdint>
+
+#include <gpm/platform/atomic.cuh>
+#include <gpm/platform/kernel.cuh>
+#include <gpm/platform/persist.hpp>
+#include <gpm/platform/runtime.hpp>
+
+#include "workloads/kvs/kvs_table.cuh"
+#include "workloads/kvs/undo_logs.cuh"
+
+namespace gpmbench::kvs {
+
+// Counters the kernels add to (GPU memory).
+struct batch_counters {
+  unsigned long long log_failures;  // an undo entry could not be written (log full)
+  unsigned long long evictions;     // a SET into a full bucket replaced another key
+  unsigned long long get_misses;    // a GET found no value (its key was never set, or evicted)
+  unsigned long long bad_gets;      // a GET found a value that its key was never given
+  unsigned long long sets;          // SETs done
+  unsigned long long logged;        // undo entries written in the kernel
+};
+
+// Volatile per-batch state in GPU memory: bucket locks and the epoch of each slot's last undo.
+struct scratch_view {
+  std::uint32_t* locks;
+  std::uint32_t* logged_epoch;
+  batch_counters* counters;
+};
+
+class batch_scratch {
+ public:
+  explicit batch_scratch(std::uint64_t buckets)
+      : locks_(buckets), logged_(buckets * kWays), counters_(1) {
+    gpm::check_cuda(cudaMemset(locks_.data(), 0, locks_.bytes()), "cudaMemset");
+    gpm::check_cuda(cudaMemset(logged_.data(), 0, logged_.bytes()), "cudaMemset");
+    reset_counters();
+  }
+  scratch_view view() const { return {locks_.data(), logged_.data(), counters_.data()}; }
+  // The epoch of the next batch: slots whose logged_epoch differs have not been logged in it.
+  std::uint32_t next_epoch() { return ++epoch_; }
+  void reset_counters() {
+    gpm::check_cuda(cudaMemset(counters_.data(), 0, counters_.bytes()), "cudaMemset");
+  }
+  batch_counters counters() const {
+    batch_counters c{};
+    gpm::check_cuda(cudaMemcpy(&c, counters_.data(), sizeof c, cudaMemcpyDeviceToHost),
+                    "cudaMemcpy");
+    return c;
+  }
+
+ private:
+  gpm::device_buffer<std::uint32_t> locks_;
+  gpm::device_buffer<std::uint32_t> logged_;
+  gpm::device_buffer<batch_counters> counters_;
+  std::uint32_t epoch_ = 0;
+};
+
+namespace detail {
+
+__device__ inline void lock_bucket(std::uint32_t* lock) {
+  gpm::atomic_ref<std::uint32_t, gpm::thread_scope::device> l(*lock);
+  std::uint32_t expected = 0;
+  while (!l.compare_exchange_weak(expected, 1, gpm::memory_order_acquire)) {
+    expected = 0;
+    __nanosleep(64);  // lets other warps (and the emulator's fibers) run
+  }
+}
+__device__ inline void unlock_bucket(std::uint32_t* lock) {
+  gpm::atomic_ref<std::uint32_t, gpm::thread_scope::device> l(*lock);
+  l.store(0, gpm::memory_order_release);
+}
+
+// Slots are read by GETs while SETs change them: 8-byte atomic accesses, system scope because
+// the table may be host-mapped pool memory.
+__device__ inline std::uint64_t load_word(const std::uint64_t& w, gpm::memory_order o) {
+  return gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system>(const_cast<std::uint64_t&>(w))
+      .load(o);
+}
+__device__ inline void store_word(std::uint64_t& w, std::uint64_t v, gpm::memory_order o) {
+  gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system>(w).store(v, o);
+}
+
+}  // namespace detail
+
+// What one thread did in a kernel; added to batch_counters once, at the end of the kernel.
+struct thread_tally {
+  unsigned long long log_failures = 0, evictions = 0, get_misses = 0, bad_gets = 0, sets = 0,
+                     logged = 0;
+  __device__ void add_to(batch_counters* c) const {
+    if (log_failures) atomicAdd(&c->log_failures, log_failures);
+    if (evictions) atomicAdd(&c->evictions, evictions);
+    if (get_misses) atomicAdd(&c->get_misses, get_misses);
+    if (bad_gets) atomicAdd(&c->bad_gets, bad_gets);
+    if (sets) atomicAdd(&c->sets, sets);
+    if (logged) atomicAdd(&c->logged, logged);
+  }
+};
+
+// SET by a tile of kWays threads: update the key's way, else fill an empty way, else evict the
+// way the key's hash names (choose_way). The changed slot is logged first (once per batch) and,
+// with a persistent policy, persisted before the bucket is unlocked.
+template <class Undo, class Tile>
+__device__ void set_key(const Tile& tile, const table_view& t, const scratch_view& s,
+                        const Undo& undo, std::uint32_t epoch, std::uint64_t key,
+                        std::uint64_t value, thread_tally& tally) {
+  const unsigned lane = tile.thread_rank();
+  const std::uint64_t b = t.home(key);
+  if (lane == 0) detail::lock_bucket(&s.locks[b]);
+  tile.sync();
+  slot& mine = t.buckets[b].ways[lane];
+  const std::uint64_t k = detail::load_word(mine.key, gpm::memory_order_relaxed);
+  const unsigned found = tile.ballot(k == key);
+  const unsigned empty = tile.ballot(k == kEmptyKey);
+  if (lane == choose_way(found, empty, key)) {
+    std::uint32_t& logged = s.logged_epoch[b * kWays + lane];
+    bool ok = true;
+    if (logged != epoch) {
+      ok = undo.save(&mine, sizeof(slot));
+      if (ok) {
+        logged = epoch;
+        tally.logged += Undo::persistent;
+      }
+    }
+    if (!ok) {
+      ++tally.log_failures;
+    } else {
+      ++tally.sets;
+      tally.evictions += found == 0 && empty == 0;
+      // Value before key: a GET that sees the key sees its value.
+      detail::store_word(mine.value, value, gpm::memory_order_relaxed);
+      if (!found) detail::store_word(mine.key, key, gpm::memory_order_release);
+      if constexpr (Undo::persistent) {
+        gpm::persist(&mine, sizeof(slot));
+      } else {
+        __threadfence();  // the next holder of the lock sees the slot
+      }
+    }
+  }
+  tile.sync();
+  if (lane == 0) detail::unlock_bucket(&s.locks[b]);
+}
+
+// GET by a tile: lock-free; returns whether the key was found and its value in `value`.
+template <class Tile>
+__device__ bool get_key(const Tile& tile, const table_view& t, std::uint64_t key,
+                        std::uint64_t& value) {
+  const slot& mine = t.buckets[t.home(key)].ways[tile.thread_rank()];
+  const std::uint64_t k = detail::load_word(mine.key, gpm::memory_order_acquire);
+  const std::uint64_t v = detail::load_word(mine.value, gpm::memory_order_relaxed);
+  const unsigned found = tile.ballot(k == key);
+  if (found == 0) return false;
+  value = tile.shfl(v, static_cast<int>(choose_way(found, 0, key)));
+  return true;
+}
+
+// One batch: ops.count operations of batch `batch`, a tile per operation (grid-stride over
+// operations). GETs check what they read against the value encoding (value_belongs_to, a batch
+// not after this one) and count failures; they are not written anywhere.
+template <class Undo>
+__global__ void run_batch(table_view t, scratch_view s, Undo undo, op_stream ops,
+                          std::uint64_t batch, std::uint64_t count, std::uint32_t epoch) {
+  const auto tile = cg::tiled_partition<kWays>(cg::this_thread_block());
+  const std::uint64_t groups = std::uint64_t{gridDim.x} * blockDim.x / kWays;
+  const std::uint64_t first = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWays;
+  thread_tally tally;
+  for (std::uint64_t i = first; i < count; i += groups) {
+    const std::uint64_t key = ops.key(batch, i);
+    if (ops.is_set(batch, i)) {
+      set_key(tile, t, s, undo, epoch, key, value_of(key, batch), tally);
+      continue;
+    }
+    std::uint64_t v = 0;
+    const bool hit = get_key(tile, t, key, v);
+    if (tile.thread_rank() == 0) {
+      tally.get_misses += !hit;
+      tally.bad_gets += hit && !get_is_valid(v, key, batch);
+    }
+  }
+  tally.add_to(s.counters);
+}
+
+// Stores every key of [1, universe] with its batch-0 value, without logging or persisting (the
+// caller makes the table durable after the kernel).
+__global__ inline void preload(table_view t, scratch_view s, std::uint64_t universe,
+                               std::uint32_t epoch) {
+  const auto tile = cg::tiled_partition<kWays>(cg::this_thread_block());
+  const std::uint64_t groups = std::uint64_t{gridDim.x} * blockDim.x / kWays;
+  thread_tally tally;
+  for (std::uint64_t i = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWays;
+       i < universe; i += groups) {
+    set_key(tile, t, s, no_undo{}, epoch, i + 1, value_of(i + 1, 0), tally);
+  }
+  tally.add_to(s.counters);
+}
+
+// gpm-ndp's log ahead of the batch: for each SET, the next entry of flat_undo region 0 (counted
+// in `used`) gets the pool offset and old bytes of the SET's home bucket, stored without
+// persisting; the CPU writes the entries back before the batch kernel runs. A tile copies a
+// bucket, 16 bytes a lane.
+__global__ inline void log_home_buckets(table_view t, gpm::pool_ref pool, unsigned char* entries,
+                                        std::uint64_t entry_bytes, op_stream ops,
+                                        std::uint64_t batch, std::uint64_t count,
+                                        unsigned long long* used) {
+  const auto tile = cg::tiled_partition<kWays>(cg::this_thread_block());
+  const std::uint64_t groups = std::uint64_t{gridDim.x} * blockDim.x / kWays;
+  const unsigned lane = tile.thread_rank();
+  for (std::uint64_t i = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWays; i < count;
+       i += groups) {
+    if (!ops.is_set(batch, i)) continue;
+    unsigned long long at = 0;
+    if (lane == 0) at = atomicAdd(used, 1ull);
+    at = tile.shfl(at, 0);
+    auto* head = reinterpret_cast<flat_undo::entry_head*>(entries + at * entry_bytes);
+    const bucket& b = t.buckets[t.home(ops.key(batch, i))];
+    if (lane == 0) *head = {pool.offset_of(&b), sizeof(bucket)};
+    reinterpret_cast<slot*>(head + 1)[lane] = b.ways[lane];
+  }
+}
+
+}  // namespace gpmbench::kvs
