@@ -1,0 +1,233 @@
+// The GPHash adapter of the YCSB runner: gpm::gphash (include/gpm/hash) behind the runner's index
+// interface (clear, execute). A batch of mixed operations runs in one kernel of cooperative-group
+// tiles over the table's device view, one operation per tile, as the paper's GPU-side batches do;
+// the tile size (1: per-thread, 32: one-shot warp access) and the bucket cache are the factor
+// analysis's switches. Read-modify-write is a find and an update by the same tile (as a YCSB client
+// does it); the other operations map to one GPHash operation each.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <gpm/hash/gphash.cuh>
+#include <gpm/platform/kernel.cuh>
+
+#include "gpmbench/resources.hpp"
+#include "workloads/ycsb/kv_format.cuh"
+
+namespace gpmbench::ycsb {
+
+// GPHash's key type for a benchmark key, and the conversion.
+template <class Key>
+struct gphash_key_of;
+template <>
+struct gphash_key_of<key8> {
+  using type = std::uint64_t;
+  static GPM_HOST_DEVICE type from(const key8& k) { return k.w[0]; }
+};
+template <>
+struct gphash_key_of<key32> {
+  using type = gpm::key32;
+  static GPM_HOST_DEVICE type from(const key32& k) { return {{k.w[0], k.w[1], k.w[2], k.w[3]}}; }
+};
+
+// What the factor analysis and the cache sweep vary.
+struct gphash_variant {
+  unsigned cg_size = 32;  // 1 (per-thread) or 32 (warp-cooperative)
+  bool cache = true;
+  gpm::cache_options cache_options{};
+  // Operations between cache reloads (the cache is frozen in between; the first load follows
+  // the load phase).
+  std::uint64_t reload_every_ops = 4ull << 20;
+};
+
+__device__ inline op_status from_gphash(gpm::hash_status s) {
+  switch (s) {
+    case gpm::hash_status::inserted:
+    case gpm::hash_status::updated:
+    case gpm::hash_status::found:
+    case gpm::hash_status::erased: return op_status::ok;
+    case gpm::hash_status::not_found: return op_status::not_found;
+    case gpm::hash_status::exists: return op_status::duplicate;
+    case gpm::hash_status::full:
+    case gpm::hash_status::no_value_space: return op_status::full;
+    case gpm::hash_status::invalid_key: return op_status::bad_value;
+  }
+  return op_status::bad_value;
+}
+
+// One operation per tile of Cg threads. A find copies the value with every lane of the tile, so
+// a warp's tile reads it into the tile's slot of dynamic shared memory before every lane checks
+// it; a one-thread tile uses its own local copy (and needs no shared memory).
+template <class Key, unsigned Cg>
+__global__ void gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key>::type> table,
+                           const kv_op* ops, op_status* status, std::uint64_t* versions,
+                           std::uint64_t n) {
+  const auto tile = cg::tiled_partition<Cg>(cg::this_thread_block());
+  kv_value local;
+  kv_value* buffer = Cg == 1 ? &local : gpm::dynamic_shared_memory<kv_value>() + threadIdx.x / Cg;
+  const std::uint64_t tiles = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / Cg;
+  for (std::uint64_t i = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / Cg;
+       i < n; i += tiles) {
+    const kv_op op = ops[i];
+    const auto key = gphash_key_of<Key>::from(Key::from_id(op.key_id));
+    std::uint64_t version = 0;
+    op_status st = op_status::bad_value;
+    const auto read = [&]() {
+      const op_status s = from_gphash(table.find(tile, key, buffer));
+      if (s != op_status::ok) return s;
+      version = buffer->w[1];
+      return buffer->belongs_to(op.key_id) ? op_status::ok : op_status::bad_value;
+    };
+    switch (op.kind) {
+      case op_kind::find: st = read(); break;
+      case op_kind::insert: {
+        const kv_value v = kv_value::make(op.key_id, op.version);
+        st = from_gphash(table.insert(tile, key, &v));
+        break;
+      }
+      case op_kind::update: {
+        const kv_value v = kv_value::make(op.key_id, op.version);
+        st = from_gphash(table.update(tile, key, &v));
+        break;
+      }
+      case op_kind::read_modify_write: {
+        st = read();
+        if (st != op_status::ok) break;
+        const kv_value v = kv_value::make(op.key_id, version + op.version);
+        st = from_gphash(table.update(tile, key, &v));
+        break;
+      }
+      case op_kind::erase: st = from_gphash(table.erase(tile, key)); break;
+    }
+    if (tile.thread_rank() == 0) {
+      status[i] = st;
+      if (versions != nullptr) versions[i] = version;
+    }
+    tile.sync();  // the buffer is reused by the tile's next operation
+  }
+}
+
+template <class Key>
+class gphash_index {
+ public:
+  using key_type = Key;
+  using table_type = gpm::gphash<typename gphash_key_of<Key>::type>;
+
+  // A table whose top level makes `keys` keys fill at most 3/4 of the slots (2 levels, 8-way).
+  static gpm::gphash_config config_for(std::uint64_t keys) {
+    gpm::gphash_config c;
+    c.value_bytes = sizeof(kv_value);
+    std::uint32_t top = 1;
+    while ((12ull << top) * 3 / 4 < keys) ++top;
+    c.top_level = top;
+    return c;
+  }
+  static std::uint64_t pool_bytes(std::uint64_t keys) {
+    const std::uint64_t slots = 12ull << config_for(keys).top_level;
+    const std::uint64_t slot_bytes = sizeof(Key) == 8 ? 16 : 48;
+    // Slots and GPHash's 1.5 value cells per slot, with room for its own records.
+    return index_pool_bytes(slots * slot_bytes + (slots + slots / 2 + 64) * sizeof(kv_value) +
+                            (4ull << 20));
+  }
+
+  // Creates an empty table for `keys` keys.
+  gphash_index(gpm::pool& p, std::uint64_t keys, geometry launch, gphash_variant variant)
+      : gphash_index(p, config_for(keys), launch, variant) {
+    make();
+  }
+  // Opens (and so recovers) the table an earlier gphash_index left in `p`.
+  static std::unique_ptr<gphash_index> open(gpm::pool& p, geometry launch, gphash_variant variant) {
+    std::unique_ptr<gphash_index> x(new gphash_index(p, gpm::gphash_config{}, launch, variant));
+    x->table_ = std::make_unique<table_type>(table_type::open(p, kName, x->options()));
+    x->config_ = x->table_->config();
+    if (variant.cache) x->table_->enable_cache(variant.cache_options);
+    return x;
+  }
+
+  // A fresh, empty table (GPHash has no clear: the benchmark removes and recreates it).
+  void clear() {
+    table_.reset();
+    table_type::remove(*pool_, kName);
+    make();
+  }
+
+  void execute(const kv_op* ops, op_status* status, std::uint64_t n, cudaStream_t s,
+               std::uint64_t* versions = nullptr) {
+    if (n == 0) return;
+    const std::uint64_t per_block = launch_.threads / variant_.cg_size;
+    std::uint64_t blocks = (n + per_block - 1) / per_block;
+    if (blocks > launch_.blocks) blocks = launch_.blocks;
+    const std::uint64_t shared = variant_.cg_size == 1 ? 0 : per_block * sizeof(kv_value);
+    if (variant_.cg_size == 1) {
+      gpm::launch(gphash_ops<Key, 1>, static_cast<unsigned>(blocks), launch_.threads, shared, s,
+                  table_->ref(), ops, status, versions, n);
+    } else {
+      gpm::launch(gphash_ops<Key, 32>, static_cast<unsigned>(blocks), launch_.threads, shared, s,
+                  table_->ref(), ops, status, versions, n);
+    }
+    // Cells retired by this batch's updates and erases become reusable once it is done.
+    table_->reclaim(s);
+    ops_since_reload_ += n;
+    if (variant_.cache && ops_since_reload_ >= variant_.reload_every_ops) {
+      table_->reload_cache();  // asynchronous: fetched on a second stream while batches run
+      ops_since_reload_ = 0;
+    }
+  }
+
+  // The runner calls this after the (untimed) load phase: the cache starts from the loaded table.
+  void after_load() {
+    if (!variant_.cache) return;
+    table_->reload_cache();
+    table_->wait_cache_reload();
+    ops_since_reload_ = 0;
+  }
+
+  table_type& table() { return *table_; }
+  std::uint64_t slot_capacity() const { return table_->capacity(); }
+  // The bucket cache's hit rate since its last reload, and the table's own load factor.
+  named_values metrics() const {
+    const gpm::gphash_stats st = table_->stats();
+    named_values v{{"resizes", static_cast<double>(st.resizes)}};
+    if (st.cache_enabled && st.cache_hits + st.cache_misses > 0) {
+      v.push_back({"cache_hit_rate", static_cast<double>(st.cache_hits) /
+                                         static_cast<double>(st.cache_hits + st.cache_misses)});
+    }
+    return v;
+  }
+
+ private:
+  static constexpr const char* kName = "gphash";
+
+  gphash_index(gpm::pool& p, const gpm::gphash_config& config, geometry launch,
+               gphash_variant variant)
+      : pool_(&p), config_(config), launch_(launch), variant_(variant) {
+    gpm::require(variant.cg_size == 1 || variant.cg_size == 32,
+                 "gphash_index: the tile size is 1 (per-thread) or 32 (warp-cooperative)");
+    gpm::require(launch.threads % 32 == 0, "gphash_index: blocks must be whole warps");
+  }
+
+  gpm::gphash_options options() const {
+    gpm::gphash_options o;
+    o.auto_resize = false;  // batches run through the device view, which never resizes
+    o.block_threads = launch_.threads;
+    o.cg_size = variant_.cg_size;
+    return o;
+  }
+
+  void make() {
+    table_ = std::make_unique<table_type>(table_type::create(*pool_, kName, config_, options()));
+    if (variant_.cache) table_->enable_cache(variant_.cache_options);
+    ops_since_reload_ = 0;
+  }
+
+  gpm::pool* pool_;
+  gpm::gphash_config config_;
+  geometry launch_;
+  gphash_variant variant_;
+  std::unique_ptr<table_type> table_;
+  std::uint64_t ops_since_reload_ = 0;
+};
+
+}  // namespace gpmbench::ycsb
