@@ -1,5 +1,6 @@
 # A thin front door to CMake (see CMakePresets.json). Quick start: `make demo`, `make test`.
-#   make demo      the main job: CUDA build on a machine with nvcc and a GPU, host emulator otherwise
+#   make demo      the main job (CUDA build on a machine with nvcc and a GPU, host emulator
+#                  otherwise): gpmkit info, a crash-and-resume demonstration, the quick suite
 #   make test      host build + every test (what CI runs)
 #   make gpu-test  CUDA build + the tests labelled `gpu` (on a GPU machine)
 #   make bench     gpmbench on the best backend here, then its report (bench/results/<machine>/)
@@ -31,9 +32,13 @@ test: host
 gpu-test: cuda
 	ctest --preset cuda
 
+DEMO_OUT ?= build/$(BEST)/demo-results
+
 demo: $(BEST)
 	build/$(BEST)/tools/gpmkit/gpmkit info
-	build/$(BEST)/examples/pool_demo
+	build/$(BEST)/bench/gpmbench crash-demo
+	build/$(BEST)/bench/gpmbench suite --quick --out $(DEMO_OUT)
+	@echo "The quick suite's report: $(DEMO_OUT)/report.md"
 
 ifeq ($(BEST),cuda)
 BENCH_TAG ?= $(shell nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE '[A-Z][0-9]+' | head -1 | tr A-Z a-z)

@@ -24,6 +24,7 @@
 
 #include <gpm/platform/runtime.hpp>
 
+#include "crash_demo.hpp"
 #include "machine.hpp"
 #include "workload.hpp"
 
@@ -39,6 +40,7 @@ constexpr const char* kUsage =
     "  gpmbench suite (--quick | --full) [--out DIR] [--only a,b,...] [--repeats N] [--warmup N]\n"
     "                          [--disk-dir DIR] [--pm-dir DIR] [--no-report]\n"
     "  gpmbench report <DIR> [--out FILE]\n"
+    "  gpmbench crash-demo        a run killed with SIGKILL halfway, then resumed and checked\n"
     "\n"
     "run options:\n"
     "  --out DIR       where <workload>.jsonl is appended (default bench/results/<machine-tag>)\n"
@@ -314,6 +316,15 @@ int main(int argc, char** argv) {
     if (args[0] == "run") return run(rest);
     if (args[0] == "report") return report(rest);
     if (args[0] == "suite") return suite(rest);
+    if (args[0] == "crash-demo") {
+      const std::optional<gpm::device_info> dev = usable_device();
+      if (!dev) return 77;
+      if (rest.size() == 3 && rest[0] == "--child") {
+        return gpmbench::crash_demo_child(rest[1], dev->emulated, std::stoull(rest[2]));
+      }
+      if (!rest.empty()) throw usage_error("crash-demo takes no arguments");
+      return gpmbench::crash_demo(*dev);
+    }
     throw usage_error("unknown command " + args[0]);
   } catch (const usage_error& e) {
     std::fprintf(stderr, "gpmbench: %s\n(gpmbench --help shows the usage)\n", e.what());

@@ -15,6 +15,14 @@ const std::vector<workload>& workloads() {
   static const std::vector<workload> all = {
       platform_workload(),
       persist_scaling_workload(),
+      cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload(), cp_hotspot_workload(),
+      cp_hetero_workload(),
+      ycsb_workload(), ycsb_key32_workload(), ycsb_uniform_workload(),
+      hash_micro_workload(), hash_batch_sweep_workload(), hash_factors_workload(),
+      hash_cache_workload(), hash_load_factor_workload(), hash_resize_recovery_workload(),
+      kvs_set_workload(), kvs_mixed_workload(),
+      db_insert_workload(), db_update_workload(),
+      native::bfs_workload(), native::srad_workload(), native::prefix_sum_workload(),
   };
   return all;
 }
