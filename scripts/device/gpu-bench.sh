@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (docs/benchmarks.md): builds the cuda backend, then
-#   scripts/device/gpu-bench.sh suite [gpmbench suite options]   the GPMbench suite, --full sizes
+#   scripts/device/gpu-bench.sh suite [gpmbench suite options]   the GPMbench suite, --full sizes,
+#       one workload at a time under SUITE_PER_WORKLOAD_S (150) within SUITE_BUDGET_S (540)
 #   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
 #       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
 #       (2 MiB pages; needs root, changes no system-wide setting)
@@ -20,9 +21,27 @@ results=/tmp/gpmkit-results
 rm -rf "$results"
 case "$what" in
   suite)
-    build/cuda/bench/gpmbench suite --full --disk-dir /var/tmp --out "$results/suite-full" "$@" \
-      2>&1 | tee "$out/suite.txt"
-    status=${PIPESTATUS[0]}
+    # One workload at a time, each under a time limit, within a total budget (a device command
+    # runs at most 10 minutes): a workload cut short keeps the records of the modes it finished,
+    # and one that was not reached is named. SUITE_WORKLOADS orders or narrows the list.
+    budget=${SUITE_BUDGET_S:-540}
+    per=${SUITE_PER_WORKLOAD_S:-150}
+    workloads=${SUITE_WORKLOADS:-$(build/cuda/bench/gpmbench list | grep -E '^[a-z]' | cut -d: -f1)}
+    status=0
+    for w in $workloads; do
+      left=$((budget - SECONDS))
+      if [ "$left" -lt 20 ]; then
+        echo "== $w: not run (time budget spent)" | tee -a "$out/suite.txt"
+        continue
+      fi
+      limit=$(( per < left ? per : left ))
+      timeout "$limit" build/cuda/bench/gpmbench suite --full --only "$w" --no-report \
+        --disk-dir /var/tmp --out "$results/suite-full" "$@" >> "$out/suite.txt" 2>&1
+      rc=$?
+      echo "== $w: exit $rc ($([ $rc = 124 ] && echo "cut at ${limit} s" || echo done)), ${SECONDS} s" \
+        | tee -a "$out/suite.txt"
+      [ $rc = 0 ] || [ $rc = 124 ] || status=1
+    done
     ;;
   platform)
     build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp \
