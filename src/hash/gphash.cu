@@ -476,7 +476,8 @@ struct gphash<Key>::impl {
     set_counter(1, 0);
     dispatch<Op>(a, stream);
     check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
-    // Keys that found every candidate slot taken: add a level, then retry just those keys.
+    // Keys that found every candidate slot (or every value cell) taken: add a level, then retry
+    // just those keys.
     while (inserts && options.auto_resize) {
       const unsigned long long again = read_counter(1);
       if (again == 0) break;

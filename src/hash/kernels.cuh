@@ -35,7 +35,7 @@ struct bulk_args {
   hash_status* status;
   std::uint64_t n;
   const std::uint64_t* index;  // when set, item i is keys[index[i]]
-  std::uint64_t* retry;        // insert/upsert: indices that found no slot
+  std::uint64_t* retry;        // insert/upsert: indices that found no slot or value cell
   unsigned long long* retry_count;
 };
 
@@ -61,7 +61,9 @@ __global__ void bulk_kernel(table_view v, bulk_args a) {
     }
     if (tile.thread_rank() == 0) {
       if (a.status != nullptr) a.status[k] = st;
-      if (st == hash_status::full && a.retry != nullptr) {
+      // Out of slots, or out of value cells because other inserts in flight held them: both are
+      // retried after a resize, which adds slots and value cells.
+      if ((st == hash_status::full || st == hash_status::no_value_space) && a.retry != nullptr) {
         a.retry[atomicAdd(a.retry_count, 1ull)] = k;
       }
     }

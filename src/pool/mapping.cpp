@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
@@ -37,17 +39,25 @@ std::string parent_dir(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
+// A process killed while its GPU context maps the pool can hold the pool's lock for a moment
+// after it is reaped: the driver tears the context (and with it the mapping of the file) down
+// asynchronously. Seen on an H100 right after a SIGKILL; so a conflict is retried this long.
+constexpr auto kLockWait = std::chrono::seconds(3);
+
 void lock_file(int fd, bool exclusive, const std::string& path) {
   struct flock fl {};
   fl.l_type = exclusive ? F_WRLCK : F_RDLCK;
   fl.l_whence = SEEK_SET;
-  if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return;
-  if (errno == EAGAIN || errno == EACCES) {
-    throw_error(errc::busy, "pool " + path +
-                                " is open for writing by another process (or another "
-                                "gpm::pool in this one); close it there first");
+  const auto give_up = std::chrono::steady_clock::now() + kLockWait;
+  for (;;) {
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return;
+    if (errno != EAGAIN && errno != EACCES) throw_error(errc::io, sys_error("cannot lock", path));
+    if (std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  throw_error(errc::io, sys_error("cannot lock", path));
+  throw_error(errc::busy, "pool " + path +
+                              " is open for writing by another process (or another gpm::pool in "
+                              "this one); close it there first");
 }
 
 std::uint64_t dax_device_bytes(const struct stat& st, const std::string& path) {

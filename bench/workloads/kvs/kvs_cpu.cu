@@ -56,7 +56,12 @@ void cpu_store::set(flat_undo* undo, std::uint32_t region, std::uint64_t key, st
   }
   ++c.sets;
   c.evictions += found == 0 && empty == 0;
-  store(s.value, value, std::memory_order_relaxed);
+  // The slot protocol of set_key (kvs_kernels.cuh): withdraw an evicted key, then the value,
+  // then the new key.
+  if (!found && load(s.key, std::memory_order_relaxed) != kEmptyKey) {
+    store(s.key, kEmptyKey, std::memory_order_relaxed);
+  }
+  store(s.value, value, std::memory_order_release);
   if (!found) store(s.key, key, std::memory_order_release);
   if (undo != nullptr) {
     gpm::write_back(&s, sizeof s);
@@ -90,8 +95,10 @@ batch_counters cpu_store::run_batch(flat_undo& undo, const op_stream& ops, std::
         bool hit = false;
         for (unsigned w = 0; w < kWays && !hit; ++w) {
           if (load(b.ways[w].key, std::memory_order_acquire) != key) continue;
+          const std::uint64_t v = load(b.ways[w].value, std::memory_order_acquire);
+          if (load(b.ways[w].key, std::memory_order_relaxed) != key) continue;  // evicted: a miss
           hit = true;
-          c.bad_gets += !get_is_valid(load(b.ways[w].value, std::memory_order_relaxed), key, batch);
+          c.bad_gets += !get_is_valid(v, key, batch);
         }
         c.get_misses += !hit;
       }

@@ -134,8 +134,13 @@ __device__ void set_key(const Tile& tile, const table_view& t, const scratch_vie
     } else {
       ++tally.sets;
       tally.evictions += found == 0 && empty == 0;
-      // Value before key: a GET that sees the key sees its value.
-      detail::store_word(mine.value, value, gpm::memory_order_relaxed);
+      // The slot protocol GETs rely on (get_key): an evicted key is withdrawn before the value
+      // changes, the value is written before the new key appears. A GET that reads the same key
+      // before and after the value has that key's value.
+      if (!found && k != kEmptyKey) {
+        detail::store_word(mine.key, kEmptyKey, gpm::memory_order_relaxed);
+      }
+      detail::store_word(mine.value, value, gpm::memory_order_release);
       if (!found) detail::store_word(mine.key, key, gpm::memory_order_release);
       if constexpr (Undo::persistent) {
         gpm::persist(&mine, sizeof(slot));
@@ -153,8 +158,12 @@ template <class Tile>
 __device__ bool get_key(const Tile& tile, const table_view& t, std::uint64_t key,
                         std::uint64_t& value) {
   const slot& mine = t.buckets[t.home(key)].ways[tile.thread_rank()];
-  const std::uint64_t k = detail::load_word(mine.key, gpm::memory_order_acquire);
-  const std::uint64_t v = detail::load_word(mine.value, gpm::memory_order_relaxed);
+  std::uint64_t k = 0, v = 0;
+  for (;;) {  // re-read a way whose key changed around its value (set_key's slot protocol)
+    k = detail::load_word(mine.key, gpm::memory_order_acquire);
+    v = detail::load_word(mine.value, gpm::memory_order_acquire);
+    if (tile.ballot(detail::load_word(mine.key, gpm::memory_order_relaxed) != k) == 0) break;
+  }
   const unsigned found = tile.ballot(k == key);
   if (found == 0) return false;
   value = tile.shfl(v, static_cast<int>(choose_way(found, 0, key)));

@@ -59,7 +59,7 @@ struct cache_options {
 struct gphash_options {
   // Cooperative-group size of the bulk operations' kernels: 1, 2, 4, 8, 16 or 32.
   std::uint32_t cg_size = 32;
-  // insert/upsert add a level and retry the keys that found no slot.
+  // insert/upsert add a level and retry the keys that found no slot or no free value cell.
   bool auto_resize = true;
   std::uint32_t block_threads = 256;
 };
