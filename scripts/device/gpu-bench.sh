@@ -13,7 +13,8 @@ shift || true
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 log=/tmp/gpmkit-build.log
-if ! cmake --preset cuda > "$log" 2>&1 || ! cmake --build --preset cuda -j "$(nproc)" >> "$log" 2>&1; then
+if ! cmake --preset cuda > "$log" 2>&1 ||
+    ! cmake --build --preset cuda -j "$(nproc)" --target gpmbench gpmkit_cli >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
   exit 1
 fi

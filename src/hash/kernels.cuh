@@ -83,7 +83,7 @@ __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long lon
     const std::uint64_t word = load_word(slot);
     if constexpr (Op == scan_op::clear_inserting) {
       if (word == kInserting) {
-        atomic_ref<std::uint64_t, thread_scope::system>(slot[0]).store(kEmpty);
+        atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
         persist();
         atomicAdd(count, 1ull);
       }
@@ -126,7 +126,7 @@ __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long l
     const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
     const probe_result r = probe(v, tile, key, h, img.word, false);
     if (r.match != copy_rank(level, bucket, s) && tile.thread_rank() == 0) {
-      atomic_ref<std::uint64_t, thread_scope::system>(slot[0]).store(kEmpty);
+      atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
       persist();
       atomicAdd(removed, 1ull);
     }
@@ -153,7 +153,7 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
     if (tile.thread_rank() == 0) {
       if (st == hash_status::inserted || st == hash_status::exists) {
         protocol_point("gphash.rehash.copied");
-        atomic_ref<std::uint64_t, thread_scope::system>(slot[0]).store(kEmpty);
+        atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
         persist();
       } else {
         atomicAdd(failures, 1ull);

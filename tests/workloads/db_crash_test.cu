@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <stdexcept>
 
 #include <gpm/log/undo_tx.cuh>
 #include <gpm/platform/crash_point.hpp>
@@ -30,6 +31,23 @@ constexpr std::uint64_t kInsertRows = 64;                      // per INSERT bat
 constexpr std::uint64_t kInsertCapacity = 1024 * kInsertRows;  // more batches than a child runs
 constexpr char kLayout[] = "db-crash";
 
+// The batch counter is part of each batch: logged through the batch's undo log and updated in the
+// same transaction, so after a crash it names exactly the batches whose commit became durable. (A
+// counter written after commit() returned would lag a committed batch when the kill fell between
+// the two, and the resumed child would apply that batch twice.) Thread 0 of the grid does it; the
+// grid is the batch kernels' own, as an HCL log requires.
+template <class Undo>
+__global__ void count_batch(Undo undo, std::uint64_t* committed, std::uint64_t batch,
+                            unsigned long long* failures) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  if (!undo.save(committed, sizeof *committed)) {
+    atomicAdd(failures, 1ull);
+    return;
+  }
+  *committed = batch;
+  gpm::persist(committed, sizeof *committed);
+}
+
 enum class kind { insert, update_hcl, update_conv };
 const char* name_of(kind k) {
   return k == kind::insert ? "insert" : k == kind::update_hcl ? "update_hcl" : "update_conv";
@@ -46,7 +64,7 @@ gpm::pool_options options_in(const std::string& pm, const std::string& snap) {
 struct store {
   std::unique_ptr<gpm::pool> pool;
   table tab;
-  std::uint64_t* committed;  // batches whose commit returned
+  std::uint64_t* committed;  // batches committed (host address; updated inside each batch)
   std::optional<gpm::undo_tx> hcl;
   std::optional<conv_undo_batch> conv;
   gpm::device_buffer<unsigned long long> counts{2};
@@ -83,8 +101,11 @@ struct store {
   bool active() const { return hcl ? hcl->active() : conv->active(); }
 
   void run_batch(kind k, std::uint64_t b) {
+    std::uint64_t* const counter = pool->ref().ptr<std::uint64_t>(pool->get("committed").offset);
     if (k == kind::insert) {
       conv->begin();
+      gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, conv->ref(),
+                  counter, b, counts.data() + 1);
       gpm::launch(insert_rows<true>, kBlocks, kThreads, 0, nullptr, tab.device(),
                   (b - 1) * kInsertRows, kInsertRows);
       gpm::launch(publish_rows<gpmbench::conv_undo>, 1, 1, 0, nullptr, tab.device(), conv->ref(),
@@ -94,21 +115,25 @@ struct store {
       conv->commit();
     } else if (hcl) {
       hcl->begin();
+      const gpmbench::hcl_undo undo{hcl->ref()};
+      gpm::launch(count_batch<gpmbench::hcl_undo>, kBlocks, kThreads, 0, nullptr, undo, counter, b,
+                  counts.data() + 1);
       gpm::launch(update_rows<gpmbench::hcl_undo>, kBlocks, kThreads, 0, nullptr, tab.device(),
-                  gpmbench::hcl_undo{hcl->ref()}, b, counts.data());
+                  undo, b, counts.data());
       gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       gpm::crash_point("db_test.before_commit");
       hcl->commit();
     } else {
       conv->begin();
+      gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, conv->ref(),
+                  counter, b, counts.data() + 1);
       gpm::launch(update_rows<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, tab.device(),
                   conv->ref(), b, counts.data());
       gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       gpm::crash_point("db_test.before_commit");
       conv->commit();
     }
-    *committed = b;
-    gpm::write_back(committed, sizeof *committed);
+    if (*committed != b) throw std::runtime_error("db crash test: batch counter not updated");
   }
 };
 

@@ -176,7 +176,7 @@ struct record_heap_ref {
   template <class Persist>
   GPM_HOST_DEVICE std::uint64_t allocate() const {
     const std::uint64_t r =
-        gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system>(*used).fetch_add(
+        gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*used).fetch_add(
             1, gpm::memory_order_relaxed);
     Persist::range(used, sizeof(*used));
     return r < capacity ? r : capacity;

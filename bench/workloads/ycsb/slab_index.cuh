@@ -54,7 +54,7 @@ struct slab_ref {
   record_heap_ref<Key> heap;
 
   static constexpr unsigned kFull = 0xffffffffu;
-  using sys_word = gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system>;
+  using sys_word = gpm::atomic_ref<std::uint64_t, gpm::pool_scope>;
 
   struct hit {
     std::uint64_t slab;  // where the search ended

@@ -119,7 +119,7 @@ measurement run_index(const mode_context& ctx, const std::string& mode_name,
 // ---- the bound: random persisted 8-byte stores and CAS ---------------------------------------
 
 // `n` random 8-byte words of a power-of-two object, each stored and persisted (Cas false) or
-// incremented by one system-scope CAS and persisted (Cas true).
+// incremented by one CAS at gpm::pool_scope, as the indexes do, and persisted (Cas true).
 template <bool Cas>
 __global__ void random_words(std::uint64_t* words, std::uint64_t mask, std::uint64_t n,
                              std::uint64_t seed) {
@@ -128,7 +128,7 @@ __global__ void random_words(std::uint64_t* words, std::uint64_t mask, std::uint
        i += step) {
     std::uint64_t& w = words[gpm::mix64(i ^ seed) & mask];
     if constexpr (Cas) {
-      const gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system> a(w);
+      const gpm::atomic_ref<std::uint64_t, gpm::pool_scope> a(w);
       std::uint64_t seen = a.load(gpm::memory_order_relaxed);
       while (!a.compare_exchange_weak(seen, seen + 1, gpm::memory_order_relaxed)) {
       }

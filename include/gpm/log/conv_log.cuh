@@ -96,13 +96,13 @@ class conv_log_ref {
   friend class conv_log;
   explicit conv_log_ref(const detail::log::log_view& v) : v_(v) {}
 
-  // Runs f(layout, stream) on `partition` holding its lock (a system-scope spin lock that backs
+  // Runs f(layout, stream) on `partition` holding its lock (a spin lock at gpm::pool_scope that backs
   // off with __nanosleep, so the emulator and other warps make progress).
   template <class F>
   __device__ log_status locked(std::uint32_t partition, F&& f) const {
     if (partition >= v_.streams) return v_.report(log_status::bad_partition, partition);
     auto* control = reinterpret_cast<detail::log::partition_control*>(v_.control(partition));
-    atomic_ref<std::uint32_t, thread_scope::system> lock(control->lock);
+    atomic_ref<std::uint32_t, pool_scope> lock(control->lock);
     std::uint32_t expected = 0;
     for (unsigned backoff = 32; !lock.compare_exchange_weak(expected, 1, memory_order_acquire);
          backoff = backoff < 4096 ? backoff * 2 : backoff) {

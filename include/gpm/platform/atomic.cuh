@@ -1,8 +1,9 @@
 // Scoped atomics and fences for kernel and host code on both backends. The memory scope is a
-// template parameter (as in cuCollections), so "system scope, visible to the host and durable
-// in host-mapped memory" is a type choice: gpm::atomic_ref<T, gpm::thread_scope::system>.
-// CUDA builds use cuda::atomic_ref; host builds use std::atomic_ref and let the emulator
-// interleave GPU threads at each atomic. Include through <gpm/platform/kernel.cuh>.
+// template parameter (as in cuCollections): gpm::atomic_ref<T, gpm::thread_scope::device>.
+// A scope names who observes the access, not where the memory lies, and it is not durability:
+// gpm::persist() makes stores durable whatever their scope. CUDA builds use cuda::atomic_ref;
+// host builds use std::atomic_ref and let the emulator interleave GPU threads at each atomic.
+// Include through <gpm/platform/kernel.cuh>.
 #pragma once
 
 #include <gpm/config.hpp>
@@ -17,6 +18,14 @@
 namespace gpm {
 
 enum class thread_scope { thread, block, device, system };
+
+// The scope of kernels' atomics on pool data that only GPU threads use while a kernel runs (the
+// host reads, recovers or clears it between kernels): gpmkit's logs, GPHash, the benchmarks'
+// tables. Device-scope accesses to host-mapped pool lines are served by the GPU's L2, whereas
+// each system-scope access crosses PCIe to the host, where accesses to a hot word queue: on an
+// H100, GPHash searched 7 M keys/s with system-scope slot loads (docs/benchmarks.md). Data that
+// host threads or other GPUs change while a kernel runs needs thread_scope::system.
+inline constexpr thread_scope pool_scope = thread_scope::device;
 
 #if GPM_BACKEND_CUDA
 namespace stdx = cuda::std;

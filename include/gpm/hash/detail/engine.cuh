@@ -182,7 +182,7 @@ struct key_ops<key32> {
   }
   __device__ static void store_key(std::uint64_t* slot, const key32& k) {
     for (int i = 0; i < 4; ++i) {
-      atomic_ref<std::uint64_t, thread_scope::system>(slot[2 + i])
+      atomic_ref<std::uint64_t, pool_scope>(slot[2 + i])
           .store(k.words[i], memory_order_relaxed);
     }
   }
@@ -244,10 +244,11 @@ struct key_ops<varkey> {
 
 // ---- slots ---------------------------------------------------------------------------------
 
-// A system-scope atomic load of a pool word (the pool is shared with the host and other GPUs).
+// An atomic load of a pool word at gpm::pool_scope (only GPU threads use the table while a
+// kernel runs; the host recovers and resizes it between kernels).
 __device__ inline std::uint64_t load_word(const std::uint64_t* p,
                                           memory_order order = memory_order_relaxed) {
-  return atomic_ref<std::uint64_t, thread_scope::system>(*const_cast<std::uint64_t*>(p))
+  return atomic_ref<std::uint64_t, pool_scope>(*const_cast<std::uint64_t*>(p))
       .load(order);
 }
 
@@ -557,7 +558,7 @@ __device__ bool replace_value(const table_view& v, const Tile& t, const probe_re
     std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
     std::uint64_t expected = r.match_value;
     protocol_point("gphash.update.prepared");
-    ok = atomic_ref<std::uint64_t, thread_scope::system>(slot[1]).compare_exchange_strong(expected,
+    ok = atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected,
                                                                                           cell);
     persist();
     if (ok) {
@@ -613,11 +614,11 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     bool claimed = false;
     if (t.thread_rank() == 0) {
       std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
-      atomic_ref<std::uint64_t, thread_scope::system> state(slot[0]);
+      atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
       std::uint64_t expected = kEmpty;
       claimed = state.compare_exchange_strong(expected, kInserting);
       if (claimed) {
-        atomic_ref<std::uint64_t, thread_scope::system>(slot[1]).store(cell, memory_order_relaxed);
+        atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(cell, memory_order_relaxed);
         key_ops<Key>::store_key(slot, key);
         protocol_point("gphash.insert.claimed");
         persist();  // the item is durable before it becomes visible
@@ -634,7 +635,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     if (again.match > mine) {
       if (t.thread_rank() == 0) {
         std::uint64_t expected = w;
-        atomic_ref<std::uint64_t, thread_scope::system>(
+        atomic_ref<std::uint64_t, pool_scope>(
             slot_ptr(v, at.level, at.bucket, at.slot)[0])
             .compare_exchange_strong(expected, kEmpty);
         persist();
@@ -698,7 +699,7 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
     if (t.thread_rank() == 0) {
       const location at = location_of_rank(r.match);
       std::uint64_t expected = w;
-      ok = atomic_ref<std::uint64_t, thread_scope::system>(
+      ok = atomic_ref<std::uint64_t, pool_scope>(
                slot_ptr(v, at.level, at.bucket, at.slot)[0])
                .compare_exchange_strong(expected, kEmpty);
       persist();

@@ -106,12 +106,12 @@ struct stream_ref {
 
 GPM_HOST_DEVICE inline std::uint64_t load_used(const stream_ref& s) {
   const std::uint64_t word =
-      atomic_ref<std::uint64_t, thread_scope::system>(*s.tail).load(memory_order_relaxed);
+      atomic_ref<std::uint64_t, pool_scope>(*s.tail).load(memory_order_relaxed);
   return tail_used(word, s.generation);
 }
 
 GPM_HOST_DEVICE inline void store_used(const stream_ref& s, std::uint64_t used) {
-  atomic_ref<std::uint64_t, thread_scope::system>(*s.tail).store(tail_word(s.generation, used),
+  atomic_ref<std::uint64_t, pool_scope>(*s.tail).store(tail_word(s.generation, used),
                                                                  memory_order_relaxed);
   gpm::persist(s.tail, sizeof(std::uint64_t));
 }
