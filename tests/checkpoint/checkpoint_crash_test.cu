@@ -188,15 +188,6 @@ const char* const kCrashPoints[] = {
     "checkpoint.committed",               // flipped, not reported
 };
 
-gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, std::uint64_t seed) {
-  gpm::test::scenario_args a;
-  a.pool_path = d.pool_path("t.pool");
-  a.pm_dir = d.pm_dir();
-  a.snapshot_dir = d.snapshot_dir();
-  a.seed = seed;
-  return a;
-}
-
 std::uint64_t pool_bytes() { return 4 * kWeights * 8 + (4 << 20); }
 
 // How long an uninterrupted run takes from "ready" to its end, so that random kills fall inside
@@ -206,7 +197,7 @@ double run_ms() {
   gpm::pool::create("t.pool", pool_bytes(), kLayout, options_for(d.pm_dir(), d.snapshot_dir()))
       .close();
   const auto t0 = std::chrono::steady_clock::now();
-  const gpm::test::child_result r = gpm::test::run_child("train", args_for(d, 0), {});
+  const gpm::test::child_result r = gpm::test::run_child("train", d.args("t.pool", 0), {});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -235,7 +226,7 @@ TEST(CheckpointCrash, RestoredStateIsACompletedCheckpointAndResumingFinishesTheS
                                   std::to_string(once ? 1 + rng() % 4 : 1 + rng() % 12));
       what += std::string(", crash point ") + point;
     }
-    const gpm::test::scenario_args a = args_for(d, seed);
+    const gpm::test::scenario_args a = d.args("t.pool", seed);
     const gpm::test::child_result r = gpm::test::run_child("train", a, policy);
     killed_mid_run += r.killed && last_reported(r) > 0;
     const std::uint64_t reported = last_reported(r);

@@ -197,16 +197,6 @@ void create_table(const gpm::test::scratch_dirs& dirs) {
   gpm::gphash<Key>::create(p, "kv", {.value_bytes = kValueBytes, .top_level = 3});
 }
 
-gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, const std::string& pool,
-                                  std::uint64_t seed) {
-  gpm::test::scenario_args a;
-  a.pool_path = d.pool_path(pool);
-  a.pm_dir = d.pm_dir();
-  a.snapshot_dir = d.snapshot_dir();
-  a.seed = seed;
-  return a;
-}
-
 template <class Key>
 void batches_trial(int t, bool at_points) {
   gpm::test::scratch_dirs dirs("gphash-crash");
@@ -229,7 +219,7 @@ void batches_trial(int t, bool at_points) {
     what += std::string(", crash point ") + point;
   }
   const auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
-                                      args_for(dirs, "kv.pool", seed), policy);
+                                      dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   check_trial<Key>(dirs, "kv.pool", seed, r, what);
 }
@@ -268,12 +258,12 @@ void recovery_trial(int t) {
       t % 2 == 0 ? gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready")
                  : gpm::test::kill_at("gphash.resize.started:" + std::to_string(1 + rng() % 3));
   auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
-                                args_for(dirs, "kv.pool", seed), policy);
+                                dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   std::filesystem::copy_file(dirs.pool_path("kv.pool"), dirs.pool_path("copy.pool"));
   // The copy's recovery is killed midway, then recovered again.
   const char* point = kRecoveryPoints[rng() % std::size(kRecoveryPoints)];
-  r = gpm::test::run_child("gphash_recover_" + key_name<Key>(), args_for(dirs, "copy.pool", seed),
+  r = gpm::test::run_child("gphash_recover_" + key_name<Key>(), dirs.args("copy.pool", seed),
                            gpm::test::kill_at(point));
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   const auto opts = quiet_options(dirs.pm_dir(), dirs.snapshot_dir());

@@ -29,16 +29,6 @@ gpm::pool_options options_for(const gpm::test::scenario_args& a) {
   return gpm::test::quiet_options(a.pm_dir, a.snapshot_dir);
 }
 
-gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, const std::string& pool,
-                                  std::uint64_t seed) {
-  gpm::test::scenario_args a;
-  a.pool_path = d.pool_path(pool);
-  a.pm_dir = d.pm_dir();
-  a.snapshot_dir = d.snapshot_dir();
-  a.seed = seed;
-  return a;
-}
-
 // ---- undo_tx batches ------------------------------------------------------------------------
 
 // Element i after kernel k of batch b (b >= 1), and before any batch (b = 0).
@@ -125,7 +115,7 @@ TEST(LogCrash, UndoBatchesAreAllOrNothing) {
       policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(1 + rng() % 6));
       what += std::string(", crash point ") + point;
     }
-    const auto r = gpm::test::run_child("undo_batches", args_for(d, "tx.pool", seed), policy);
+    const auto r = gpm::test::run_child("undo_batches", d.args("tx.pool", seed), policy);
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
     {
       gpm::pool p = gpm::pool::open("tx.pool", kLayout,
@@ -173,14 +163,14 @@ TEST(LogCrash, RecoveryIsIdempotent) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    const auto r = gpm::test::run_child("undo_batches", args_for(d, "tx.pool", seed),
+    const auto r = gpm::test::run_child("undo_batches", d.args("tx.pool", seed),
                                         gpm::test::kill_after_ms(5 + rng() % 40, "ready"));
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
     std::filesystem::copy_file(d.pool_path("tx.pool"), d.pool_path("copy.pool"));
     const char* point = recovery_points[t % std::size(recovery_points)];
     const auto r2 = gpm::test::run_child(
         t % std::size(recovery_points) == 0 ? "partial_recovery" : "full_recovery",
-        args_for(d, "tx.pool", seed), gpm::test::kill_at(point));
+        d.args("tx.pool", seed), gpm::test::kill_at(point));
     bool was_active;
     {
       gpm::pool p = gpm::pool::open("copy.pool", kLayout,
@@ -277,7 +267,7 @@ TEST(LogCrash, KilledInsertsLeaveOnlyWholeEntries) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    const auto r = gpm::test::run_child("hcl_churn", args_for(d, "hcl.pool", seed),
+    const auto r = gpm::test::run_child("hcl_churn", d.args("hcl.pool", seed),
                                         gpm::test::kill_after_ms(1 + rng() % 50, "ready"));
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
     gpm::pool p = gpm::pool::open("hcl.pool", kLayout,

@@ -42,16 +42,6 @@ gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
   return o;
 }
 
-gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, const std::string& pool,
-                                  std::uint64_t seed) {
-  gpm::test::scenario_args a;
-  a.pool_path = d.pool_path(pool);
-  a.pm_dir = d.pm_dir();
-  a.snapshot_dir = d.snapshot_dir();
-  a.seed = seed;
-  return a;
-}
-
 // ---- allocation and free --------------------------------------------------------------------
 
 char pattern_of(const std::string& name) { return static_cast<char>(0x40 + name.back() % 16); }
@@ -123,7 +113,7 @@ TEST(PoolCrash, AllocationAndFreeAreCrashAtomic) {
       what += std::string(", crash point ") + point;
     }
     const gpm::test::child_result r =
-        gpm::test::run_child("pool_churn", args_for(d, "churn.pool", seed), policy);
+        gpm::test::run_child("pool_churn", d.args("churn.pool", seed), policy);
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
     check_recovered_pool(d, what);
   }
@@ -143,12 +133,12 @@ TEST(PoolCrash, RecoveryIsIdempotent) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
     const char* point = t % 2 == 0 ? "pool.allocate.entry_torn" : "pool.free.announced";
     const auto r =
-        gpm::test::run_child("pool_churn", args_for(d, "churn.pool", seed),
+        gpm::test::run_child("pool_churn", d.args("churn.pool", seed),
                              gpm::test::kill_at(std::string(point) + ":" + std::to_string(2 + t)));
     ASSERT_TRUE(r.killed) << r.describe();
     // Two copies of the crashed pool: one recovered straight, one whose recovery crashes first.
     std::filesystem::copy_file(d.pool_path("churn.pool"), d.pool_path("copy.pool"));
-    const auto r2 = gpm::test::run_child("recover_only", args_for(d, "churn.pool", seed),
+    const auto r2 = gpm::test::run_child("recover_only", d.args("churn.pool", seed),
                                          gpm::test::kill_at("pool.recover.fixed"));
     ASSERT_TRUE(r2.killed) << "recovery did not reach its crash point: " << r2.describe();
     gpm::pool a = gpm::pool::open("churn.pool", kLayout, options_for(d));
@@ -177,7 +167,7 @@ GPM_CRASH_SCENARIO(exit_without_close) {
 TEST(PoolCrash, UncleanShutdownIsDetected) {
   gpm::test::scratch_dirs d("unclean");
   gpm::pool::create("u.pool", 1 << 20, kLayout, options_for(d)).close();
-  const auto r = gpm::test::run_child("exit_without_close", args_for(d, "u.pool", 1), {});
+  const auto r = gpm::test::run_child("exit_without_close", d.args("u.pool", 1), {});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   gpm::pool p = gpm::pool::open("u.pool", kLayout, options_for(d));
   EXPECT_FALSE(p.was_clean_shutdown());
@@ -242,7 +232,7 @@ TEST(PoolCrash, SnapshotsSurviveCrashesAtEveryStep) {
       policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(n));
       what += std::string(", crash point ") + point;
     }
-    const auto r = gpm::test::run_child("snapshot_churn", args_for(d, "s.pool", seed), policy);
+    const auto r = gpm::test::run_child("snapshot_churn", d.args("s.pool", seed), policy);
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
     std::uint64_t reported = 0;
     for (const std::string& line : r.progress) {
@@ -339,7 +329,7 @@ TEST(PoolCrash, KernelKilledMidRunKeepsPublishedChunks) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
     std::mt19937_64 rng(seed);
     const double delay = 5 + static_cast<double>(rng() % 400);
-    const auto r = gpm::test::run_child("kernel_progress", args_for(d, "k.pool", seed),
+    const auto r = gpm::test::run_child("kernel_progress", d.args("k.pool", seed),
                                         gpm::test::kill_after_ms(delay, "ready"));
     ASSERT_TRUE(r.killed_by_parent) << r.describe();
     gpm::pool p = gpm::pool::open("k.pool", kLayout, options_for(d));

@@ -87,6 +87,15 @@ class scratch_dirs {
   const std::string& pm_dir() const { return pm_dir_; }
   const std::string& snapshot_dir() const { return snapshot_dir_; }
   std::string pool_path(const std::string& name) const { return pm_dir_ + "/" + name; }
+  // A child's arguments for the pool file `pool` in these directories.
+  scenario_args args(const std::string& pool, std::uint64_t seed) const {
+    scenario_args a;
+    a.pool_path = pool_path(pool);
+    a.pm_dir = pm_dir_;
+    a.snapshot_dir = snapshot_dir_;
+    a.seed = seed;
+    return a;
+  }
 
  private:
   std::string pm_dir_;

@@ -64,7 +64,8 @@ gpm::pool_options options_in(const std::string& pm, const std::string& snap) {
 struct store {
   std::unique_ptr<gpm::pool> pool;
   table tab;
-  std::uint64_t* committed;  // batches committed (host address; updated inside each batch)
+  std::uint64_t* committed;         // batches committed (updated inside each batch)
+  std::uint64_t* committed_device;  // the same word, as kernels address it
   std::optional<gpm::undo_tx> hcl;
   std::optional<conv_undo_batch> conv;
   gpm::device_buffer<unsigned long long> counts{2};
@@ -87,8 +88,10 @@ struct store {
   static store open(const std::string& pm, const std::string& snap, kind k) {
     auto p = std::make_unique<gpm::pool>(gpm::pool::open("db.pool", kLayout, options_in(pm, snap)));
     const table t = table::open(*p, "db");
-    auto* committed = p->host_ptr<std::uint64_t>(p->get("committed").offset);
-    store s{std::move(p), t, committed, {}, {}};
+    const std::uint64_t at = p->get("committed").offset;
+    auto* committed = p->host_ptr<std::uint64_t>(at);
+    auto* committed_device = p->ref().ptr<std::uint64_t>(at);
+    store s{std::move(p), t, committed, committed_device, {}, {}};
     if (k == kind::update_hcl) {
       s.hcl.emplace(gpm::undo_tx::open(*s.pool, "undo"));
     } else {
@@ -101,11 +104,10 @@ struct store {
   bool active() const { return hcl ? hcl->active() : conv->active(); }
 
   void run_batch(kind k, std::uint64_t b) {
-    std::uint64_t* const counter = pool->ref().ptr<std::uint64_t>(pool->get("committed").offset);
     if (k == kind::insert) {
       conv->begin();
       gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, conv->ref(),
-                  counter, b, counts.data() + 1);
+                  committed_device, b, counts.data() + 1);
       gpm::launch(insert_rows<true>, kBlocks, kThreads, 0, nullptr, tab.device(),
                   (b - 1) * kInsertRows, kInsertRows);
       gpm::launch(publish_rows<gpmbench::conv_undo>, 1, 1, 0, nullptr, tab.device(), conv->ref(),
@@ -116,8 +118,8 @@ struct store {
     } else if (hcl) {
       hcl->begin();
       const gpmbench::hcl_undo undo{hcl->ref()};
-      gpm::launch(count_batch<gpmbench::hcl_undo>, kBlocks, kThreads, 0, nullptr, undo, counter, b,
-                  counts.data() + 1);
+      gpm::launch(count_batch<gpmbench::hcl_undo>, kBlocks, kThreads, 0, nullptr, undo,
+                  committed_device, b, counts.data() + 1);
       gpm::launch(update_rows<gpmbench::hcl_undo>, kBlocks, kThreads, 0, nullptr, tab.device(),
                   undo, b, counts.data());
       gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -126,7 +128,7 @@ struct store {
     } else {
       conv->begin();
       gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, conv->ref(),
-                  counter, b, counts.data() + 1);
+                  committed_device, b, counts.data() + 1);
       gpm::launch(update_rows<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, tab.device(),
                   conv->ref(), b, counts.data());
       gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -150,15 +152,6 @@ std::string check_all_or_nothing(const store& s, kind k) {
   if (after.empty()) return {};
   return "after " + std::to_string(n) + " committed batches the table is neither before (" +
          before + ") nor after (" + after + ") the next one";
-}
-
-gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, std::uint64_t seed) {
-  gpm::test::scenario_args a;
-  a.pool_path = d.pool_path("db.pool");
-  a.pm_dir = d.pm_dir();
-  a.snapshot_dir = d.snapshot_dir();
-  a.seed = seed;
-  return a;
 }
 
 int batches_scenario(const gpm::test::scenario_args& a, kind k) {
@@ -203,7 +196,7 @@ TEST_P(DbCrash, BatchesAreAllOrNothing) {
           (t + crash) % 3 == 2
               ? gpm::test::kill_at("db_test.before_commit:" + std::to_string(1 + rng() % 3))
               : gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 40), "ready");
-      const auto r = gpm::test::run_child(scenario(k, "batches"), args_for(d, seed), policy);
+      const auto r = gpm::test::run_child(scenario(k, "batches"), d.args("db.pool", seed), policy);
       if (!r.killed) {  // the INSERTs filled the table before the kill: nothing interrupted
         ASSERT_EQ(r.exit_code, 0) << what << ": " << r.describe();
       }
@@ -229,12 +222,13 @@ TEST_P(DbCrash, RecoveryIsIdempotent) {
     gpm::test::scratch_dirs d(std::string("db-idem-") + name_of(k));
     store::create(d.pm_dir(), d.snapshot_dir(), k);
     const auto r = gpm::test::run_child(
-        scenario(k, "batches"), args_for(d, gpm::test::trial_seed(t)),
+        scenario(k, "batches"), d.args("db.pool", gpm::test::trial_seed(t)),
         gpm::test::kill_at("db_test.before_commit:" + std::to_string(2 + t % 16)));
     ASSERT_TRUE(r.killed) << r.describe();
     std::filesystem::copy_file(d.pool_path("db.pool"), d.pool_path("copy.pool"));
     const auto r2 =
-        gpm::test::run_child(scenario(k, "recover"), args_for(d, 0), gpm::test::kill_at(point));
+        gpm::test::run_child(scenario(k, "recover"), d.args("db.pool", 0),
+                             gpm::test::kill_at(point));
     ASSERT_TRUE(r2.killed) << "recovery did not reach its crash point: " << r2.describe();
     const auto recovered = [&] {
       store s = store::open(d.pm_dir(), d.snapshot_dir(), k);

@@ -108,11 +108,7 @@ void crash_trials(const char* scenario) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
     std::mt19937_64 rng(seed);
     const double delay = t == 0 ? 0 : std::uniform_real_distribution<double>(0, full_run_ms)(rng);
-    gpm::test::scenario_args a;
-    a.pool_path = d.pool_path("c.pool");
-    a.pm_dir = d.pm_dir();
-    a.snapshot_dir = d.snapshot_dir();
-    a.seed = seed;
+    const gpm::test::scenario_args a = d.args("c.pool", seed);
     const auto start = std::chrono::steady_clock::now();
     const auto r = gpm::test::run_child(
         scenario, a, t == 0 ? gpm::test::kill_policy{} : gpm::test::kill_after_ms(delay, "ready"));

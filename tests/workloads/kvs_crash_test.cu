@@ -153,15 +153,6 @@ void run_durable_batch(store& s, kind k, batch_scratch& scratch, gpmbench::kvs::
   gpm::write_back(s.committed, sizeof *s.committed);
 }
 
-gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& d, std::uint64_t seed) {
-  gpm::test::scenario_args a;
-  a.pool_path = d.pool_path("kvs.pool");
-  a.pm_dir = d.pm_dir();
-  a.snapshot_dir = d.snapshot_dir();
-  a.seed = seed;
-  return a;
-}
-
 // The child: recover, then run batches after the last committed one until killed.
 int batches_scenario(const gpm::test::scenario_args& a, kind k) {
   store s = store::open(a.pm_dir, a.snapshot_dir, k);
@@ -231,7 +222,7 @@ TEST_P(KvsCrash, BatchesAreAllOrNothing) {
       } else {
         policy = gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 60), "ready");
       }
-      const auto r = gpm::test::run_child(scenario(k, "batches"), args_for(d, seed), policy);
+      const auto r = gpm::test::run_child(scenario(k, "batches"), d.args("kvs.pool", seed), policy);
       ASSERT_TRUE(r.killed) << what << ": " << r.describe();
       store s = store::open(d.pm_dir(), d.snapshot_dir(), k);
       mid_batch += s.active();
@@ -254,14 +245,14 @@ TEST_P(KvsCrash, RecoveryIsIdempotent) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
     // The CPU mode has no crash point of its own inside a batch: a flat_undo save is mid-batch.
     const auto r = gpm::test::run_child(
-        scenario(k, "batches"), args_for(d, seed),
+        scenario(k, "batches"), d.args("kvs.pool", seed),
         k == kind::cpu
             ? gpm::test::kill_after_ms(5 + 10.0 * (t % 8), "ready")
             : gpm::test::kill_at("kvs_test.before_commit:" + std::to_string(2 + t % 16)));
     ASSERT_TRUE(r.killed) << r.describe();
     const bool active = store::open(d.pm_dir(), d.snapshot_dir(), k).active();
     std::filesystem::copy_file(d.pool_path("kvs.pool"), d.pool_path("copy.pool"));
-    const auto r2 = gpm::test::run_child(scenario(k, "recover"), args_for(d, seed),
+    const auto r2 = gpm::test::run_child(scenario(k, "recover"), d.args("kvs.pool", seed),
                                          gpm::test::kill_at(recovery_point(k)));
     if (active) {
       ASSERT_TRUE(r2.killed) << "recovery did not reach its crash point: " << r2.describe();

@@ -128,10 +128,7 @@ void crash_and_resume(const char* scenario, const runner& run, int default_trial
     const std::string what = std::string(scenario) + " trial " + std::to_string(t) + " (seed " +
                              std::to_string(seed) + ", " + mode_name(w) + ")";
     gpm::test::scratch_dirs d(scenario);
-    gpm::test::scenario_args a;
-    a.pool_path = d.pool_path("run.pool");
-    a.pm_dir = d.pm_dir();
-    a.snapshot_dir = d.snapshot_dir();
+    gpm::test::scenario_args a = d.args("run.pool", 0);  // seed set per child below
     std::uint64_t reported = 0;
     // First child starts the run; with probability 1/2 a second child resumes and is killed too.
     const int kills = 1 + static_cast<int>(rng() % 2);
