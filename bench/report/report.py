@@ -152,6 +152,47 @@ def history_table(records):
     return rows
 
 
+# Workloads whose modes are `<group>:<variant>`, compared variant by variant within a group and a
+# run: (reference variant, whether the table shows reference over variant or variant over it).
+SIDE_BY_SIDE = {
+    "ycsb": ("gphash", "over"), "ycsb_key32": ("gphash", "over"),
+    "ycsb_uniform": ("gphash", "over"), "hash_micro": ("gphash", "over"),
+    "hash_factors": ("baseline", "under"), "hash_cache": ("no-cache", "under"),
+}
+
+
+def side_by_side_table(workload, records):
+    """Per run and group, each variant's throughput against the reference variant's."""
+    if workload not in SIDE_BY_SIDE:
+        return []
+    reference, direction = SIDE_BY_SIDE[workload]
+    groups = defaultdict(dict)  # (run, group) -> variant -> record
+    for r in records:
+        if ":" in r["mode"]:
+            group, variant = r["mode"].split(":", 1)
+            groups[(r["timestamp"], group)][variant] = r
+    rows = []
+    for (run, group), variants in sorted(groups.items()):
+        ref = variants.get(reference)
+        if ref is None or len(variants) < 2:
+            continue
+        cells = []
+        for variant, r in variants.items():
+            if variant == reference:
+                continue
+            a, b = ref["throughput"]["value"], r["throughput"]["value"]
+            factor = a / b if direction == "over" else b / a
+            cells.append(f"{variant} {factor:.3g}×")
+        rows.append(f"| {run} | {group} | {ref['throughput']['value']:.4g} | {', '.join(cells)} |")
+    if not rows:
+        return []
+    what = (f"`{reference}`'s throughput over each other mode's" if direction == "over"
+            else f"each mode's throughput over `{reference}`'s")
+    return [f"### {workload}: side by side", "",
+            f"Within each run and each group of modes: {what} (median repeats).", "",
+            f"| run | group | {reference} | factors |", "| --- | --- | --- | --- |"] + rows + [""]
+
+
 def workload_section(plt, workload, records, out_dir):
     shown, older = newest_per_mode(records)
     runs = sorted({r["timestamp"] for r in shown})
@@ -169,6 +210,7 @@ def workload_section(plt, workload, records, out_dir):
         lines += [f"Machine{where}: {machine}.", ""]
     lines += newest_table(shown, with_run=len(runs) > 1)
     lines.append("")
+    lines += side_by_side_table(workload, records)
     if plt is not None:
         for name in plot_workload(plt, workload, shown, out_dir):
             lines += [f"![{name}]({name})", ""]

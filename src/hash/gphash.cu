@@ -7,8 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <numeric>
-#include <random>
 #include <utility>
 
 #include <gpm/hash/detail/format.hpp>
@@ -119,8 +117,8 @@ struct gphash<Key>::impl {
   device_buffer<std::uint64_t> bitmap;
   std::uint64_t bitmap_words = 0;
   std::uint64_t cells = 0;
-  device_buffer<std::uint64_t> retired;
-  device_buffer<unsigned long long> counters{4};  // [0] retired, [1] retries, [2] scratch
+  device_buffer<std::uint64_t> retired;            // a bit per value cell (table_view::retired)
+  device_buffer<unsigned long long> counters{2};  // [0] retries, [1] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
 
   // BktCache.
@@ -128,9 +126,19 @@ struct gphash<Key>::impl {
   cache_options cache_opts;
   std::uint64_t cache_buckets = 0;
   device_buffer<std::uint32_t> c_map, c_seq, c_refs, c_freq, c_stamp;
-  device_buffer<std::uint64_t> c_owner, c_slots, c_ys, c_xs;
+  device_buffer<std::uint64_t> c_owner, c_slots;
   device_buffer<unsigned long long> c_counters{2};
-  std::vector<std::uint64_t> owner_host;  // G, as the loader last set it
+  // The reload's selection (kernels.cuh, cache_select).
+  struct select_buffers {
+    device_buffer<std::uint32_t> score, hist;
+    device_buffer<chosen_state> chosen;
+    device_buffer<std::uint64_t> free, ys, xs;
+    device_buffer<cache_select::state> state{1};
+    cache_select view() {
+      return {score.data(), hist.data(), chosen.data(), free.data(),
+              ys.data(),    xs.data(),   state.data()};
+    }
+  } selection;
   std::unique_ptr<gpm::stream> cache_stream;
   std::uint32_t now = 1;
   std::uint64_t batches = 0;
@@ -175,8 +183,6 @@ struct gphash<Key>::impl {
     }
     v.seg_first[state.segments] = first;
     v.retired = retired.data();
-    v.retired_capacity = retired.size();
-    v.retired_count = counters.data();
     if (with_cache && cache_on) {
       cache_view& c = v.cache;
       c.map = c_map.data();
@@ -218,15 +224,15 @@ struct gphash<Key>::impl {
   // One scan kernel over every level in [lowest, state.top]; returns its count.
   template <scan_op Op>
   unsigned long long scan(std::uint32_t levels) {
-    set_counter(2, 0);
+    set_counter(1, 0);
     const table_view v = view(levels, false);
     for (std::uint32_t d = 0; d < levels; ++d) {
       const std::uint32_t level = state.top - d;
       launch(scan_kernel<Op>, blocks_for(level_slots(level), kScanThreads), kScanThreads, 0,
-             nullptr, v, level, counters.data() + 2);
+             nullptr, v, level, counters.data() + 1);
     }
     check_cuda(cudaDeviceSynchronize(), "GPHash scan");
-    return read_counter(2);
+    return read_counter(1);
   }
 
   // Rebuilds the volatile allocator from the published slots: allocation needs no persistent
@@ -242,8 +248,8 @@ struct gphash<Key>::impl {
     if (cells % 64 != 0) init.back() = ~0ull << (cells % 64);  // cells past the end are taken
     bitmap = device_buffer<std::uint64_t>(bitmap_words);
     bitmap.copy_from_host(init.data(), init.size());
-    ensure(retired, 4096);
-    set_counter(0, 0);
+    retired = device_buffer<std::uint64_t>(bitmap_words);
+    retired.fill_bytes(0);
     const unsigned long long bad = scan<scan_op::mark_cells>(levels);
     if (bad != 0) {
       throw_error(errc::corrupt, what() + " has " + std::to_string(bad) +
@@ -252,25 +258,20 @@ struct gphash<Key>::impl {
     }
   }
 
+  // Stream-ordered: kernels that follow on `stream` may reuse the cells.
   void reclaim(cudaStream_t stream) {
-    check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
-    const unsigned long long n = std::min<unsigned long long>(read_counter(0), retired.size());
-    if (n != 0) {
-      launch(reclaim_kernel, blocks_for(n, kScanThreads), kScanThreads, 0, stream, live_view(false),
-             static_cast<std::uint64_t>(n));
-      check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
-    }
-    set_counter(0, 0);
+    launch(reclaim_kernel, blocks_for(bitmap_words, kScanThreads), kScanThreads, 0, stream,
+           live_view(false));
   }
 
   void finish_resize() {
     const std::uint32_t L = config.level_count;
     const std::uint32_t drained = state.top - L;
-    set_counter(2, 0);
+    set_counter(1, 0);
     launch(rehash_kernel<Key>, blocks_for(level_slots(drained) * 32, 256), 256, 0, nullptr,
-           view(L, false), view(L + 1, false), drained, counters.data() + 2);
+           view(L, false), view(L + 1, false), drained, counters.data() + 1);
     check_cuda(cudaDeviceSynchronize(), "GPHash rehash");
-    const unsigned long long failed = read_counter(2);
+    const unsigned long long failed = read_counter(1);
     if (failed != 0) {
       throw_error(errc::out_of_memory,
                   what() + ": " + std::to_string(failed) + " items of level " +
@@ -356,65 +357,43 @@ struct gphash<Key>::impl {
     c_owner = device_buffer<std::uint64_t>(cache_buckets);
     c_owner.fill_bytes(0xff);  // kNone
     c_counters.fill_bytes(0);
-    owner_host.assign(cache_buckets, kNone);
+    selection.score = device_buffer<std::uint32_t>(buckets);
+    selection.hist = device_buffer<std::uint32_t>(kRadixBins);
+    selection.chosen = device_buffer<chosen_state>(buckets);
+    selection.free = device_buffer<std::uint64_t>(cache_buckets);
+    selection.ys = device_buffer<std::uint64_t>(cache_buckets);
+    selection.xs = device_buffer<std::uint64_t>(cache_buckets);
     if (!cache_stream) cache_stream = std::make_unique<gpm::stream>(true);
+    // The fills above are on the default stream; the cache's stream does not wait for it.
+    check_cuda(cudaDeviceSynchronize(), "GPHash cache");
   }
 
-  // Chooses the hot buckets by the policy, then fetches the changed ones concurrently with
-  // operations on a second stream.
+  // Chooses the hot buckets by the policy and fetches the changed ones: kernels on the cache's
+  // stream (kernels.cuh), concurrent with operations; the host waits for nothing.
   void reload_cache() {
-    wait_cache();
     const std::uint64_t buckets = c_map.size();
-    std::vector<std::uint32_t> score(buckets);
-    if (cache_opts.policy == cache_policy::lfu) {
-      c_freq.copy_to_host(score.data(), buckets);
-      // Aging: halve the counts, so the choice follows a shifting hot set.
-      std::vector<std::uint32_t> halved(score);
-      for (auto& f : halved) f /= 2;
-      c_freq.copy_from_host(halved.data(), buckets);
-    } else if (cache_opts.policy == cache_policy::lru) {
-      c_stamp.copy_to_host(score.data(), buckets);
-    } else {
-      std::mt19937_64 rng(config.seed ^ batches);
-      for (auto& f : score) f = static_cast<std::uint32_t>(rng());
-    }
-    std::vector<std::uint64_t> order(buckets);
-    std::iota(order.begin(), order.end(), 0);
     const std::uint64_t keep = std::min(cache_buckets, buckets);
-    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep) - 1,
-                     order.end(), [&](std::uint64_t a, std::uint64_t b) {
-                       return score[a] != score[b] ? score[a] > score[b] : a < b;
-                     });
-    std::vector<char> chosen(buckets, 0);
-    for (std::uint64_t i = 0; i < keep; ++i) chosen[order[i]] = 1;
-    // Buckets already cached and chosen again stay where they are (frozen between reloads).
-    std::vector<char> resident(buckets, 0);
-    std::vector<std::uint64_t> free_ys;
-    for (std::uint64_t y = 0; y < cache_buckets; ++y) {
-      const std::uint64_t x = owner_host[y];
-      if (x != kNone && x < buckets && chosen[x])
-        resident[x] = 1;
-      else
-        free_ys.push_back(y);
+    const cache_select sel = selection.view();
+    const cache_view c = live_view().cache;
+    const cudaStream_t cs = cache_stream->get();
+    const std::uint32_t grid = blocks_for(buckets, kScanThreads);
+    launch(select_begin_kernel, 1, kScanThreads, 0, cs, sel, keep);
+    launch(select_score_kernel, grid, kScanThreads, 0, cs, c, sel, cache_opts.policy,
+           config.seed ^ mix64(batches));
+    std::uint32_t shift = 32;
+    for (const std::uint32_t width : kRadixBits) {
+      shift -= width;
+      launch(select_histogram_kernel, grid, kScanThreads, kRadixBins * sizeof(std::uint32_t), cs,
+             buckets, sel, shift, width);
+      launch(select_bin_kernel, 1, 1, 0, cs, sel, shift, width);
     }
-    std::vector<std::uint64_t> ys, xs;
-    for (std::uint64_t i = 0; i < keep && !free_ys.empty(); ++i) {
-      const std::uint64_t x = order[i];
-      if (resident[x]) continue;
-      const std::uint64_t y = free_ys.back();
-      free_ys.pop_back();
-      ys.push_back(y);
-      xs.push_back(x);
-      owner_host[y] = x;
-    }
+    launch(select_mark_kernel, grid, kScanThreads, 0, cs, buckets, sel);
+    launch(select_free_kernel, blocks_for(cache_buckets, kScanThreads), kScanThreads, 0, cs, c,
+           sel);
+    launch(select_assign_kernel, grid, kScanThreads, 0, cs, buckets, sel);
+    launch(cache_fetch_kernel, blocks_for(cache_buckets * 32, 256), 256, 0, cs, live_view(true),
+           sel);
     ++now;
-    if (ys.empty()) return;
-    ensure(c_ys, ys.size());
-    ensure(c_xs, xs.size());
-    c_ys.copy_from_host(ys.data(), ys.size());
-    c_xs.copy_from_host(xs.data(), xs.size());
-    launch(cache_fetch_kernel, blocks_for(ys.size() * 32, 256), 256, 0, cache_stream->get(),
-           live_view(true), c_ys.data(), c_xs.data(), static_cast<std::uint64_t>(ys.size()));
   }
 
   void wait_cache() const {
@@ -431,7 +410,7 @@ struct gphash<Key>::impl {
     c_stamp = {};
     c_owner = {};
     c_slots = {};
-    owner_host.clear();
+    selection = {};
   }
 
   // ---- bulk operations -------------------------------------------------------------------------
@@ -459,7 +438,6 @@ struct gphash<Key>::impl {
            cudaStream_t stream) {
     if (n == 0) return;
     constexpr bool inserts = Op == bulk_op::insert || Op == bulk_op::upsert;
-    ensure(retired, 2 * n);
     bulk_args a{keys,
                 static_cast<const std::byte*>(values),
                 static_cast<std::byte*>(out),
@@ -467,27 +445,28 @@ struct gphash<Key>::impl {
                 n,
                 nullptr,
                 nullptr,
-                counters.data() + 1};
+                counters.data()};
     if (inserts && options.auto_resize) {
       ensure(retry_a, n);
       ensure(retry_b, n);
       a.retry = retry_a.data();
     }
-    set_counter(1, 0);
+    set_counter(0, 0);
     dispatch<Op>(a, stream);
     check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
     // Keys that found every candidate slot (or every value cell) taken: add a level, then retry
     // just those keys.
     while (inserts && options.auto_resize) {
-      const unsigned long long again = read_counter(1);
+      const unsigned long long again = read_counter(0);
       if (again == 0) break;
       reclaim(stream);
+      check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
       grow();
       std::swap(retry_a, retry_b);
       a.index = retry_b.data();
       a.retry = retry_a.data();
       a.n = again;
-      set_counter(1, 0);
+      set_counter(0, 0);
       dispatch<Op>(a, stream);
       check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
     }
@@ -555,14 +534,14 @@ struct gphash<Key>::impl {
       r.resize_resumed = true;
     }
     free_stale_objects();
-    set_counter(2, 0);
+    set_counter(1, 0);
     for (std::uint32_t d = 0; d < config.level_count; ++d) {
       const std::uint32_t level = state.top - d;
       launch(dedupe_kernel<Key>, blocks_for(level_slots(level) * 32, 256), 256, 0, nullptr,
-             live_view(false), level, counters.data() + 2);
+             live_view(false), level, counters.data() + 1);
     }
     check_cuda(cudaDeviceSynchronize(), "GPHash recovery");
-    r.duplicates_removed = read_counter(2);
+    r.duplicates_removed = read_counter(1);
     crash_point("gphash.recover.deduplicated");
     rebuild_allocator(config.level_count);
     r.items = scan<scan_op::count_items>(config.level_count);
@@ -867,7 +846,6 @@ template <class Key>
 void gphash<Key>::reload_cache() {
   require(impl_->cache_on, "gphash::reload_cache: the bucket cache is not enabled");
   impl_->reload_cache();
-  impl_->c_counters.fill_bytes(0);
 }
 template <class Key>
 void gphash<Key>::wait_cache_reload() const {

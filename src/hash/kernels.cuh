@@ -84,7 +84,7 @@ __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long lon
     if constexpr (Op == scan_op::clear_inserting) {
       if (word == kInserting) {
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
-        persist();
+        gpm::persist();
         atomicAdd(count, 1ull);
       }
     } else if constexpr (Op == scan_op::count_items) {
@@ -127,7 +127,7 @@ __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long l
     const probe_result r = probe(v, tile, key, h, img.word, false);
     if (r.match != copy_rank(level, bucket, s) && tile.thread_rank() == 0) {
       atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
-      persist();
+      gpm::persist();
       atomicAdd(removed, 1ull);
     }
   }
@@ -154,7 +154,7 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
       if (st == hash_status::inserted || st == hash_status::exists) {
         protocol_point("gphash.rehash.copied");
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
-        persist();
+        gpm::persist();
       } else {
         atomicAdd(failures, 1ull);
       }
@@ -162,14 +162,146 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
   }
 }
 
-// Makes retired value cells free again.
-__global__ void reclaim_kernel(table_view v, std::uint64_t count) {
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    const std::uint64_t cell = cell_of(v, v.retired[i]);
-    if (cell != kNone) {
-      atomicAnd(reinterpret_cast<unsigned long long*>(&v.bitmap[cell / 64]),
-                static_cast<unsigned long long>(~(1ull << (cell % 64))));
+// Makes retired value cells free again: folds the retired bits into the allocator's bitmap.
+__global__ void reclaim_kernel(table_view v) {
+  for (std::uint64_t w = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       w < v.bitmap_words; w += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t r = v.retired[w];
+    if (r != 0) {
+      v.retired[w] = 0;
+      atomicAnd(reinterpret_cast<unsigned long long*>(&v.bitmap[w]),
+                static_cast<unsigned long long>(~r));
+    }
+  }
+}
+
+// ---- BktCache reload, all on the GPU -------------------------------------------------------
+//
+// A reload runs as kernels on the cache's own stream while operations go on: snapshot the
+// policy's score of every bucket, find the score of the `keep`-th hottest by a three-pass radix
+// select, mark the chosen buckets, free the cache buckets whose table bucket was not chosen,
+// pair each newly chosen bucket with a free cache bucket, fetch. The host reads nothing back.
+
+inline constexpr std::uint32_t kRadixBits[3] = {11, 11, 10};  // score bits per pass, high first
+inline constexpr std::uint32_t kRadixBins = 1u << 11;
+
+enum class chosen_state : std::uint8_t { no = 0, fetch = 1, resident = 2 };
+
+struct cache_select {
+  std::uint32_t* score;    // per bucket, the snapshot the passes select from
+  std::uint32_t* hist;     // kRadixBins
+  chosen_state* chosen;    // per bucket
+  std::uint64_t* free_ys;  // cache buckets whose content was not chosen again
+  std::uint64_t* ys;       // fetch assignments: cache bucket ys[i] <- table bucket xs[i]
+  std::uint64_t* xs;
+  struct state {
+    std::uint32_t threshold;  // the score bits found so far (high bits first)
+    unsigned long long need;  // buckets still to choose among those matching them
+    unsigned long long ties;  // buckets of score == threshold taken by the mark kernel
+    unsigned long long free_count;
+    unsigned long long fetch_count;
+  }* st;
+};
+
+__global__ void select_begin_kernel(cache_select sel, std::uint64_t keep) {
+  for (std::uint32_t b = threadIdx.x; b < kRadixBins; b += blockDim.x) sel.hist[b] = 0;
+  if (threadIdx.x == 0) *sel.st = {0, keep, 0, 0, 0};
+}
+
+// LFU: the access count, halved in place (aging, so the choice follows a shifting hot set); LRU:
+// the batch of the last access; random: a hash salted per reload.
+__global__ void select_score_kernel(cache_view c, cache_select sel, cache_policy policy,
+                                    std::uint64_t salt) {
+  using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       x < c.buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t score = 0;
+    if (policy == cache_policy::lfu) {
+      score = ref32(c.freq[x]).load(memory_order_relaxed);
+      ref32(c.freq[x]).store(score / 2, memory_order_relaxed);  // racing increments may be lost
+    } else if (policy == cache_policy::lru) {
+      score = ref32(c.stamp[x]).load(memory_order_relaxed);
+    } else {
+      score = static_cast<std::uint32_t>(mix64(x ^ salt) >> 32);
+    }
+    sel.score[x] = score;
+  }
+}
+
+// One radix pass: a histogram of score bits [shift, shift + width) over the buckets whose higher
+// bits equal the threshold found so far. Per-block histograms live in dynamic shared memory.
+__global__ void select_histogram_kernel(std::uint64_t buckets, cache_select sel, std::uint32_t shift,
+                                        std::uint32_t width) {
+  std::uint32_t* local = dynamic_shared_memory<std::uint32_t>();
+  const std::uint32_t bins = 1u << width;
+  for (std::uint32_t b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  const std::uint64_t above = static_cast<std::uint64_t>(sel.st->threshold) >> (shift + width);
+  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       x < buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t score = sel.score[x];
+    if ((score >> (shift + width)) == above) atomicAdd(&local[(score >> shift) & (bins - 1)], 1u);
+  }
+  __syncthreads();
+  for (std::uint32_t b = threadIdx.x; b < bins; b += blockDim.x) {
+    if (local[b] != 0) atomicAdd(&sel.hist[b], local[b]);
+  }
+}
+
+// One thread: the bin, from the top, where the count of chosen buckets reaches `need`; its bits
+// join the threshold and `need` becomes the number to take from it. Clears the histogram.
+__global__ void select_bin_kernel(cache_select sel, std::uint32_t shift, std::uint32_t width) {
+  auto& st = *sel.st;
+  unsigned long long above = 0;
+  bool found = false;
+  for (std::uint32_t b = 1u << width; b-- > 0;) {
+    const unsigned long long n = sel.hist[b];
+    sel.hist[b] = 0;
+    if (found) continue;
+    if (above + n >= st.need) {
+      st.threshold |= b << shift;
+      st.need -= above;
+      found = true;
+    }
+    above += n;
+  }
+}
+
+// Marks the buckets scoring above the threshold, and `need` of those scoring exactly it.
+__global__ void select_mark_kernel(std::uint64_t buckets, cache_select sel) {
+  const std::uint32_t t = sel.st->threshold;
+  const unsigned long long need = sel.st->need;
+  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       x < buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t score = sel.score[x];
+    const bool take = score > t || (score == t && atomicAdd(&sel.st->ties, 1ull) < need);
+    sel.chosen[x] = take ? chosen_state::fetch : chosen_state::no;
+  }
+}
+
+// Cache buckets holding a chosen table bucket keep it (frozen); the others become free.
+__global__ void select_free_kernel(cache_view c, cache_select sel) {
+  for (std::uint64_t y = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       y < c.capacity; y += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t x = c.owner[y];
+    if (x < c.buckets && sel.chosen[x] != chosen_state::no) {
+      sel.chosen[x] = chosen_state::resident;
+    } else {
+      sel.free_ys[atomicAdd(&sel.st->free_count, 1ull)] = y;
+    }
+  }
+}
+
+// Pairs each chosen bucket that is not resident with a free cache bucket (there are enough: at
+// most `keep` <= capacity buckets are chosen).
+__global__ void select_assign_kernel(std::uint64_t buckets, cache_select sel) {
+  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       x < buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    if (sel.chosen[x] != chosen_state::fetch) continue;
+    const unsigned long long i = atomicAdd(&sel.st->fetch_count, 1ull);
+    if (i < sel.st->free_count) {
+      sel.ys[i] = sel.free_ys[i];
+      sel.xs[i] = x;
     }
   }
 }
@@ -178,11 +310,14 @@ __global__ void reclaim_kernel(table_view v, std::uint64_t count) {
 // table bucket x), one warp invalidates y's old mapping, waits for writers inside y to leave,
 // marks x as being fetched into y (writers then keep y's copy current), copies x slot by slot
 // under the slots' seqlocks, and finally validates the mapping for readers.
-__global__ void cache_fetch_kernel(table_view v, const std::uint64_t* ys, const std::uint64_t* xs,
-                                   std::uint64_t n) {
+__global__ void cache_fetch_kernel(table_view v, cache_select sel) {
   const auto tile = make_tile<32>();
   const cache_view& c = v.cache;
   using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  const std::uint64_t n = sel.st->fetch_count < sel.st->free_count ? sel.st->fetch_count
+                                                                    : sel.st->free_count;
+  const std::uint64_t* ys = sel.ys;
+  const std::uint64_t* xs = sel.xs;
   for (std::uint64_t i = tile_index<32>(); i < n; i += tile_count<32>()) {
     const std::uint64_t y = ys[i];
     const std::uint64_t x = xs[i];

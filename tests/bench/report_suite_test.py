@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Unit test of the suite figures in bench/report/suite.py, on records made up here with known
-numbers: every ratio the report prints must be the one these numbers give, figures must compare
-only records of the same run, and figures without their records must be left out.
+"""Unit test of the suite figures in bench/report/suite.py and of the side-by-side tables of the
+hash workloads in report.py, on records made up here with known numbers: every ratio the report
+prints must be the one these numbers give, figures must compare only records of the same run, and
+figures without their records must be left out.
 
 usage: report_suite_test.py <bench/report directory> <scratch directory>
 """
@@ -52,6 +53,15 @@ def main():
         record("solo", "gpm", 9.0, bytes_persisted=10),
     ]
     (scratch / "kv.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    hashes = [
+        record("ycsb", "C:gphash", 40.0),
+        record("ycsb", "C:clevel-gpm", 10.0),
+        record("ycsb", "C:cpu-assisted", 80.0),
+        record("ycsb", "A:cpu-assisted", 1.0, stamp=OTHER_RUN),  # no gphash in its run
+        record("hash_factors", "C:baseline", 5.0),
+        record("hash_factors", "C:+warp", 20.0),
+    ]
+    (scratch / "hash.jsonl").write_text("\n".join(json.dumps(r) for r in hashes) + "\n")
     run = subprocess.run([sys.executable, str(report_dir / "report.py"), str(scratch)])
     if run.returncode != 0:
         fail(f"report.py exited {run.returncode}")
@@ -64,11 +74,17 @@ def main():
         "| kv | 25 ms | 20.00% |",                          # Table 5: 25 ms of 125 ms
         "| kv | 8e-07 | 50 | 0.000 |",                      # Figure 12: 800 B/s vs 50 GB/s
     ]
+    expected += [
+        f"| {STAMP} | C | 40 | clevel-gpm 4×, cpu-assisted 0.5× |",  # gphash over each
+        f"| {STAMP} | C | 5 | +warp 4× |",                           # each over the baseline
+    ]
     for row in expected:
         if row not in text:
             fail(f"report.md lacks the row {row!r}")
     if "| solo | 9.00×" in text:
         fail("a speedup was computed against a record of another run")
+    if f"| {OTHER_RUN} | A |" in text:
+        fail("a side-by-side row was printed for a run without the reference mode")
     if "Figure 3" in text:
         fail("Figure 3 appeared without persist_scaling records")
     print("ok: the suite figures print the ratios of the records")

@@ -354,7 +354,72 @@ TEST(Gphash, DeviceViewFromAUserKernel) {
   EXPECT_EQ(t.size(), static_cast<std::uint64_t>(n));
 }
 
+// Updates through the device view, one kernel per round: each round retires as many cells as
+// there are keys (half the slots; the value area has 1.5 cells per slot). Every retired cell must
+// come back at reclaim(): a retire list of fixed length (it had 4096 entries) leaked the rest, and
+// the area ran out within 8 rounds.
+__global__ void update_kernel(gpm::gphash_ref<std::uint64_t> t, const std::uint64_t* keys,
+                              const std::uint64_t* values, hash_status* st, int n) {
+  auto tile = cg::tiled_partition<32>(cg::this_thread_block());
+  const int i = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+  if (i >= n) return;
+  const hash_status s = t.update(tile, keys[i], values + i * (t.value_bytes() / 8));
+  if (tile.thread_rank() == 0) st[i] = s;
+}
+
+TEST(Gphash, DeviceUpdatesReuseCellsAfterReclaim) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 10});
+  driver<std::uint64_t> d(t);
+  const int n = static_cast<int>(t.capacity() / 2);  // more than any fixed retire list
+  const auto idx = range(0, n);
+  for (hash_status s : d.run(op::insert, idx, std::vector<std::uint64_t>(n, 1))) {
+    ASSERT_EQ(s, hash_status::inserted);
+  }
+  std::vector<std::uint64_t> keys(n);
+  for (int k = 0; k < n; ++k) keys[k] = make_key<std::uint64_t>(k);
+  auto dk = gpm::test::to_device(keys);
+  gpm::device_buffer<hash_status> st(n);
+  for (std::uint64_t round = 2; round <= 9; ++round) {
+    std::vector<std::uint64_t> values(2 * n);
+    for (int k = 0; k < n; ++k) fill_value(&values[2 * k], 2, k, round);
+    auto dv = gpm::test::to_device(values);
+    gpm::launch(update_kernel, (n * 32 + 255) / 256, 256, 0, nullptr, t.ref(), dk.data(),
+                dv.data(), st.data(), n);
+    t.reclaim();
+    gpm::test::sync_ok();
+    for (hash_status s : gpm::test::to_host(st)) ASSERT_EQ(s, hash_status::updated) << round;
+  }
+  expect_versions(d, n, [](std::uint64_t) -> std::uint64_t { return 9; });
+  EXPECT_TRUE(t.check().ok);
+}
+
 class GphashCache : public ::testing::TestWithParam<gpm::cache_policy> {};
+
+// LFU and LRU cache every bucket that searches of the hot keys read (all of their candidate
+// buckets), so after a reload those searches read nothing from the pool.
+TEST(GphashCacheChoice, HotKeysAreServedEntirelyFromTheCache) {
+  for (const gpm::cache_policy policy : {gpm::cache_policy::lfu, gpm::cache_policy::lru}) {
+    fixture f;
+    auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 8});
+    driver<std::uint64_t> d(t);
+    d.run(op::insert, range(0, 1000), std::vector<std::uint64_t>(1000, 1));
+    // 384 buckets, 96 cached; 16 hot keys read at most 64 distinct buckets.
+    t.enable_cache({.fraction = 0.25, .policy = policy});
+    d.find(range(0, 1000));
+    const auto hot = range(0, 16);
+    for (int i = 0; i < 20; ++i) d.find(hot);  // far above any cold bucket's count
+    t.reload_cache();
+    t.wait_cache_reload();
+    const gpm::gphash_stats before = t.stats();
+    const auto r = d.find(hot);
+    for (std::uint64_t k = 0; k < 16; ++k) ASSERT_EQ(r.status[k], hash_status::found);
+    const gpm::gphash_stats s = t.stats();
+    EXPECT_EQ(s.cache_misses - before.cache_misses, 0u) << gpm::to_string(policy);
+    // 2 hashes x 2 levels x 8 slots per search.
+    EXPECT_EQ(s.cache_hits - before.cache_hits, 16u * 32u) << gpm::to_string(policy);
+  }
+}
 
 // Reads hit the cache after a reload; writes keep cached buckets coherent with the pool.
 TEST_P(GphashCache, ServesReadsAndStaysCoherent) {

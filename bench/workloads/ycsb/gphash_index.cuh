@@ -1,9 +1,11 @@
 // The GPHash adapter of the YCSB runner: gpm::gphash (include/gpm/hash) behind the runner's index
 // interface (clear, execute). A batch of mixed operations runs in one kernel of cooperative-group
-// tiles over the table's device view, one operation per tile, as the paper's GPU-side batches do;
-// the tile size (1: per-thread, 32: one-shot warp access) and the bucket cache are the factor
-// analysis's switches. Read-modify-write is a find and an update by the same tile (as a YCSB client
-// does it); the other operations map to one GPHash operation each.
+// tiles over the table's device view, one operation per tile, as the paper's GPU-side batches do.
+// The factor analysis's switches: the tile size (1: per-thread, 32: one-shot warp access), keys in
+// place or out of place (a gpm::varkey table: the slot holds a fingerprint and the key lives in the
+// value cell), and the bucket cache. The ceiling is the same table copied to GPU memory and run
+// with persistence off. Read-modify-write is a find and an update by the same tile (as a YCSB
+// client does it); the other operations map to one GPHash operation each.
 #pragma once
 
 #include <cstdint>
@@ -18,24 +20,31 @@
 
 namespace gpmbench::ycsb {
 
-// GPHash's key type for a benchmark key, and the conversion.
-template <class Key>
-struct gphash_key_of;
+// GPHash's key type for a benchmark key, and the conversion: the fixed-size key type, stored in
+// place, or (InPlace false) a gpm::varkey over the key's bytes, stored out of place.
+template <class Key, bool InPlace>
+struct gphash_key_of {
+  using type = gpm::varkey;
+  static GPM_HOST_DEVICE type from(const Key& k) { return {&k, sizeof(Key)}; }
+};
 template <>
-struct gphash_key_of<key8> {
+struct gphash_key_of<key8, true> {
   using type = std::uint64_t;
   static GPM_HOST_DEVICE type from(const key8& k) { return k.w[0]; }
 };
 template <>
-struct gphash_key_of<key32> {
+struct gphash_key_of<key32, true> {
   using type = gpm::key32;
   static GPM_HOST_DEVICE type from(const key32& k) { return {{k.w[0], k.w[1], k.w[2], k.w[3]}}; }
 };
 
-// What the factor analysis and the cache sweep vary.
+// What the factor analysis, the cache sweep and the ceiling vary.
 struct gphash_variant {
   unsigned cg_size = 32;  // 1 (per-thread) or 32 (warp-cooperative)
+  bool in_place_keys = true;
   bool cache = true;
+  // The ceiling: the table copied to GPU memory after creation, operations without persists.
+  bool gpu_memory = false;
   gpm::cache_options cache_options{};
   // Operations between cache reloads (the cache is frozen in between; the first load follows
   // the load phase).
@@ -60,8 +69,8 @@ __device__ inline op_status from_gphash(gpm::hash_status s) {
 // One operation per tile of Cg threads. A find copies the value with every lane of the tile, so
 // a warp's tile reads it into the tile's slot of dynamic shared memory before every lane checks
 // it; a one-thread tile uses its own local copy (and needs no shared memory).
-template <class Key, unsigned Cg>
-__global__ void gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key>::type> table,
+template <class Key, bool InPlace, unsigned Cg>
+__global__ void gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key, InPlace>::type> table,
                            const kv_op* ops, op_status* status, std::uint64_t* versions,
                            std::uint64_t n) {
   const auto tile = cg::tiled_partition<Cg>(cg::this_thread_block());
@@ -71,7 +80,8 @@ __global__ void gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key>::type> ta
   for (std::uint64_t i = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / Cg;
        i < n; i += tiles) {
     const kv_op op = ops[i];
-    const auto key = gphash_key_of<Key>::from(Key::from_id(op.key_id));
+    const Key k = Key::from_id(op.key_id);
+    const auto key = gphash_key_of<Key, InPlace>::from(k);
     std::uint64_t version = 0;
     op_status st = op_status::bad_value;
     const auto read = [&]() {
@@ -109,16 +119,18 @@ __global__ void gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key>::type> ta
   }
 }
 
-template <class Key>
+template <class Key, bool InPlace = true>
 class gphash_index {
  public:
   using key_type = Key;
-  using table_type = gpm::gphash<typename gphash_key_of<Key>::type>;
+  using table_key = typename gphash_key_of<Key, InPlace>::type;
+  using table_type = gpm::gphash<table_key>;
 
   // A table whose top level makes `keys` keys fill at most 3/4 of the slots (2 levels, 8-way).
   static gpm::gphash_config config_for(std::uint64_t keys) {
     gpm::gphash_config c;
     c.value_bytes = sizeof(kv_value);
+    c.max_key_bytes = sizeof(Key);
     std::uint32_t top = 1;
     while ((12ull << top) * 3 / 4 < keys) ++top;
     c.top_level = top;
@@ -126,9 +138,11 @@ class gphash_index {
   }
   static std::uint64_t pool_bytes(std::uint64_t keys) {
     const std::uint64_t slots = 12ull << config_for(keys).top_level;
-    const std::uint64_t slot_bytes = sizeof(Key) == 8 ? 16 : 48;
+    const std::uint64_t slot_bytes = std::is_same_v<table_key, gpm::key32> ? 48 : 16;
+    // An out-of-place key lives in front of the value: its length and its bytes.
+    const std::uint64_t cell_bytes = sizeof(kv_value) + (InPlace ? 0 : 8 + (sizeof(Key) + 7) / 8 * 8);
     // Slots and GPHash's 1.5 value cells per slot, with room for its own records.
-    return index_pool_bytes(slots * slot_bytes + (slots + slots / 2 + 64) * sizeof(kv_value) +
+    return index_pool_bytes(slots * slot_bytes + (slots + slots / 2 + 64) * cell_bytes +
                             (4ull << 20));
   }
 
@@ -160,12 +174,13 @@ class gphash_index {
     std::uint64_t blocks = (n + per_block - 1) / per_block;
     if (blocks > launch_.blocks) blocks = launch_.blocks;
     const std::uint64_t shared = variant_.cg_size == 1 ? 0 : per_block * sizeof(kv_value);
+    const gpm::gphash_ref<table_key> ref = variant_.gpu_memory ? ceiling_ref() : table_->ref();
     if (variant_.cg_size == 1) {
-      gpm::launch(gphash_ops<Key, 1>, static_cast<unsigned>(blocks), launch_.threads, shared, s,
-                  table_->ref(), ops, status, versions, n);
+      gpm::launch(gphash_ops<Key, InPlace, 1>, static_cast<unsigned>(blocks), launch_.threads,
+                  shared, s, ref, ops, status, versions, n);
     } else {
-      gpm::launch(gphash_ops<Key, 32>, static_cast<unsigned>(blocks), launch_.threads, shared, s,
-                  table_->ref(), ops, status, versions, n);
+      gpm::launch(gphash_ops<Key, InPlace, 32>, static_cast<unsigned>(blocks), launch_.threads,
+                  shared, s, ref, ops, status, versions, n);
     }
     // Cells retired by this batch's updates and erases become reusable once it is done.
     table_->reclaim(s);
@@ -182,17 +197,21 @@ class gphash_index {
     table_->reload_cache();
     table_->wait_cache_reload();
     ops_since_reload_ = 0;
+    run_start_ = table_->stats();
   }
+  // ... and this after the timed run phase: the hit rate is the run's, not the checks' after it.
+  void after_run() { run_end_ = table_->stats(); }
 
   table_type& table() { return *table_; }
   std::uint64_t slot_capacity() const { return table_->capacity(); }
-  // The bucket cache's hit rate since its last reload, and the table's own load factor.
+  // The resizes, and the bucket cache's hit rate over the last timed run phase.
   named_values metrics() const {
-    const gpm::gphash_stats st = table_->stats();
-    named_values v{{"resizes", static_cast<double>(st.resizes)}};
-    if (st.cache_enabled && st.cache_hits + st.cache_misses > 0) {
-      v.push_back({"cache_hit_rate", static_cast<double>(st.cache_hits) /
-                                         static_cast<double>(st.cache_hits + st.cache_misses)});
+    named_values v{{"resizes", static_cast<double>(table_->stats().resizes)}};
+    const std::uint64_t hits = run_end_.cache_hits - run_start_.cache_hits;
+    const std::uint64_t misses = run_end_.cache_misses - run_start_.cache_misses;
+    if (variant_.cache && hits + misses > 0) {
+      v.push_back({"cache_hit_rate",
+                   static_cast<double>(hits) / static_cast<double>(hits + misses)});
     }
     return v;
   }
@@ -205,6 +224,8 @@ class gphash_index {
       : pool_(&p), config_(config), launch_(launch), variant_(variant) {
     gpm::require(variant.cg_size == 1 || variant.cg_size == 32,
                  "gphash_index: the tile size is 1 (per-thread) or 32 (warp-cooperative)");
+    gpm::require(!(variant.gpu_memory && variant.cache),
+                 "gphash_index: the GPU-memory ceiling has no bucket cache");
     gpm::require(launch.threads % 32 == 0, "gphash_index: blocks must be whole warps");
   }
 
@@ -220,6 +241,20 @@ class gphash_index {
     table_ = std::make_unique<table_type>(table_type::create(*pool_, kName, config_, options()));
     if (variant_.cache) table_->enable_cache(variant_.cache_options);
     ops_since_reload_ = 0;
+    if (variant_.gpu_memory) {
+      // The whole pool image, so that the table's offsets hold; the value allocator and the
+      // retired cells stay the table's own (GPU memory already).
+      if (ceiling_.size() != pool_->size()) ceiling_ = gpm::device_buffer<char>(pool_->size());
+      ceiling_.copy_from_host(pool_->host_ptr<char>(0), pool_->size());
+    }
+  }
+
+  // The table's device view over the GPU-memory copy, with persists off.
+  gpm::gphash_ref<table_key> ceiling_ref() const {
+    gpm::detail::hash::table_view v = table_->ref().view();
+    v.base = ceiling_.data();
+    v.persistent = false;
+    return gpm::gphash_ref<table_key>(v);
   }
 
   gpm::pool* pool_;
@@ -227,7 +262,9 @@ class gphash_index {
   geometry launch_;
   gphash_variant variant_;
   std::unique_ptr<table_type> table_;
+  gpm::device_buffer<char> ceiling_;
   std::uint64_t ops_since_reload_ = 0;
+  gpm::gphash_stats run_start_{}, run_end_{};
 };
 
 }  // namespace gpmbench::ycsb

@@ -6,7 +6,7 @@
 //                                    0.99 or uniform)
 //   hash_micro                       positive/negative search, insert, update, delete x index
 //   hash_batch_sweep                 YCSB A at batch sizes 2^10..2^22 x index: throughput-latency
-//   hash_factors                     GPHash with warp cooperation and BktCache switched off
+//   hash_factors                     GPHash's techniques added one at a time (FAST'25 Figure 9)
 //   hash_cache                       GPHash BktCache size and policy, YCSB C and A
 //   hash_load_factor                 inserts until the first finds no room, per index
 //   hash_resize_recovery             GPHash resize and recovery, SlabHash-GPM recovery
@@ -57,6 +57,10 @@ struct index_choice {
 const index_choice kGphash{
     index_kind::gphash, "gphash",
     "GPHash: warp-cooperative, lock-free, log-free, with BktCache (20% LFU)"};
+const index_choice kGphashGpuMemory{
+    index_kind::gphash, "gpu-memory",
+    "the ceiling: GPHash with the index in GPU memory and no persistence",
+    {.cache = false, .gpu_memory = true}};
 const index_choice kClevelGpm{
     index_kind::clevel_gpm, "clevel-gpm",
     "Clevel-GPM: per-thread lock-free CAS slots in the pool (naive GPM port)"};
@@ -66,14 +70,16 @@ const index_choice kSlabGpm{
 const index_choice kCpuAssisted{
     index_kind::cpu_assisted, "cpu-assisted",
     "CPU-assisted: batches shipped to CPU threads running Clevel on the pool"};
-const index_choice kIndexes[] = {kGphash, kClevelGpm, kSlabGpm, kCpuAssisted};
+const index_choice kIndexes[] = {kGphash, kGphashGpuMemory, kClevelGpm, kSlabGpm, kCpuAssisted};
 
-// GPHash with one factor changed (factor analysis, cache sweep).
+// GPHash with its techniques switched on or off (factor analysis, cache sweep).
 index_choice gphash_variant_of(const std::string& name, const std::string& summary,
-                               unsigned cg_size, bool cache, double fraction = 0.2,
+                               unsigned cg_size, bool in_place_keys, bool cache,
+                               double fraction = 0.2,
                                gpm::cache_policy policy = gpm::cache_policy::lfu) {
   index_choice c{index_kind::gphash, name, summary};
   c.variant.cg_size = cg_size;
+  c.variant.in_place_keys = in_place_keys;
   c.variant.cache = cache;
   c.variant.cache_options.fraction = fraction;
   c.variant.cache_options.policy = policy;
@@ -89,6 +95,12 @@ measurement run_index(const mode_context& ctx, const std::string& mode_name,
   const geometry g = filling_geometry(ctx);
   switch (which.kind) {
     case index_kind::gphash:
+      if (!which.variant.in_place_keys) {
+        return measure<gphash_index<Key, false>>(
+            ctx, mode_name, plan, gphash_index<Key, false>::pool_bytes(keys), [&](gpm::pool& p) {
+              return std::make_unique<gphash_index<Key, false>>(p, keys, g, which.variant);
+            });
+      }
       return measure<gphash_index<Key>>(
           ctx, mode_name, plan, gphash_index<Key>::pool_bytes(keys), [&](gpm::pool& p) {
             return std::make_unique<gphash_index<Key>>(p, keys, g, which.variant);
@@ -139,8 +151,29 @@ __global__ void random_words(std::uint64_t* words, std::uint64_t mask, std::uint
   }
 }
 
+// `n` random 128-byte lines of a power-of-two object read at gpm::pool_scope, 16 bytes per thread
+// (8 threads per line, as a warp probing 4 buckets reads them); the sum keeps the reads alive.
+__global__ void random_lines(const std::uint64_t* words, std::uint64_t line_mask, std::uint64_t n,
+                             std::uint64_t seed, unsigned long long* sum) {
+  const std::uint64_t step = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  std::uint64_t acc = 0;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n * 8; i += step) {
+    const std::uint64_t* p = words + (gpm::mix64((i / 8) ^ seed) & line_mask) * 16 + (i % 8) * 2;
+    acc += gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*const_cast<std::uint64_t*>(p))
+               .load(gpm::memory_order_relaxed) +
+           gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*const_cast<std::uint64_t*>(p + 1))
+               .load(gpm::memory_order_relaxed);
+  }
+  atomicAdd(sum, static_cast<unsigned long long>(acc));
+}
+
 measurement bound(const mode_context& ctx) {
-  const std::uint64_t object_bytes = ctx.options.quick ? 4 * kMiB : 256 * kMiB;
+  // On a GPU as large as an index's value area (gigabytes): random reads over a few hundred MiB
+  // run several times faster than over the whole index.
+  const std::uint64_t object_bytes = ctx.options.quick     ? 4 * kMiB
+                                     : ctx.device.emulated ? 256 * kMiB
+                                                           : 4096 * kMiB;
   const std::uint64_t n = ctx.options.quick     ? 64ull << 10
                           : ctx.device.emulated ? 1ull << 20
                                                 : 32ull << 20;
@@ -171,10 +204,23 @@ measurement bound(const mode_context& ctx) {
   std::uint64_t total = 0;
   for (std::uint64_t w = 0; w <= mask; ++w) total += words[w];
   if (total != n) check_failed("bound: the CAS increments do not add up");
-  m.sizes = {{"object_bytes", object_bytes}, {"stores", n}};
+  // The read rate, which bounds searches: a probe reads its candidate buckets and the value.
+  std::memset(p.host<std::uint64_t>(), 1, object_bytes);
+  gpm::device_buffer<unsigned long long> sum(1);
+  sum.fill_bytes(0);
+  const std::uint64_t lines = n / 4;
+  const double read_s = seconds_on_stream(s, [&] {
+    gpm::launch(random_lines, blocks, threads, 0, s, p.device<std::uint64_t>(),
+                object_bytes / 128 - 1, lines, seed, sum.data());
+  });
+  unsigned long long got = 0;
+  sum.copy_to_host(&got, 1);
+  if (got != lines * 16 * 0x0101010101010101ull) check_failed("bound: the line reads do not add up");
+  m.sizes = {{"object_bytes", object_bytes}, {"stores", n}, {"lines_read", lines}};
   m.throughput = mega_operations(n);
   m.bytes_persisted = n * 8;
-  m.metrics = {{"cas_mops", static_cast<double>(n) / cas_s * 1e-6}};
+  m.metrics = {{"cas_mops", static_cast<double>(n) / cas_s * 1e-6},
+               {"read_mlines", static_cast<double>(lines) / read_s * 1e-6}};
   return m;
 }
 
@@ -205,7 +251,9 @@ mode index_mode(const std::string& prefix, const index_choice& which, plan_choic
 }
 
 mode bound_mode() {
-  return {"bound", "the platform's random persisted 8-byte store rate (M/s; cas_mops: CAS rate)",
+  return {"bound",
+          "the platform's random persisted 8-byte store rate (M/s; cas_mops: CAS rate; "
+          "read_mlines: random 128-byte line reads, M/s)",
           "", bound};
 }
 
@@ -394,14 +442,17 @@ workload hash_batch_sweep_workload() {
 
 workload hash_factors_workload() {
   using namespace ycsb;
+  // FAST'25 Figure 9: from a baseline without the techniques, add one at a time.
   const index_choice variants[] = {
-      kGphash, gphash_variant_of("gphash-no-cache", "GPHash without BktCache", 32, false),
-      gphash_variant_of("gphash-per-thread", "GPHash without warp cooperation (tiles of 1)", 1,
-                        true),
-      gphash_variant_of("gphash-baseline", "GPHash without warp cooperation and without BktCache",
-                        1, false)};
+      gphash_variant_of("baseline",
+                        "GPHash baseline: per-thread, keys out of place, no BktCache", 1, false,
+                        false),
+      gphash_variant_of("+warp", "baseline + warp-cooperative one-shot access", 32, false, false),
+      gphash_variant_of("+in-place", "+warp + keys in place", 32, true, false),
+      gphash_variant_of("+bktcache", "+in-place + BktCache (20% LFU): GPHash", 32, true, true)};
   workload w{"hash_factors",
-             "GPHash factor analysis: warp cooperation and BktCache on/off, YCSB A/B/C/D/F/LOAD",
+             "GPHash factor analysis: warp cooperation, in-place keys and BktCache added one at a "
+             "time, YCSB A/B/C/D/F/LOAD",
              {bound_mode()}};
   add_index_modes<key8>(&w, kYcsbKinds, variants, kDefaultTheta, true);
   return w;
@@ -419,13 +470,14 @@ workload hash_cache_workload() {
   for (workload_kind k : {workload_kind::c, workload_kind::a}) {
     const plan_choice plan{k, kDefaultTheta, true};
     w.modes.push_back(index_mode<key8>(
-        to_string(k), gphash_variant_of("no-cache", "GPHash, no bucket cache", 32, false), plan));
+        to_string(k), gphash_variant_of("no-cache", "GPHash, no bucket cache", 32, true, false),
+        plan));
     for (const auto& [policy_name, policy] : policies) {
       for (int percent : {10, 20, 40}) {
         w.modes.push_back(index_mode<key8>(
             to_string(k),
             gphash_variant_of(std::string(policy_name) + "-" + std::to_string(percent),
-                              "GPHash with BktCache", 32, true, percent / 100.0, policy),
+                              "GPHash with BktCache", 32, true, true, percent / 100.0, policy),
             plan));
       }
     }

@@ -10,6 +10,7 @@
 //   std::uint64_t slot_capacity() const;   // keys the index can hold: gives the load factor
 //   named_values metrics() const;          // further figures (e.g. bucket-cache hit rate)
 //   void after_load();                     // called after the untimed load phase
+//   void after_run();                      // called after the timed run phase (untimed)
 //
 // Indexes differ only in that adapter; there is no per-index loop anywhere else.
 #pragma once
@@ -38,7 +39,7 @@ struct ycsb_sizes {
   std::uint64_t loaded;      // keys loaded before the run (paper: 16M)
   std::uint64_t macro_ops;   // YCSB A..F, LOAD (paper: 64M)
   std::uint64_t micro_ops;   // micro-benchmarks (paper: 16M)
-  std::uint64_t batch_size;  // operations per batch (GPU-filling by default)
+  std::uint64_t batch_size;  // operations per batch (the paper's 2^12 on a GPU)
 };
 ycsb_sizes sizes_for(const mode_context& ctx, std::uint64_t record_bytes);
 
@@ -165,10 +166,12 @@ measurement measure(const mode_context& ctx, const std::string& mode_name, const
       s.synchronize();
     });
     if constexpr (requires { index->after_load(); }) index->after_load();
-    return seconds_on_host([&] {
+    const double run_s = seconds_on_host([&] {
       run_batches(*index, run_ops.data(), run_status.data(), plan.ops, plan.batch, s);
       s.synchronize();
     });
+    if constexpr (requires { index->after_run(); }) index->after_run();
+    return run_s;
   });
 
   // Verification of the last repeat: every operation got its expected status (reads found

@@ -91,8 +91,10 @@ struct gphash_stats {
   std::uint64_t resizes = 0;      // levels added over the table's life
   bool cache_enabled = false;
   std::uint64_t cached_buckets = 0;
-  std::uint64_t cache_hits = 0;    // bucket reads served by the cache since the last reload
-  std::uint64_t cache_misses = 0;  // bucket reads that went to the pool
+  // Slot reads of probes since the cache was enabled (or rebuilt by a resize or recovery):
+  // served by the cache, and read from the pool.
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
 };
 
 template <class Key>
@@ -131,8 +133,9 @@ class gphash {
             cudaStream_t stream = nullptr) const;
   void erase(const Key* keys, std::size_t n, hash_status* status, cudaStream_t stream = nullptr);
 
-  // Makes the value cells retired by updates and erases reusable. Call it after kernels that
-  // used ref() have finished; the bulk operations call it themselves.
+  // Makes the value cells retired by updates and erases reusable, in stream order: enqueue it
+  // on `stream` after the kernels that used ref(), and only kernels that follow it reuse the
+  // cells. The bulk operations call it themselves.
   void reclaim(cudaStream_t stream = nullptr);
 
   // Adds a level on top (2x the buckets of the current top) and rehashes the bottom level's

@@ -67,12 +67,20 @@ struct table_view {
   std::uint32_t segments = 0;
   std::uint64_t seg_offset[kMaxSegments] = {};
   std::uint64_t seg_first[kMaxSegments + 1] = {};  // first cell of each segment; [segments]=cells
-  // Cells freed by update/erase wait here until reclaim(), so no reader sees a reused cell.
+  // Cells freed by update/erase: a bit per cell, like `bitmap`, folded into it by reclaim()
+  // after the batch, so no reader of an old value offset sees its cell reused. Never overflows.
   std::uint64_t* retired = nullptr;
-  std::uint64_t retired_capacity = 0;
-  unsigned long long* retired_count = nullptr;
+  // false only for a volatile copy of the table in GPU memory (the benchmarks' ceiling):
+  // operations then skip every persist.
+  bool persistent = true;
   cache_view cache;
 };
+
+// Makes the calling thread's earlier pool stores durable (FAST'25's persist), unless the view is
+// a volatile copy.
+__device__ inline void persist(const table_view& v) {
+  if (v.persistent) gpm::persist();
+}
 
 // A named point inside the protocol where the crash tests kill the process (GPMKIT_CRASH_POINT)
 // on the host backend, whose kernels run in the process. In GPU code it does nothing: there,
@@ -293,13 +301,16 @@ GPM_HOST_DEVICE inline location location_of_rank(std::uint64_t r) {
           63 - static_cast<std::uint32_t>(r & 63)};
 }
 
+// The fingerprint word is read with acquire, so the item is read after its publication. With
+// `ordered`, every word is, so that a later load (a seqlock re-check) is ordered after them all.
 template <class Key>
-__device__ inline slot_image load_slot(const std::uint64_t* p) {
+__device__ inline slot_image load_slot(const std::uint64_t* p, bool ordered = false) {
+  const memory_order rest = ordered ? memory_order_acquire : memory_order_relaxed;
   slot_image img;
-  img.word = load_word(p, memory_order_acquire);  // the item is read after its publication
-  img.value = load_word(p + 1);
+  img.word = load_word(p, memory_order_acquire);
+  img.value = load_word(p + 1, rest);
   if constexpr (std::is_same_v<Key, key32>) {
-    for (int i = 0; i < 4; ++i) img.key[i] = load_word(p + 2 + i);
+    for (int i = 0; i < 4; ++i) img.key[i] = load_word(p + 2 + i, rest);
   }
   return img;
 }
@@ -311,7 +322,9 @@ GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uin
 }
 
 // Reads a slot from the cached copy of its bucket when one is ready and unchanged across the
-// read (seqlock plus mapping re-check), else from the pool.
+// read (seqlock plus mapping re-check), else from the pool. The reader uses acquire loads only,
+// in a chain (mapping, seqlock, slot words, then the re-checks): a fence here would be a
+// GPU-wide barrier per slot read, which is what made cached reads slower than the pool's.
 template <class Key>
 __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
                                        std::uint64_t bucket, std::uint32_t s, bool& hit) {
@@ -321,15 +334,15 @@ __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
     const std::uint64_t gid = global_bucket(c, level, bucket);
     if (gid != kNone) {
       using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
-      const std::uint32_t m = ref32(c.map[gid]).load();
+      const std::uint32_t m = ref32(c.map[gid]).load(memory_order_acquire);
       if (m & 1u) {
         const std::uint64_t y = (m >> 1) - 1;
         const std::uint64_t idx = y * v.slots + s;
-        const std::uint32_t q1 = ref32(c.seq[idx]).load();
+        const std::uint32_t q1 = ref32(c.seq[idx]).load(memory_order_acquire);
         if ((q1 & 1u) == 0) {
-          const slot_image img = load_slot<Key>(c.slots + idx * v.slot_words);
-          atomic_thread_fence<thread_scope::device>();
-          if (ref32(c.seq[idx]).load() == q1 && ref32(c.map[gid]).load() == m) {
+          const slot_image img = load_slot<Key>(c.slots + idx * v.slot_words, true);
+          if (ref32(c.seq[idx]).load(memory_order_relaxed) == q1 &&
+              ref32(c.map[gid]).load(memory_order_relaxed) == m) {
             hit = true;
             return img;
           }
@@ -347,18 +360,22 @@ __device__ inline void copy_slot_to_cache(const table_view& v, std::uint32_t lev
   using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
   const cache_view& c = v.cache;
   const std::uint64_t idx = y * v.slots + s;
-  std::uint32_t q = ref32(c.seq[idx]).load();
-  while ((q & 1u) || !ref32(c.seq[idx]).compare_exchange_weak(q, q + 1)) {
+  std::uint32_t q = ref32(c.seq[idx]).load(memory_order_relaxed);
+  while ((q & 1u) ||
+         !ref32(c.seq[idx]).compare_exchange_weak(q, q + 1, memory_order_acquire)) {
     __nanosleep(32);
-    q = ref32(c.seq[idx]).load();
+    q = ref32(c.seq[idx]).load(memory_order_relaxed);
   }
+  // Release fence, then the copy: a reader whose acquire load sees a copied word also sees the
+  // odd sequence number, and so discards what it read.
+  atomic_thread_fence<thread_scope::device>(memory_order_release);
   const std::uint64_t* src = slot_ptr(v, level, bucket, s);
   std::uint64_t* dst = c.slots + idx * v.slot_words;
   for (std::uint32_t i = 0; i < v.slot_words; ++i) {
     atomic_ref<std::uint64_t, thread_scope::device>(dst[i]).store(load_word(src + i),
                                                                   memory_order_relaxed);
   }
-  ref32(c.seq[idx]).store(q + 2);
+  ref32(c.seq[idx]).store(q + 2, memory_order_release);
 }
 
 // After a writer changed a slot in the pool: copies the slot into the cached copy of its bucket
@@ -379,7 +396,9 @@ __device__ inline void cache_refresh(const table_view& v, std::uint32_t level, s
   ref32(c.refs[y]).fetch_sub(1);
 }
 
-// Counts an access to a bucket for the cache's LFU / LRU choice.
+// Counts an access to a bucket for the cache's LFU / LRU choice. Every probe counts each candidate
+// bucket it reads (one-shot access reads them all, so a hot key makes all of them hot); counting
+// only the bucket holding the key would cache a quarter of what a search of it reads.
 __device__ inline void note_access(const table_view& v, std::uint32_t level, std::uint64_t bucket) {
   const cache_view& c = v.cache;
   if (c.map == nullptr) return;
@@ -435,21 +454,21 @@ __device__ inline void free_unpublished_cell(const table_view& v, std::uint64_t 
       .fetch_and(~(1ull << (cell % 64)));
 }
 
-// Frees a published cell at the next reclaim(). A full retire list only delays the reuse of the
-// cell until the next recovery or resize, which rebuild the allocator.
+// Frees a published cell at the next reclaim().
 __device__ inline void retire_cell(const table_view& v, std::uint64_t off) {
-  const unsigned long long i = atomicAdd(v.retired_count, 1ull);
-  if (i < v.retired_capacity) v.retired[i] = off;
+  const std::uint64_t cell = cell_of(v, off);
+  if (cell == kNone) return;
+  atomicOr(reinterpret_cast<unsigned long long*>(&v.retired[cell / 64]), 1ull << (cell % 64));
 }
 
 // Copies a value with every lane of the tile, then makes it durable before any lane publishes.
 template <class Tile>
 __device__ inline void copy_value(const Tile& t, void* dst, const void* src, std::uint32_t bytes,
-                                  bool durable) {
+                                  const table_view* durable_in) {
   auto* d = static_cast<std::uint64_t*>(dst);
   const auto* s = static_cast<const std::uint64_t*>(src);
   for (std::uint32_t i = t.thread_rank(); i < bytes / 8; i += t.size()) d[i] = s[i];
-  if (durable) persist();
+  if (durable_in != nullptr) persist(*durable_in);
   t.sync();
 }
 
@@ -490,6 +509,7 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     if (valid) {
       bucket = level_bucket(v, h, c / v.levels, level);
       img = read_slot<Key>(v, level, bucket, s, hit);
+      if (s == 0) note_access(v, level, bucket);
     }
     if (counting) {
       hits += __popc(t.ballot(hit));
@@ -547,27 +567,35 @@ GPM_HOST_DEVICE inline location location_of_empty(const table_view& v, std::uint
 
 // ---- operations ----------------------------------------------------------------------------
 
-// Points the key's valid copy at a new value cell (out of place, one CAS). Returns true when
-// done; false when the copy changed under us (probe again).
+// Points the key's valid copy at a new value cell (out of place, one CAS). A lost CAS means the
+// slot's value offset changed after the probe read it: an update of the key (or an erase, then
+// an insert into the slot) took effect while this update ran. This update is then ordered just
+// before that change, which overwrites it unseen (a blind write, like the Thomas write rule), so
+// it is done: its cell is freed at once (retired if it was ever published: an upsert's withdrawn
+// copy). Updates are thus wait-free;
+// retrying instead made a hot key's updates under skew a storm of failing CASes over PCIe. Its
+// persist orders the winning write (observed) before anything this thread publishes later.
 template <class Tile>
-__device__ bool replace_value(const table_view& v, const Tile& t, const probe_result& r,
-                              std::uint64_t cell) {
-  bool ok = false;
+__device__ void replace_value(const table_view& v, const Tile& t, const probe_result& r,
+                              std::uint64_t cell, bool cell_was_published = false) {
   if (t.thread_rank() == 0) {
     const location at = location_of_rank(r.match);
     std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
     std::uint64_t expected = r.match_value;
     protocol_point("gphash.update.prepared");
-    ok = atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected,
-                                                                                          cell);
-    persist();
+    const bool ok =
+        atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected, cell);
+    persist(v);
     if (ok) {
       retire_cell(v, r.match_value);
       cache_refresh(v, at.level, at.bucket, at.slot);
-      note_access(v, at.level, at.bucket);
+    } else if (cell_was_published) {
+      retire_cell(v, cell);
+    } else {
+      free_unpublished_cell(v, cell);
     }
   }
-  return t.shfl(ok ? 1 : 0, 0) != 0;
+  t.sync();
 }
 
 // Takes a value cell and fills it (key record and value) durably; 0 when the value area is full.
@@ -575,11 +603,16 @@ template <class Key, class Tile>
 __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key& key,
                                    std::uint64_t h, const void* value) {
   std::uint64_t cell = 0;
-  if (t.thread_rank() == 0) cell = allocate_cell(v, h % (v.bitmap_words ? v.bitmap_words : 1));
+  // The search starts at a word hashed from the key and the thread, so that many updates of one
+  // hot key do not all scan from the same word.
+  if (t.thread_rank() == 0) {
+    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    cell = allocate_cell(v, mix64(h + thread) % (v.bitmap_words ? v.bitmap_words : 1));
+  }
   cell = t.shfl(cell, 0);
   if (cell != 0) {
     key_ops<Key>::write_record(v, t, v.base + cell, key);
-    copy_value(t, v.base + cell + v.key_area, value, v.value_bytes, true);
+    copy_value(t, v.base + cell + v.key_area, value, v.value_bytes, &v);
   }
   return cell;
 }
@@ -592,6 +625,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
   const std::uint64_t w = key_ops<Key>::word(key, h);
   std::uint64_t cell = given;  // rehash moves the item's existing cell
   const bool own = mode != insert_mode::rehash;
+  bool withdrawn = false;  // our cell was published in a copy we withdrew (upsert)
   for (;;) {
     const probe_result r = probe(v, t, key, h, w, true);
     if (r.match != 0) {
@@ -601,11 +635,17 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       }
       if (cell == 0) cell = new_value(v, t, key, h, value);
       if (cell == 0) return hash_status::no_value_space;
-      if (replace_value(v, t, r, cell)) return hash_status::updated;
-      continue;
+      replace_value(v, t, r, cell, withdrawn);
+      return hash_status::updated;
     }
     if (r.empty == kNone) {
-      if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
+      if (own && cell != 0 && t.thread_rank() == 0) {
+        if (withdrawn) {
+          retire_cell(v, cell);
+        } else {
+          free_unpublished_cell(v, cell);
+        }
+      }
       return hash_status::full;
     }
     if (cell == 0) cell = new_value(v, t, key, h, value);
@@ -621,9 +661,9 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(cell, memory_order_relaxed);
         key_ops<Key>::store_key(slot, key);
         protocol_point("gphash.insert.claimed");
-        persist();  // the item is durable before it becomes visible
+        persist(v);  // the item is durable before it becomes visible
         state.store(w, memory_order_release);
-        persist();  // the publication is durable before the operation is acknowledged
+        persist(v);  // the publication is durable before the operation is acknowledged
         protocol_point("gphash.insert.published");
       }
     }
@@ -638,17 +678,17 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
         atomic_ref<std::uint64_t, pool_scope>(
             slot_ptr(v, at.level, at.bucket, at.slot)[0])
             .compare_exchange_strong(expected, kEmpty);
-        persist();
+        persist(v);
         cache_refresh(v, at.level, at.bucket, at.slot);
       }
-      if (mode == insert_mode::upsert) continue;  // apply our value to the valid copy
+      if (mode == insert_mode::upsert) {  // apply our value to the valid copy
+        withdrawn = true;
+        continue;
+      }
       if (own && t.thread_rank() == 0) retire_cell(v, cell);
       return hash_status::exists;
     }
-    if (t.thread_rank() == 0) {
-      cache_refresh(v, at.level, at.bucket, at.slot);
-      note_access(v, at.level, at.bucket);
-    }
+    if (t.thread_rank() == 0) cache_refresh(v, at.level, at.bucket, at.slot);
     return hash_status::inserted;
   }
 }
@@ -659,17 +699,12 @@ __device__ hash_status update(const table_view& v, const Tile& t, const Key& key
   if (!key_ops<Key>::valid(v, key)) return hash_status::invalid_key;
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const std::uint64_t w = key_ops<Key>::word(key, h);
-  std::uint64_t cell = 0;
-  for (;;) {
-    const probe_result r = probe(v, t, key, h, w, false);
-    if (r.match == 0) {
-      if (cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
-      return hash_status::not_found;
-    }
-    if (cell == 0) cell = new_value(v, t, key, h, value);
-    if (cell == 0) return hash_status::no_value_space;
-    if (replace_value(v, t, r, cell)) return hash_status::updated;
-  }
+  const probe_result r = probe(v, t, key, h, w, false);
+  if (r.match == 0) return hash_status::not_found;
+  const std::uint64_t cell = new_value(v, t, key, h, value);
+  if (cell == 0) return hash_status::no_value_space;
+  replace_value(v, t, r, cell);
+  return hash_status::updated;
 }
 
 template <class Key, class Tile>
@@ -678,11 +713,7 @@ __device__ hash_status find(const table_view& v, const Tile& t, const Key& key, 
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), false);
   if (r.match == 0) return hash_status::not_found;
-  if (out != nullptr) copy_value(t, out, v.base + r.match_value + v.key_area, v.value_bytes, false);
-  if (t.thread_rank() == 0) {
-    const location at = location_of_rank(r.match);
-    note_access(v, at.level, at.bucket);
-  }
+  if (out != nullptr) copy_value(t, out, v.base + r.match_value + v.key_area, v.value_bytes, nullptr);
   return hash_status::found;
 }
 
@@ -702,11 +733,10 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
       ok = atomic_ref<std::uint64_t, pool_scope>(
                slot_ptr(v, at.level, at.bucket, at.slot)[0])
                .compare_exchange_strong(expected, kEmpty);
-      persist();
+      persist(v);
       if (ok) {
         retire_cell(v, r.match_value);
         cache_refresh(v, at.level, at.bucket, at.slot);
-        note_access(v, at.level, at.bucket);
       }
     }
     erased = erased || t.shfl(ok ? 1 : 0, 0) != 0;
