@@ -117,7 +117,7 @@ struct gphash<Key>::impl {
   device_buffer<std::uint64_t> bitmap;
   std::uint64_t bitmap_words = 0;
   std::uint64_t cells = 0;
-  device_buffer<std::uint64_t> retired;            // a bit per value cell (table_view::retired)
+  device_buffer<std::uint64_t> retired;           // a bit per value cell (table_view::retired)
   device_buffer<unsigned long long> counters{2};  // [0] retries, [1] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
 
@@ -133,7 +133,7 @@ struct gphash<Key>::impl {
     device_buffer<std::uint32_t> score, hist;
     device_buffer<chosen_state> chosen;
     device_buffer<std::uint64_t> free, ys, xs;
-    device_buffer<cache_select::state> state{1};
+    device_buffer<select_state> state{1};
     cache_select view() {
       return {score.data(), hist.data(), chosen.data(), free.data(),
               ys.data(),    xs.data(),   state.data()};
@@ -374,7 +374,8 @@ struct gphash<Key>::impl {
     const std::uint64_t buckets = c_map.size();
     const std::uint64_t keep = std::min(cache_buckets, buckets);
     const cache_select sel = selection.view();
-    const cache_view c = live_view().cache;
+    const table_view v = live_view();
+    const cache_view& c = v.cache;
     const cudaStream_t cs = cache_stream->get();
     const std::uint32_t grid = blocks_for(buckets, kScanThreads);
     launch(select_begin_kernel, 1, kScanThreads, 0, cs, sel, keep);
@@ -391,8 +392,7 @@ struct gphash<Key>::impl {
     launch(select_free_kernel, blocks_for(cache_buckets, kScanThreads), kScanThreads, 0, cs, c,
            sel);
     launch(select_assign_kernel, grid, kScanThreads, 0, cs, buckets, sel);
-    launch(cache_fetch_kernel, blocks_for(cache_buckets * 32, 256), 256, 0, cs, live_view(true),
-           sel);
+    launch(cache_fetch_kernel, blocks_for(cache_buckets * 32, 256), 256, 0, cs, v, sel);
     ++now;
   }
 

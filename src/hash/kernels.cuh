@@ -187,6 +187,14 @@ inline constexpr std::uint32_t kRadixBins = 1u << 11;
 
 enum class chosen_state : std::uint8_t { no = 0, fetch = 1, resident = 2 };
 
+struct select_state {
+  std::uint32_t threshold;  // the score bits found so far (high bits first)
+  unsigned long long need;  // buckets still to choose among those matching them
+  unsigned long long ties;  // buckets of score == threshold taken by the mark kernel
+  unsigned long long free_count;
+  unsigned long long fetch_count;
+};
+
 struct cache_select {
   std::uint32_t* score;    // per bucket, the snapshot the passes select from
   std::uint32_t* hist;     // kRadixBins
@@ -194,13 +202,7 @@ struct cache_select {
   std::uint64_t* free_ys;  // cache buckets whose content was not chosen again
   std::uint64_t* ys;       // fetch assignments: cache bucket ys[i] <- table bucket xs[i]
   std::uint64_t* xs;
-  struct state {
-    std::uint32_t threshold;  // the score bits found so far (high bits first)
-    unsigned long long need;  // buckets still to choose among those matching them
-    unsigned long long ties;  // buckets of score == threshold taken by the mark kernel
-    unsigned long long free_count;
-    unsigned long long fetch_count;
-  }* st;
+  select_state* st;
 };
 
 __global__ void select_begin_kernel(cache_select sel, std::uint64_t keep) {
@@ -230,8 +232,8 @@ __global__ void select_score_kernel(cache_view c, cache_select sel, cache_policy
 
 // One radix pass: a histogram of score bits [shift, shift + width) over the buckets whose higher
 // bits equal the threshold found so far. Per-block histograms live in dynamic shared memory.
-__global__ void select_histogram_kernel(std::uint64_t buckets, cache_select sel, std::uint32_t shift,
-                                        std::uint32_t width) {
+__global__ void select_histogram_kernel(std::uint64_t buckets, cache_select sel,
+                                        std::uint32_t shift, std::uint32_t width) {
   std::uint32_t* local = dynamic_shared_memory<std::uint32_t>();
   const std::uint32_t bins = 1u << width;
   for (std::uint32_t b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
@@ -314,8 +316,8 @@ __global__ void cache_fetch_kernel(table_view v, cache_select sel) {
   const auto tile = make_tile<32>();
   const cache_view& c = v.cache;
   using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
-  const std::uint64_t n = sel.st->fetch_count < sel.st->free_count ? sel.st->fetch_count
-                                                                    : sel.st->free_count;
+  const std::uint64_t n =
+      sel.st->fetch_count < sel.st->free_count ? sel.st->fetch_count : sel.st->free_count;
   const std::uint64_t* ys = sel.ys;
   const std::uint64_t* xs = sel.xs;
   for (std::uint64_t i = tile_index<32>(); i < n; i += tile_count<32>()) {

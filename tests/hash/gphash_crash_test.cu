@@ -218,8 +218,8 @@ void batches_trial(int t, bool at_points) {
     policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(1 + rng() % 400));
     what += std::string(", crash point ") + point;
   }
-  const auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
-                                      dirs.args("kv.pool", seed), policy);
+  const auto r =
+      gpm::test::run_child("gphash_batches_" + key_name<Key>(), dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   check_trial<Key>(dirs, "kv.pool", seed, r, what);
 }
@@ -257,8 +257,8 @@ void recovery_trial(int t) {
   const auto policy =
       t % 2 == 0 ? gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready")
                  : gpm::test::kill_at("gphash.resize.started:" + std::to_string(1 + rng() % 3));
-  auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
-                                dirs.args("kv.pool", seed), policy);
+  auto r =
+      gpm::test::run_child("gphash_batches_" + key_name<Key>(), dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   std::filesystem::copy_file(dirs.pool_path("kv.pool"), dirs.pool_path("copy.pool"));
   // The copy's recovery is killed midway, then recovered again.

@@ -384,8 +384,8 @@ TEST(Gphash, DeviceUpdatesReuseCellsAfterReclaim) {
     std::vector<std::uint64_t> values(2 * n);
     for (int k = 0; k < n; ++k) fill_value(&values[2 * k], 2, k, round);
     auto dv = gpm::test::to_device(values);
-    gpm::launch(update_kernel, (n * 32 + 255) / 256, 256, 0, nullptr, t.ref(), dk.data(),
-                dv.data(), st.data(), n);
+    gpm::launch(update_kernel, (n * 32 + 255) / 256, 256, 0, nullptr, t.ref(), dk.data(), dv.data(),
+                st.data(), n);
     t.reclaim();
     gpm::test::sync_ok();
     for (hash_status s : gpm::test::to_host(st)) ASSERT_EQ(s, hash_status::updated) << round;

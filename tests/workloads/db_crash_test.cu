@@ -226,9 +226,8 @@ TEST_P(DbCrash, RecoveryIsIdempotent) {
         gpm::test::kill_at("db_test.before_commit:" + std::to_string(2 + t % 16)));
     ASSERT_TRUE(r.killed) << r.describe();
     std::filesystem::copy_file(d.pool_path("db.pool"), d.pool_path("copy.pool"));
-    const auto r2 =
-        gpm::test::run_child(scenario(k, "recover"), d.args("db.pool", 0),
-                             gpm::test::kill_at(point));
+    const auto r2 = gpm::test::run_child(scenario(k, "recover"), d.args("db.pool", 0),
+                                         gpm::test::kill_at(point));
     ASSERT_TRUE(r2.killed) << "recovery did not reach its crash point: " << r2.describe();
     const auto recovered = [&] {
       store s = store::open(d.pm_dir(), d.snapshot_dir(), k);

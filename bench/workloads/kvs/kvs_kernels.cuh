@@ -81,8 +81,7 @@ __device__ inline void unlock_bucket(std::uint32_t* lock) {
 // Slots are read by GETs while SETs change them: 8-byte atomic accesses at gpm::pool_scope (only
 // GPU threads touch the table while a batch runs), so that Zipf-hot buckets are served by the L2.
 __device__ inline std::uint64_t load_word(const std::uint64_t& w, gpm::memory_order o) {
-  return gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(const_cast<std::uint64_t&>(w))
-      .load(o);
+  return gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(const_cast<std::uint64_t&>(w)).load(o);
 }
 __device__ inline void store_word(std::uint64_t& w, std::uint64_t v, gpm::memory_order o) {
   gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(w).store(v, o);

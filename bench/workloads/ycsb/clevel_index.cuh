@@ -46,8 +46,7 @@ struct clevel_ref {
   static GPM_HOST_DEVICE std::uint64_t record_of(std::uint64_t word) {
     return (word & kSlotRecordMask) - 2;
   }
-  GPM_HOST_DEVICE gpm::atomic_ref<std::uint64_t, gpm::pool_scope> slot(
-      std::uint64_t s) const {
+  GPM_HOST_DEVICE gpm::atomic_ref<std::uint64_t, gpm::pool_scope> slot(std::uint64_t s) const {
     return gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(slots[s]);
   }
 

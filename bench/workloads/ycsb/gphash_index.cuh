@@ -140,7 +140,8 @@ class gphash_index {
     const std::uint64_t slots = 12ull << config_for(keys).top_level;
     const std::uint64_t slot_bytes = std::is_same_v<table_key, gpm::key32> ? 48 : 16;
     // An out-of-place key lives in front of the value: its length and its bytes.
-    const std::uint64_t cell_bytes = sizeof(kv_value) + (InPlace ? 0 : 8 + (sizeof(Key) + 7) / 8 * 8);
+    const std::uint64_t cell_bytes =
+        sizeof(kv_value) + (InPlace ? 0 : 8 + (sizeof(Key) + 7) / 8 * 8);
     // Slots and GPHash's 1.5 value cells per slot, with room for its own records.
     return index_pool_bytes(slots * slot_bytes + (slots + slots / 2 + 64) * cell_bytes +
                             (4ull << 20));
@@ -210,8 +211,8 @@ class gphash_index {
     const std::uint64_t hits = run_end_.cache_hits - run_start_.cache_hits;
     const std::uint64_t misses = run_end_.cache_misses - run_start_.cache_misses;
     if (variant_.cache && hits + misses > 0) {
-      v.push_back({"cache_hit_rate",
-                   static_cast<double>(hits) / static_cast<double>(hits + misses)});
+      v.push_back(
+          {"cache_hit_rate", static_cast<double>(hits) / static_cast<double>(hits + misses)});
     }
     return v;
   }

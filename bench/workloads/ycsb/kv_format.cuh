@@ -175,9 +175,8 @@ struct record_heap_ref {
   // before the number is used, so no record handed out before a crash is handed out again.
   template <class Persist>
   GPM_HOST_DEVICE std::uint64_t allocate() const {
-    const std::uint64_t r =
-        gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*used).fetch_add(
-            1, gpm::memory_order_relaxed);
+    const std::uint64_t r = gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*used).fetch_add(
+        1, gpm::memory_order_relaxed);
     Persist::range(used, sizeof(*used));
     return r < capacity ? r : capacity;
   }

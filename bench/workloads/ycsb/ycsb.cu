@@ -58,7 +58,8 @@ const index_choice kGphash{
     index_kind::gphash, "gphash",
     "GPHash: warp-cooperative, lock-free, log-free, with BktCache (20% LFU)"};
 const index_choice kGphashGpuMemory{
-    index_kind::gphash, "gpu-memory",
+    index_kind::gphash,
+    "gpu-memory",
     "the ceiling: GPHash with the index in GPU memory and no persistence",
     {.cache = false, .gpu_memory = true}};
 const index_choice kClevelGpm{
@@ -86,6 +87,16 @@ index_choice gphash_variant_of(const std::string& name, const std::string& summa
   return c;
 }
 
+template <class Key, bool InPlace>
+measurement run_gphash(const mode_context& ctx, const std::string& mode_name,
+                       const gphash_variant& variant, const ycsb_plan& plan, std::uint64_t keys) {
+  const geometry g = filling_geometry(ctx);
+  return measure<gphash_index<Key, InPlace>>(
+      ctx, mode_name, plan, gphash_index<Key, InPlace>::pool_bytes(keys), [&](gpm::pool& p) {
+        return std::make_unique<gphash_index<Key, InPlace>>(p, keys, g, variant);
+      });
+}
+
 // The adapter table: how each index is sized and built; the runner does everything else.
 template <class Key>
 measurement run_index(const mode_context& ctx, const std::string& mode_name,
@@ -95,16 +106,9 @@ measurement run_index(const mode_context& ctx, const std::string& mode_name,
   const geometry g = filling_geometry(ctx);
   switch (which.kind) {
     case index_kind::gphash:
-      if (!which.variant.in_place_keys) {
-        return measure<gphash_index<Key, false>>(
-            ctx, mode_name, plan, gphash_index<Key, false>::pool_bytes(keys), [&](gpm::pool& p) {
-              return std::make_unique<gphash_index<Key, false>>(p, keys, g, which.variant);
-            });
-      }
-      return measure<gphash_index<Key>>(
-          ctx, mode_name, plan, gphash_index<Key>::pool_bytes(keys), [&](gpm::pool& p) {
-            return std::make_unique<gphash_index<Key>>(p, keys, g, which.variant);
-          });
+      return which.variant.in_place_keys
+                 ? run_gphash<Key, true>(ctx, mode_name, which.variant, plan, keys)
+                 : run_gphash<Key, false>(ctx, mode_name, which.variant, plan, keys);
     case index_kind::clevel_gpm:
       return measure<clevel_index<Key>>(
           ctx, mode_name, plan, clevel_index<Key>::pool_bytes(keys, records), [&](gpm::pool& p) {
@@ -215,7 +219,8 @@ measurement bound(const mode_context& ctx) {
   });
   unsigned long long got = 0;
   sum.copy_to_host(&got, 1);
-  if (got != lines * 16 * 0x0101010101010101ull) check_failed("bound: the line reads do not add up");
+  if (got != lines * 16 * 0x0101010101010101ull)
+    check_failed("bound: the line reads do not add up");
   m.sizes = {{"object_bytes", object_bytes}, {"stores", n}, {"lines_read", lines}};
   m.throughput = mega_operations(n);
   m.bytes_persisted = n * 8;
@@ -444,9 +449,8 @@ workload hash_factors_workload() {
   using namespace ycsb;
   // FAST'25 Figure 9: from a baseline without the techniques, add one at a time.
   const index_choice variants[] = {
-      gphash_variant_of("baseline",
-                        "GPHash baseline: per-thread, keys out of place, no BktCache", 1, false,
-                        false),
+      gphash_variant_of("baseline", "GPHash baseline: per-thread, keys out of place, no BktCache",
+                        1, false, false),
       gphash_variant_of("+warp", "baseline + warp-cooperative one-shot access", 32, false, false),
       gphash_variant_of("+in-place", "+warp + keys in place", 32, true, false),
       gphash_variant_of("+bktcache", "+in-place + BktCache (20% LFU): GPHash", 32, true, true)};

@@ -96,8 +96,8 @@ class conv_log_ref {
   friend class conv_log;
   explicit conv_log_ref(const detail::log::log_view& v) : v_(v) {}
 
-  // Runs f(layout, stream) on `partition` holding its lock (a spin lock at gpm::pool_scope that backs
-  // off with __nanosleep, so the emulator and other warps make progress).
+  // Runs f(layout, stream) on `partition` holding its lock (a spin lock at gpm::pool_scope that
+  // backs off with __nanosleep, so the emulator and other warps make progress).
   template <class F>
   __device__ log_status locked(std::uint32_t partition, F&& f) const {
     if (partition >= v_.streams) return v_.report(log_status::bad_partition, partition);

@@ -190,8 +190,7 @@ struct key_ops<key32> {
   }
   __device__ static void store_key(std::uint64_t* slot, const key32& k) {
     for (int i = 0; i < 4; ++i) {
-      atomic_ref<std::uint64_t, pool_scope>(slot[2 + i])
-          .store(k.words[i], memory_order_relaxed);
+      atomic_ref<std::uint64_t, pool_scope>(slot[2 + i]).store(k.words[i], memory_order_relaxed);
     }
   }
   template <class Tile>
@@ -256,8 +255,7 @@ struct key_ops<varkey> {
 // kernel runs; the host recovers and resizes it between kernels).
 __device__ inline std::uint64_t load_word(const std::uint64_t* p,
                                           memory_order order = memory_order_relaxed) {
-  return atomic_ref<std::uint64_t, pool_scope>(*const_cast<std::uint64_t*>(p))
-      .load(order);
+  return atomic_ref<std::uint64_t, pool_scope>(*const_cast<std::uint64_t*>(p)).load(order);
 }
 
 struct slot_image {
@@ -361,8 +359,7 @@ __device__ inline void copy_slot_to_cache(const table_view& v, std::uint32_t lev
   const cache_view& c = v.cache;
   const std::uint64_t idx = y * v.slots + s;
   std::uint32_t q = ref32(c.seq[idx]).load(memory_order_relaxed);
-  while ((q & 1u) ||
-         !ref32(c.seq[idx]).compare_exchange_weak(q, q + 1, memory_order_acquire)) {
+  while ((q & 1u) || !ref32(c.seq[idx]).compare_exchange_weak(q, q + 1, memory_order_acquire)) {
     __nanosleep(32);
     q = ref32(c.seq[idx]).load(memory_order_relaxed);
   }
@@ -461,14 +458,25 @@ __device__ inline void retire_cell(const table_view& v, std::uint64_t off) {
   atomicOr(reinterpret_cast<unsigned long long*>(&v.retired[cell / 64]), 1ull << (cell % 64));
 }
 
-// Copies a value with every lane of the tile, then makes it durable before any lane publishes.
+// Gives back a cell the operation took but did not keep: at once if no reader can hold its
+// offset, else (it was published once, in a copy that was withdrawn) at the next reclaim().
+__device__ inline void release_cell(const table_view& v, std::uint64_t off, bool was_published) {
+  if (was_published) {
+    retire_cell(v, off);
+  } else {
+    free_unpublished_cell(v, off);
+  }
+}
+
+// Copies a value with every lane of the tile; `durable`: into the pool, made durable before any
+// lane publishes.
 template <class Tile>
-__device__ inline void copy_value(const Tile& t, void* dst, const void* src, std::uint32_t bytes,
-                                  const table_view* durable_in) {
+__device__ inline void copy_value(const table_view& v, const Tile& t, void* dst, const void* src,
+                                  bool durable) {
   auto* d = static_cast<std::uint64_t*>(dst);
   const auto* s = static_cast<const std::uint64_t*>(src);
-  for (std::uint32_t i = t.thread_rank(); i < bytes / 8; i += t.size()) d[i] = s[i];
-  if (durable_in != nullptr) persist(*durable_in);
+  for (std::uint32_t i = t.thread_rank(); i < v.value_bytes / 8; i += t.size()) d[i] = s[i];
+  if (durable) persist(v);
   t.sync();
 }
 
@@ -571,10 +579,9 @@ GPM_HOST_DEVICE inline location location_of_empty(const table_view& v, std::uint
 // slot's value offset changed after the probe read it: an update of the key (or an erase, then
 // an insert into the slot) took effect while this update ran. This update is then ordered just
 // before that change, which overwrites it unseen (a blind write, like the Thomas write rule), so
-// it is done: its cell is freed at once (retired if it was ever published: an upsert's withdrawn
-// copy). Updates are thus wait-free;
-// retrying instead made a hot key's updates under skew a storm of failing CASes over PCIe. Its
-// persist orders the winning write (observed) before anything this thread publishes later.
+// it is done and releases its cell. Updates are thus wait-free; retrying instead made a hot
+// key's updates under skew a storm of failing CASes over PCIe. Its persist orders the winning
+// write (observed) before anything this thread publishes later.
 template <class Tile>
 __device__ void replace_value(const table_view& v, const Tile& t, const probe_result& r,
                               std::uint64_t cell, bool cell_was_published = false) {
@@ -589,10 +596,8 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
     if (ok) {
       retire_cell(v, r.match_value);
       cache_refresh(v, at.level, at.bucket, at.slot);
-    } else if (cell_was_published) {
-      retire_cell(v, cell);
     } else {
-      free_unpublished_cell(v, cell);
+      release_cell(v, cell, cell_was_published);
     }
   }
   t.sync();
@@ -612,7 +617,7 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   cell = t.shfl(cell, 0);
   if (cell != 0) {
     key_ops<Key>::write_record(v, t, v.base + cell, key);
-    copy_value(t, v.base + cell + v.key_area, value, v.value_bytes, &v);
+    copy_value(v, t, v.base + cell + v.key_area, value, true);
   }
   return cell;
 }
@@ -639,13 +644,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       return hash_status::updated;
     }
     if (r.empty == kNone) {
-      if (own && cell != 0 && t.thread_rank() == 0) {
-        if (withdrawn) {
-          retire_cell(v, cell);
-        } else {
-          free_unpublished_cell(v, cell);
-        }
-      }
+      if (own && cell != 0 && t.thread_rank() == 0) release_cell(v, cell, withdrawn);
       return hash_status::full;
     }
     if (cell == 0) cell = new_value(v, t, key, h, value);
@@ -675,8 +674,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     if (again.match > mine) {
       if (t.thread_rank() == 0) {
         std::uint64_t expected = w;
-        atomic_ref<std::uint64_t, pool_scope>(
-            slot_ptr(v, at.level, at.bucket, at.slot)[0])
+        atomic_ref<std::uint64_t, pool_scope>(slot_ptr(v, at.level, at.bucket, at.slot)[0])
             .compare_exchange_strong(expected, kEmpty);
         persist(v);
         cache_refresh(v, at.level, at.bucket, at.slot);
@@ -713,7 +711,7 @@ __device__ hash_status find(const table_view& v, const Tile& t, const Key& key, 
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), false);
   if (r.match == 0) return hash_status::not_found;
-  if (out != nullptr) copy_value(t, out, v.base + r.match_value + v.key_area, v.value_bytes, nullptr);
+  if (out != nullptr) copy_value(v, t, out, v.base + r.match_value + v.key_area, false);
   return hash_status::found;
 }
 
@@ -730,8 +728,7 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
     if (t.thread_rank() == 0) {
       const location at = location_of_rank(r.match);
       std::uint64_t expected = w;
-      ok = atomic_ref<std::uint64_t, pool_scope>(
-               slot_ptr(v, at.level, at.bucket, at.slot)[0])
+      ok = atomic_ref<std::uint64_t, pool_scope>(slot_ptr(v, at.level, at.bucket, at.slot)[0])
                .compare_exchange_strong(expected, kEmpty);
       persist(v);
       if (ok) {

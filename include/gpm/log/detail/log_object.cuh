@@ -36,8 +36,7 @@ struct log_view {
 #if GPM_IN_GPU_CODE
     return st->generation;
 #else
-    return atomic_ref<std::uint64_t, pool_scope>(st->generation)
-        .load(memory_order_acquire);
+    return atomic_ref<std::uint64_t, pool_scope>(st->generation).load(memory_order_acquire);
 #endif
   }
   GPM_HOST_DEVICE char* control(std::uint64_t stream) const {

@@ -112,7 +112,7 @@ GPM_HOST_DEVICE inline std::uint64_t load_used(const stream_ref& s) {
 
 GPM_HOST_DEVICE inline void store_used(const stream_ref& s, std::uint64_t used) {
   atomic_ref<std::uint64_t, pool_scope>(*s.tail).store(tail_word(s.generation, used),
-                                                                 memory_order_relaxed);
+                                                       memory_order_relaxed);
   gpm::persist(s.tail, sizeof(std::uint64_t));
 }
 
