@@ -157,6 +157,7 @@ def history_table(records):
 SIDE_BY_SIDE = {
     "ycsb": ("gphash", "over"), "ycsb_key32": ("gphash", "over"),
     "ycsb_uniform": ("gphash", "over"), "hash_micro": ("gphash", "over"),
+    "hash_batch_sweep": ("gphash", "over"),
     "hash_factors": ("baseline", "under"), "hash_cache": ("no-cache", "under"),
 }
 
@@ -172,7 +173,8 @@ def side_by_side_table(workload, records):
             group, variant = r["mode"].split(":", 1)
             groups[(r["timestamp"], group)][variant] = r
     rows = []
-    for (run, group), variants in sorted(groups.items()):
+    # Runs in time order; groups in the order their modes were run (the workload's order).
+    for (run, group), variants in sorted(groups.items(), key=lambda item: item[0][0]):
         ref = variants.get(reference)
         if ref is None or len(variants) < 2:
             continue

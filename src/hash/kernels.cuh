@@ -109,8 +109,8 @@ __device__ inline Key key_of(const table_view& v, const slot_image& img) {
   return key_ops<Key>::key_at(v, words);
 }
 
-// Recovery: a published copy that is not the valid copy of its key (a crash between two
-// concurrent inserts of the key, or inside a rehash) is cleared. The valid copy is never
+// Recovery: a published copy that is not the valid copy of its key (a crash inside a rehash, or
+// a table written before inserts checked for conflicts) is cleared. The valid copy is never
 // cleared, so one pass in parallel suffices. One warp per slot.
 template <class Key>
 __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long long* removed) {

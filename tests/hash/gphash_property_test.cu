@@ -3,9 +3,14 @@
 // bytes, variable length) and the bulk kernels' cooperative-group size (1, 8, 16, 32). Small
 // tables, so the sequences also run through several resizes; some runs keep BktCache on, reloading
 // after every batch.
+#include <gpm/config.hpp>
 #include <gpm/hash/gphash.cuh>
 #include <gpm/pool/pool.hpp>
+#if GPM_BACKEND_HOST
+#include <gpm/platform/emulator.hpp>
+#endif
 
+#include <algorithm>
 #include <random>
 
 #include "crash_harness.hpp"
@@ -88,6 +93,61 @@ TYPED_TEST(GphashProperty, MatchesAReferenceMap) {
   if (TypeParam::cached) {
     EXPECT_GT(t.stats().cache_hits, 0u);
   }
+}
+
+#if GPM_BACKEND_HOST
+// While it lives, the emulator switches threads at random every couple of atomics and fences.
+class random_schedule {
+ public:
+  explicit random_schedule(std::uint64_t seed) : saved_(gpm::emu::current_options()) {
+    gpm::emu::options o = saved_;
+    o.seed = seed;
+    o.yield_every = 2;
+    gpm::emu::set_options(o);
+  }
+  ~random_schedule() { gpm::emu::set_options(saved_); }
+  random_schedule(const random_schedule&) = delete;
+  random_schedule& operator=(const random_schedule&) = delete;
+
+ private:
+  gpm::emu::options saved_;
+};
+#endif
+
+// Concurrent inserts of one key: however they interleave, exactly one reports `inserted`, the
+// rest `exists`, and one copy stays. Each batch inserts 16 fresh keys 48 times each, interleaved,
+// so many tiles race on every key; on the host emulator a seeded schedule also switches threads
+// at every few atomics and fences. (Checking for another copy only after publishing, as before,
+// let two copies both report `inserted`: the GPU found it.)
+TYPED_TEST(GphashProperty, ConcurrentInsertsOfAKeyInsertItOnce) {
+  using Key = typename TypeParam::key_type;
+  gpm::test::scratch_dirs dirs("gphash-race");
+#if GPM_BACKEND_HOST
+  const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(TypeParam::cg)) | 1);
+#endif
+  gpm::pool pool = gpm::pool::create("r.pool", 32 << 20, "gphash-race",
+                                     quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 16, .top_level = 8},
+                                    {.cg_size = TypeParam::cg});
+  if (TypeParam::cached) t.enable_cache({.fraction = 0.3, .reload_every = 1});
+  driver<Key> d(t);
+  constexpr std::uint64_t kKeys = 16, kCopies = 48;
+  for (std::uint64_t batch = 0; batch < 8; ++batch) {
+    std::vector<std::uint64_t> keys, versions;
+    for (std::uint64_t c = 0; c < kCopies; ++c) {
+      for (std::uint64_t k = 0; k < kKeys; ++k) {
+        keys.push_back(batch * kKeys + k);
+        versions.push_back(c + 1);
+      }
+    }
+    const auto st = d.run(op::insert, keys, versions);
+    ASSERT_EQ(std::count(st.begin(), st.end(), hash_status::inserted), kKeys) << "batch " << batch;
+    ASSERT_EQ(std::count(st.begin(), st.end(), hash_status::exists), kKeys * (kCopies - 1));
+    ASSERT_EQ(t.size(), (batch + 1) * kKeys) << "batch " << batch;
+  }
+  const gpm::gphash_check c = t.check();
+  EXPECT_TRUE(c.ok) << (c.problems.empty() ? "" : c.problems.front());
+  EXPECT_EQ(c.duplicates, 0u);
 }
 
 }  // namespace

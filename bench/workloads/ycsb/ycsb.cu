@@ -288,7 +288,9 @@ workload ycsb_workload(const std::string& name, const std::string& summary, doub
 
 // ---- load factor, resize and recovery ------------------------------------------------------
 
-// Inserts fresh keys until the first one finds no room (GPHash without auto-resize).
+// Inserts fresh keys in batches of 2^14 (the paper samples the load factor every 2^14
+// insertions) until a batch has one that finds no room (GPHash without auto-resize); the load
+// factor counts every key that batch stored.
 template <class Index>
 measurement load_factor_of(const mode_context& ctx, const std::string& name,
                            std::uint64_t index_bytes,
@@ -297,7 +299,7 @@ measurement load_factor_of(const mode_context& ctx, const std::string& name,
   bench_pool bp(ctx, name, pool_bytes_for(index_bytes), bench_pool::kNoObject, 32);
   std::unique_ptr<Index> index = make(bp.pool());
   const gpm::stream s;
-  const std::uint64_t batch = std::max<std::uint64_t>(256, keys / 64);
+  const std::uint64_t batch = std::uint64_t{1} << 14;
   std::uint64_t stored = 0;
   measurement m;
   m.times_s = ctx.repeat([&](int) {

@@ -120,6 +120,15 @@ __device__ inline std::uint64_t tile_min(const Tile& t, std::uint64_t v) {
   return v;
 }
 
+template <class Tile>
+__device__ inline std::uint64_t tile_max(const Tile& t, std::uint64_t v) {
+  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
+    const std::uint64_t u = t.shfl_xor(v, o);
+    v = u > v ? u : v;
+  }
+  return v;
+}
+
 // Max of `prio` over the tile, carrying `value` along with it.
 template <class Tile>
 __device__ inline void tile_max_pair(const Tile& t, std::uint64_t& prio, std::uint64_t& value) {
@@ -458,16 +467,6 @@ __device__ inline void retire_cell(const table_view& v, std::uint64_t off) {
   atomicOr(reinterpret_cast<unsigned long long*>(&v.retired[cell / 64]), 1ull << (cell % 64));
 }
 
-// Gives back a cell the operation took but did not keep: at once if no reader can hold its
-// offset, else (it was published once, in a copy that was withdrawn) at the next reclaim().
-__device__ inline void release_cell(const table_view& v, std::uint64_t off, bool was_published) {
-  if (was_published) {
-    retire_cell(v, off);
-  } else {
-    free_unpublished_cell(v, off);
-  }
-}
-
 // Copies a value with every lane of the tile; `durable`: into the pool, made durable before any
 // lane publishes.
 template <class Tile>
@@ -485,23 +484,38 @@ __device__ inline void copy_value(const table_view& v, const Tile& t, void* dst,
 struct probe_result {
   std::uint64_t match = 0;        // copy_rank of the valid copy of the key, 0 if absent
   std::uint64_t match_value = 0;  // its value offset
-  std::uint64_t empty = kNone;    // (bucket load << 40 | candidate << 8 | slot), least loaded
+  std::uint64_t empty = kNone;    // (location load << 40 | candidate << 8 | slot), see probe()
+  // Conflict check only (probe with `mine`): copy_rank of a slot claimed by another insert
+  // (INSERTING) ranked above / below `mine`, 0 if none.
+  std::uint64_t claim_above = 0;
+  std::uint64_t claim_below = 0;
 };
 
+// The most hash locations a table has (gphash_config::hash_count).
+inline constexpr std::uint32_t kMaxHashes = 4;
+
 // Reads every candidate slot of the key once (one-shot: H hashes x L levels x K slots, split
-// over the tile's lanes) and finds the valid copy of the key and, if asked, the empty slot in the
-// least-loaded candidate bucket.
+// over the tile's lanes) and finds the valid copy of the key and, if asked, where to insert it:
+// in the less-loaded hash location (the L buckets one hash reaches, summed), its first empty
+// slot top level first. Keeping the lower levels, which two or more top buckets share, free
+// until a top bucket fills is what lifts the load factor at the first full insert from ~0.81
+// (least-loaded single bucket) to ~0.9 (docs/gphash.md).
+//
+// With `mine` (the copy_rank of a slot this insert has claimed) it is an insert's conflict check
+// instead: it reads the pool, never the cache (claims are not cached), and also reports other
+// claimed slots.
 template <class Key, class Tile>
 __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key, std::uint64_t h,
-                              std::uint64_t w, bool want_empty) {
+                              std::uint64_t w, bool want_empty, std::uint64_t mine = 0) {
   const std::uint32_t G = t.size();
   const std::uint32_t K = v.slots;
   const std::uint32_t N = v.hash_count * v.levels * K;
   const std::uint32_t rank = t.thread_rank();
+  const std::uint32_t U = v.levels * K;  // candidate slots per hash location
   probe_result r;
-  std::uint32_t run_load = 0;
-  std::uint32_t run_first = ~0u;
-  const bool counting = v.cache.map != nullptr;
+  std::uint32_t loc_load[kMaxHashes] = {};
+  std::uint32_t loc_first[kMaxHashes] = {~0u, ~0u, ~0u, ~0u};
+  const bool counting = v.cache.map != nullptr && mine == 0;
   unsigned long long hits = 0;
   unsigned long long reads = 0;
   for (std::uint32_t base = 0; base < N; base += G) {
@@ -516,8 +530,12 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     bool hit = false;
     if (valid) {
       bucket = level_bucket(v, h, c / v.levels, level);
-      img = read_slot<Key>(v, level, bucket, s, hit);
-      if (s == 0) note_access(v, level, bucket);
+      if (mine == 0) {
+        img = read_slot<Key>(v, level, bucket, s, hit);
+        if (s == 0) note_access(v, level, bucket);
+      } else {
+        img = load_slot<Key>(slot_ptr(v, level, bucket, s));
+      }
     }
     if (counting) {
       hits += __popc(t.ballot(hit));
@@ -531,31 +549,33 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
       r.match = prio;
       r.match_value = value;
     }
+    if (mine != 0) {
+      const std::uint64_t rank = valid ? copy_rank(level, bucket, s) : 0;
+      const bool claimed = valid && img.word == kInserting && rank != mine;
+      const std::uint64_t above = tile_max(t, claimed && rank > mine ? rank : 0);
+      const std::uint64_t below = tile_max(t, claimed && rank < mine ? rank : 0);
+      if (above > r.claim_above) r.claim_above = above;
+      if (below > r.claim_below) r.claim_below = below;
+    }
     if (!want_empty) continue;
+    // Candidate i belongs to location i / U; i runs over a location's slots top level first.
     const unsigned int occupied = t.ballot(valid && img.word != kEmpty);
     const unsigned int empty = t.ballot(valid && img.word == kEmpty);
-    if (G >= K) {
-      const unsigned int group = (rank / K) * K;
-      const unsigned int gmask = (K == 32 ? ~0u : ((1u << K) - 1)) << group;
-      const std::uint64_t load = __popc(occupied & gmask);
-      const int first = __ffs(static_cast<int>(empty & gmask)) - 1;
-      const std::uint64_t mine = (valid && static_cast<int>(rank) == first)
-                                     ? (load << 40 | static_cast<std::uint64_t>(c) << 8 | s)
-                                     : kNone;
-      const std::uint64_t best = tile_min(t, mine);
-      if (best < r.empty) r.empty = best;
-    } else {
-      run_load += __popc(occupied);
-      if (run_first == ~0u && empty != 0) run_first = base % K + __ffs(static_cast<int>(empty)) - 1;
-      if ((base + G) % K == 0) {
-        if (run_first != ~0u) {
-          const std::uint64_t cand = static_cast<std::uint64_t>(run_load) << 40 |
-                                     static_cast<std::uint64_t>(base / K) << 8 | run_first;
-          if (cand < r.empty) r.empty = cand;
-        }
-        run_load = 0;
-        run_first = ~0u;
+    for (std::uint32_t j = 0; j < kMaxHashes; ++j) {
+      const unsigned int mine = t.ballot(valid && i / U == j);
+      loc_load[j] += __popc(occupied & mine);
+      if (loc_first[j] == ~0u && (empty & mine) != 0) {
+        loc_first[j] = base + __ffs(static_cast<int>(empty & mine)) - 1;
       }
+    }
+  }
+  if (want_empty) {
+    for (std::uint32_t j = 0; j < kMaxHashes; ++j) {
+      if (loc_first[j] == ~0u) continue;
+      const std::uint64_t cand = static_cast<std::uint64_t>(loc_load[j]) << 40 |
+                                 static_cast<std::uint64_t>(loc_first[j] / K) << 8 |
+                                 loc_first[j] % K;
+      if (cand < r.empty) r.empty = cand;
     }
   }
   if (counting && rank == 0) {
@@ -584,7 +604,7 @@ GPM_HOST_DEVICE inline location location_of_empty(const table_view& v, std::uint
 // write (observed) before anything this thread publishes later.
 template <class Tile>
 __device__ void replace_value(const table_view& v, const Tile& t, const probe_result& r,
-                              std::uint64_t cell, bool cell_was_published = false) {
+                              std::uint64_t cell) {
   if (t.thread_rank() == 0) {
     const location at = location_of_rank(r.match);
     std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
@@ -597,7 +617,7 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
       retire_cell(v, r.match_value);
       cache_refresh(v, at.level, at.bucket, at.slot);
     } else {
-      release_cell(v, cell, cell_was_published);
+      free_unpublished_cell(v, cell);
     }
   }
   t.sync();
@@ -622,6 +642,25 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   return cell;
 }
 
+// Waits until the slot of copy_rank `rank` is no longer claimed (INSERTING): its insert
+// publishes or withdraws it within a few of its own steps.
+template <class Tile>
+__device__ void wait_for_claim(const table_view& v, const Tile& t, std::uint64_t rank) {
+  if (t.thread_rank() == 0) {
+    const location at = location_of_rank(rank);
+    const std::uint64_t* word = slot_ptr(v, at.level, at.bucket, at.slot);
+    while (load_word(word, memory_order_acquire) == kInserting) __nanosleep(64);
+  }
+  t.sync();
+}
+
+// FAST'25 §3.2.3: claim an empty slot (CAS EMPTY -> INSERTING), write the item, persist, publish
+// the fingerprint, persist. Before publishing, a conflict check makes a key's concurrent inserts
+// leave one copy and one `inserted`: the check re-reads the candidates from the pool after the
+// claim and the persist's fence, so of two overlapping claims at least one insert sees the other
+// (store-buffering with SC fences). A claim gives way (withdraws, waits, starts again) to a
+// published copy of the key and to a claim ranked above it, and waits out claims ranked below
+// it, then checks again. A claim thus only ever waits for lower-ranked claims: no cycle.
 template <class Key, class Tile>
 __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key, const void* value,
                               insert_mode mode, std::uint64_t given = 0) {
@@ -630,30 +669,31 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
   const std::uint64_t w = key_ops<Key>::word(key, h);
   std::uint64_t cell = given;  // rehash moves the item's existing cell
   const bool own = mode != insert_mode::rehash;
-  bool withdrawn = false;  // our cell was published in a copy we withdrew (upsert)
+  // The key is present (`r` holds its valid copy): insert and rehash leave it, upsert updates it.
+  const auto present = [&](const probe_result& r) {
+    if (mode != insert_mode::upsert) {
+      if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
+      return hash_status::exists;
+    }
+    if (cell == 0) cell = new_value(v, t, key, h, value);
+    if (cell == 0) return hash_status::no_value_space;
+    replace_value(v, t, r, cell);
+    return hash_status::updated;
+  };
   for (;;) {
     const probe_result r = probe(v, t, key, h, w, true);
-    if (r.match != 0) {
-      if (mode != insert_mode::upsert) {
-        if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
-        return hash_status::exists;
-      }
-      if (cell == 0) cell = new_value(v, t, key, h, value);
-      if (cell == 0) return hash_status::no_value_space;
-      replace_value(v, t, r, cell, withdrawn);
-      return hash_status::updated;
-    }
+    if (r.match != 0) return present(r);
     if (r.empty == kNone) {
-      if (own && cell != 0 && t.thread_rank() == 0) release_cell(v, cell, withdrawn);
+      if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
       return hash_status::full;
     }
     if (cell == 0) cell = new_value(v, t, key, h, value);
     if (cell == 0) return hash_status::no_value_space;
     const location at = location_of_empty(v, h, r.empty);
+    std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
+    atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
     bool claimed = false;
     if (t.thread_rank() == 0) {
-      std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
-      atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
       std::uint64_t expected = kEmpty;
       claimed = state.compare_exchange_strong(expected, kInserting);
       if (claimed) {
@@ -661,32 +701,29 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
         key_ops<Key>::store_key(slot, key);
         protocol_point("gphash.insert.claimed");
         persist(v);  // the item is durable before it becomes visible
-        state.store(w, memory_order_release);
-        persist(v);  // the publication is durable before the operation is acknowledged
-        protocol_point("gphash.insert.published");
       }
     }
     if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;
-    // A concurrent insert of the same key may have published another copy: the copy that is not
-    // the valid one (FAST'25 §3.2.2) withdraws, so at most one copy stays visible.
     const std::uint64_t mine = copy_rank(at.level, at.bucket, at.slot);
-    const probe_result again = probe(v, t, key, h, w, false);
-    if (again.match > mine) {
-      if (t.thread_rank() == 0) {
-        std::uint64_t expected = w;
-        atomic_ref<std::uint64_t, pool_scope>(slot_ptr(v, at.level, at.bucket, at.slot)[0])
-            .compare_exchange_strong(expected, kEmpty);
-        persist(v);
-        cache_refresh(v, at.level, at.bucket, at.slot);
-      }
-      if (mode == insert_mode::upsert) {  // apply our value to the valid copy
-        withdrawn = true;
-        continue;
-      }
-      if (own && t.thread_rank() == 0) retire_cell(v, cell);
-      return hash_status::exists;
+    probe_result c = probe(v, t, key, h, w, false, mine);
+    while (c.match == 0 && c.claim_above == 0 && c.claim_below != 0) {
+      wait_for_claim(v, t, c.claim_below);
+      c = probe(v, t, key, h, w, false, mine);
     }
-    if (t.thread_rank() == 0) cache_refresh(v, at.level, at.bucket, at.slot);
+    if (c.match != 0 || c.claim_above != 0) {
+      // Withdraw: the claim was never published, so no reader saw it.
+      if (t.thread_rank() == 0) state.store(kEmpty, memory_order_relaxed);
+      if (c.match != 0) return present(c);
+      wait_for_claim(v, t, c.claim_above);
+      continue;
+    }
+    if (t.thread_rank() == 0) {
+      state.store(w, memory_order_release);
+      persist(v);  // the publication is durable before the operation is acknowledged
+      protocol_point("gphash.insert.published");
+      cache_refresh(v, at.level, at.bucket, at.slot);
+    }
+    t.sync();
     return hash_status::inserted;
   }
 }
