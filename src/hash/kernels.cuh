@@ -18,7 +18,7 @@ __device__ inline auto make_tile() {
   }
 }
 
-// Index of this tile in the grid and the number of tiles.
+// Index of this tile in the grid and the number of tiles (G = 1: threads, for grid-stride loops).
 template <unsigned G>
 __device__ inline std::uint64_t tile_index() {
   return (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
@@ -77,8 +77,7 @@ enum class scan_op { clear_inserting, count_items, mark_cells };
 template <scan_op Op>
 __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long long* count) {
   const std::uint64_t slots = (1ull << level) * v.slots;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < slots; i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i = tile_index<1>(); i < slots; i += tile_count<1>()) {
     std::uint64_t* slot = slot_ptr(v, level, i / v.slots, static_cast<std::uint32_t>(i % v.slots));
     const std::uint64_t word = load_word(slot);
     if constexpr (Op == scan_op::clear_inserting) {
@@ -164,8 +163,7 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
 
 // Makes retired value cells free again: folds the retired bits into the allocator's bitmap.
 __global__ void reclaim_kernel(table_view v) {
-  for (std::uint64_t w = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       w < v.bitmap_words; w += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t w = tile_index<1>(); w < v.bitmap_words; w += tile_count<1>()) {
     const std::uint64_t r = v.retired[w];
     if (r != 0) {
       v.retired[w] = 0;
@@ -215,8 +213,7 @@ __global__ void select_begin_kernel(cache_select sel, std::uint64_t keep) {
 __global__ void select_score_kernel(cache_view c, cache_select sel, cache_policy policy,
                                     std::uint64_t salt) {
   using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
-  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       x < c.buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t x = tile_index<1>(); x < c.buckets; x += tile_count<1>()) {
     std::uint32_t score = 0;
     if (policy == cache_policy::lfu) {
       score = ref32(c.freq[x]).load(memory_order_relaxed);
@@ -239,8 +236,7 @@ __global__ void select_histogram_kernel(std::uint64_t buckets, cache_select sel,
   for (std::uint32_t b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
   __syncthreads();
   const std::uint64_t above = static_cast<std::uint64_t>(sel.st->threshold) >> (shift + width);
-  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       x < buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t x = tile_index<1>(); x < buckets; x += tile_count<1>()) {
     const std::uint64_t score = sel.score[x];
     if ((score >> (shift + width)) == above) atomicAdd(&local[(score >> shift) & (bins - 1)], 1u);
   }
@@ -273,8 +269,7 @@ __global__ void select_bin_kernel(cache_select sel, std::uint32_t shift, std::ui
 __global__ void select_mark_kernel(std::uint64_t buckets, cache_select sel) {
   const std::uint32_t t = sel.st->threshold;
   const unsigned long long need = sel.st->need;
-  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       x < buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t x = tile_index<1>(); x < buckets; x += tile_count<1>()) {
     const std::uint32_t score = sel.score[x];
     const bool take = score > t || (score == t && atomicAdd(&sel.st->ties, 1ull) < need);
     sel.chosen[x] = take ? chosen_state::fetch : chosen_state::no;
@@ -283,8 +278,7 @@ __global__ void select_mark_kernel(std::uint64_t buckets, cache_select sel) {
 
 // Cache buckets holding a chosen table bucket keep it (frozen); the others become free.
 __global__ void select_free_kernel(cache_view c, cache_select sel) {
-  for (std::uint64_t y = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       y < c.capacity; y += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t y = tile_index<1>(); y < c.capacity; y += tile_count<1>()) {
     const std::uint64_t x = c.owner[y];
     if (x < c.buckets && sel.chosen[x] != chosen_state::no) {
       sel.chosen[x] = chosen_state::resident;
@@ -297,8 +291,7 @@ __global__ void select_free_kernel(cache_view c, cache_select sel) {
 // Pairs each chosen bucket that is not resident with a free cache bucket (there are enough: at
 // most `keep` <= capacity buckets are chosen).
 __global__ void select_assign_kernel(std::uint64_t buckets, cache_select sel) {
-  for (std::uint64_t x = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       x < buckets; x += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t x = tile_index<1>(); x < buckets; x += tile_count<1>()) {
     if (sel.chosen[x] != chosen_state::fetch) continue;
     const unsigned long long i = atomicAdd(&sel.st->fetch_count, 1ull);
     if (i < sel.st->free_count) {

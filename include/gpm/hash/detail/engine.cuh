@@ -112,15 +112,6 @@ struct single_thread {
 };
 
 template <class Tile>
-__device__ inline std::uint64_t tile_min(const Tile& t, std::uint64_t v) {
-  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
-    const std::uint64_t u = t.shfl_xor(v, o);
-    v = u < v ? u : v;
-  }
-  return v;
-}
-
-template <class Tile>
 __device__ inline std::uint64_t tile_max(const Tile& t, std::uint64_t v) {
   for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
     const std::uint64_t u = t.shfl_xor(v, o);
@@ -550,10 +541,10 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
       r.match_value = value;
     }
     if (mine != 0) {
-      const std::uint64_t rank = valid ? copy_rank(level, bucket, s) : 0;
-      const bool claimed = valid && img.word == kInserting && rank != mine;
-      const std::uint64_t above = tile_max(t, claimed && rank > mine ? rank : 0);
-      const std::uint64_t below = tile_max(t, claimed && rank < mine ? rank : 0);
+      const std::uint64_t slot_rank = valid ? copy_rank(level, bucket, s) : 0;
+      const bool claimed = valid && img.word == kInserting && slot_rank != mine;
+      const std::uint64_t above = tile_max(t, claimed && slot_rank > mine ? slot_rank : 0);
+      const std::uint64_t below = tile_max(t, claimed && slot_rank < mine ? slot_rank : 0);
       if (above > r.claim_above) r.claim_above = above;
       if (below > r.claim_below) r.claim_below = below;
     }
@@ -561,11 +552,11 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     // Candidate i belongs to location i / U; i runs over a location's slots top level first.
     const unsigned int occupied = t.ballot(valid && img.word != kEmpty);
     const unsigned int empty = t.ballot(valid && img.word == kEmpty);
-    for (std::uint32_t j = 0; j < kMaxHashes; ++j) {
-      const unsigned int mine = t.ballot(valid && i / U == j);
-      loc_load[j] += __popc(occupied & mine);
-      if (loc_first[j] == ~0u && (empty & mine) != 0) {
-        loc_first[j] = base + __ffs(static_cast<int>(empty & mine)) - 1;
+    for (std::uint32_t j = 0; j < kMaxHashes && j < v.hash_count; ++j) {
+      const unsigned int lanes = t.ballot(valid && i / U == j);  // location j's candidates
+      loc_load[j] += __popc(occupied & lanes);
+      if (loc_first[j] == ~0u && (empty & lanes) != 0) {
+        loc_first[j] = base + __ffs(static_cast<int>(empty & lanes)) - 1;
       }
     }
   }
