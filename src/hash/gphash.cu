@@ -781,16 +781,19 @@ gphash_check gphash<Key>::check() const {
     const std::uint32_t level = v.top - d;
     for (std::uint64_t b = 0; b < (1ull << level); ++b) {
       for (std::uint32_t s = 0; s < v.slots; ++s) {
-        const std::uint64_t* slot = slot_ptr(v, level, b, s);
+        const slot_ref slot = slot_at(v, level, b, s);
         if (slot[0] == kInserting) ++c.inserting_slots;
         if (!is_published(slot[0])) continue;
         ++c.items;
+        slot_image img;
+        img.word = slot[0];
+        img.value = slot[1];
+        std::vector<std::uint64_t> key{img.word, 0};  // fingerprint word, then any key words
+        for (std::uint32_t w = 2; w < v.slot_words; ++w) key.push_back(img.key[w - 2] = slot[w]);
         const bool cell_ok = cell_of(v, slot[1]) != kNone;
-        std::vector<std::uint64_t> key(slot, slot + v.slot_words);
-        key[1] = 0;
         if constexpr (impl::variable_keys) {
           if (cell_ok) {  // the key's bytes, from its record
-            const varkey k = key_ops<varkey>::key_at(v, slot);
+            const varkey k = key_ops<varkey>::key_at(v, img);
             key.resize(2 + (k.bytes + 7) / 8, 0);
             key[1] = k.bytes;
             std::memcpy(key.data() + 2, k.data, std::min(k.bytes, m.config.max_key_bytes));
@@ -810,7 +813,7 @@ gphash_check gphash<Key>::check() const {
                                " is referenced by two items");
         }
         if constexpr (std::is_same_v<Key, key32>) {
-          const key32 k = key_ops<key32>::key_at(v, slot);
+          const key32 k = key_ops<key32>::key_at(v, img);
           if (key_ops<key32>::word(k, key_ops<key32>::hash(k, v.seed)) != slot[0]) {
             c.problems.push_back("level " + std::to_string(level) + " bucket " + std::to_string(b) +
                                  " slot " + std::to_string(s) +

@@ -78,8 +78,8 @@ template <scan_op Op>
 __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long long* count) {
   const std::uint64_t slots = (1ull << level) * v.slots;
   for (std::uint64_t i = tile_index<1>(); i < slots; i += tile_count<1>()) {
-    std::uint64_t* slot = slot_ptr(v, level, i / v.slots, static_cast<std::uint32_t>(i % v.slots));
-    const std::uint64_t word = load_word(slot);
+    const slot_ref slot = slot_at(v, level, i / v.slots, static_cast<std::uint32_t>(i % v.slots));
+    const std::uint64_t word = load_word(&slot[0]);
     if constexpr (Op == scan_op::clear_inserting) {
       if (word == kInserting) {
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
@@ -90,7 +90,7 @@ __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long lon
       if (is_published(word)) atomicAdd(count, 1ull);
     } else {
       if (!is_published(word)) continue;
-      const std::uint64_t cell = cell_of(v, load_word(slot + 1));
+      const std::uint64_t cell = cell_of(v, load_word(&slot[1]));
       if (cell == kNone) {
         atomicAdd(count, 1ull);  // a value offset outside the value area: corruption
       } else {
@@ -99,13 +99,6 @@ __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long lon
       }
     }
   }
-}
-
-template <class Key>
-__device__ inline Key key_of(const table_view& v, const slot_image& img) {
-  const std::uint64_t words[6] = {img.word,   img.value,  img.key[0],
-                                  img.key[1], img.key[2], img.key[3]};
-  return key_ops<Key>::key_at(v, words);
 }
 
 // Recovery: a published copy that is not the valid copy of its key (a crash inside a rehash, or
@@ -118,10 +111,10 @@ __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long l
   for (std::uint64_t i = tile_index<32>(); i < slots; i += tile_count<32>()) {
     const std::uint64_t bucket = i / v.slots;
     const auto s = static_cast<std::uint32_t>(i % v.slots);
-    std::uint64_t* slot = slot_ptr(v, level, bucket, s);
+    const slot_ref slot = slot_at(v, level, bucket, s);
     const slot_image img = load_slot<Key>(slot);
     if (!is_published(img.word)) continue;
-    const Key key = key_of<Key>(v, img);
+    const Key key = key_ops<Key>::key_at(v, img);
     const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
     const probe_result r = probe(v, tile, key, h, img.word, false);
     if (r.match != copy_rank(level, bucket, s) && tile.thread_rank() == 0) {
@@ -144,11 +137,11 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
   for (std::uint64_t i = tile_index<32>(); i < slots; i += tile_count<32>()) {
     const std::uint64_t bucket = i / all.slots;
     const auto s = static_cast<std::uint32_t>(i % all.slots);
-    std::uint64_t* slot = slot_ptr(all, bottom, bucket, s);
+    const slot_ref slot = slot_at(all, bottom, bucket, s);
     const slot_image img = load_slot<Key>(slot);
     if (!is_published(img.word)) continue;
-    const hash_status st =
-        insert<Key>(upper, tile, key_of<Key>(all, img), nullptr, insert_mode::rehash, img.value);
+    const hash_status st = insert<Key>(upper, tile, key_ops<Key>::key_at(all, img), nullptr,
+                                       insert_mode::rehash, img.value);
     if (tile.thread_rank() == 0) {
       if (st == hash_status::inserted || st == hash_status::exists) {
         protocol_point("gphash.rehash.copied");

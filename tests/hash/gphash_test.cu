@@ -213,16 +213,20 @@ TEST(Gphash, RecoveryRemovesDuplicateCopies) {
     auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 8, .top_level = 3});
     driver<std::uint64_t>(t).run(op::insert, {7}, {1});
   }
-  // Copy the item into the next slot of its bucket.
+  // Copy the item into the next slot of its bucket. A bucket of 8 slots holds their 8
+  // fingerprint words, then their 8 value offsets (docs/gphash.md, "Layout").
   int copies = 0;
   for (const gpm::pool_object& o : f.pool.objects()) {
     if (o.name.rfind("kv.L", 0) != 0) continue;
-    auto* slots = f.pool.host_ptr<std::uint64_t>(o.offset);
-    for (std::uint64_t i = 0; i + 1 < o.bytes / 16 && copies == 0; ++i) {
-      if (slots[2 * i] != 0 && slots[2 * i + 2] == 0 && (i + 1) % 8 != 0) {
-        slots[2 * i + 2] = slots[2 * i];
-        slots[2 * i + 3] = slots[2 * i + 1];
-        ++copies;
+    auto* words = f.pool.host_ptr<std::uint64_t>(o.offset);
+    for (std::uint64_t b = 0; b < o.bytes / 128 && copies == 0; ++b) {
+      std::uint64_t* bucket = words + 16 * b;
+      for (int s = 0; s + 1 < 8 && copies == 0; ++s) {
+        if (bucket[s] != 0 && bucket[s + 1] == 0) {
+          bucket[s + 1] = bucket[s];
+          bucket[8 + s + 1] = bucket[8 + s];
+          ++copies;
+        }
       }
     }
   }

@@ -5,7 +5,9 @@
 //
 // Slot: word 0 = fingerprint word (doubles as state: EMPTY = 0, INSERTING = ~0), word 1 = value
 // offset (pool offset of a value cell), words 2..5 = the key (32-byte keys only). 8-byte keys are
-// their own fingerprint word (key + 1), so 2^64-2 and 2^64-1 are reserved.
+// their own fingerprint word (key + 1), so 2^64-2 and 2^64-1 are reserved. A bucket stores its
+// slots' words grouped by word number (slot_ref), so a probe reads a bucket's fingerprint words
+// as one contiguous run and the other words only of a slot whose fingerprint matches.
 #pragma once
 
 #include <cstdint>
@@ -133,6 +135,29 @@ __device__ inline void tile_max_pair(const Tile& t, std::uint64_t& prio, std::ui
   }
 }
 
+// ---- slot layout ---------------------------------------------------------------------------
+
+// One slot's words. A bucket of K slots holds the K fingerprint words (word 0 of each slot), then
+// the K value offsets (word 1), then, for 32-byte keys, the K keys (words 2..5) one after
+// another. The lanes of a probe thus read a bucket's fingerprint words as one run (64 B for
+// K = 8, a sixth of a 32-byte-key bucket), and a matching slot's value offset and whole key in
+// one more access each. Cached buckets use the same layout.
+struct slot_ref {
+  std::uint64_t* bucket = nullptr;  // the bucket's first word
+  std::uint32_t slot = 0;
+  std::uint32_t slots = 0;  // K
+  GPM_HOST_DEVICE std::uint64_t& operator[](std::uint32_t w) const {
+    return w < 2 ? bucket[w * slots + slot] : bucket[2 * slots + 4 * slot + (w - 2)];
+  }
+};
+
+// A slot's words as read: `value` and `key` only when the fingerprint word matched (load_slot).
+struct slot_image {
+  std::uint64_t word = kEmpty;
+  std::uint64_t value = 0;
+  std::uint64_t key[4] = {};
+};
+
 // ---- keys ----------------------------------------------------------------------------------
 
 // Fingerprint word of a hashed key, moved off the two reserved state values.
@@ -164,11 +189,11 @@ struct key_ops<std::uint64_t> {
   __device__ static bool same_key(const table_view&, const Image&, std::uint64_t) {
     return true;  // the fingerprint word is the key
   }
-  __device__ static void store_key(std::uint64_t*, std::uint64_t) {}
+  __device__ static void store_key(const slot_ref&, std::uint64_t) {}
   template <class Tile>
   __device__ static void write_record(const table_view&, const Tile&, char*, std::uint64_t) {}
-  GPM_HOST_DEVICE static std::uint64_t key_at(const table_view&, const std::uint64_t* slot) {
-    return slot[0] - 1;
+  GPM_HOST_DEVICE static std::uint64_t key_at(const table_view&, const slot_image& img) {
+    return img.word - 1;
   }
 };
 
@@ -188,15 +213,15 @@ struct key_ops<key32> {
     return img.key[0] == k.words[0] && img.key[1] == k.words[1] && img.key[2] == k.words[2] &&
            img.key[3] == k.words[3];
   }
-  __device__ static void store_key(std::uint64_t* slot, const key32& k) {
-    for (int i = 0; i < 4; ++i) {
+  __device__ static void store_key(const slot_ref& slot, const key32& k) {
+    for (std::uint32_t i = 0; i < 4; ++i) {
       atomic_ref<std::uint64_t, pool_scope>(slot[2 + i]).store(k.words[i], memory_order_relaxed);
     }
   }
   template <class Tile>
   __device__ static void write_record(const table_view&, const Tile&, char*, const key32&) {}
-  GPM_HOST_DEVICE static key32 key_at(const table_view&, const std::uint64_t* slot) {
-    return key32{{slot[2], slot[3], slot[4], slot[5]}};
+  GPM_HOST_DEVICE static key32 key_at(const table_view&, const slot_image& img) {
+    return key32{{img.key[0], img.key[1], img.key[2], img.key[3]}};
   }
 };
 
@@ -234,7 +259,7 @@ struct key_ops<varkey> {
     }
     return true;
   }
-  __device__ static void store_key(std::uint64_t*, const varkey&) {}
+  __device__ static void store_key(const slot_ref&, const varkey&) {}
   template <class Tile>
   __device__ static void write_record(const table_view&, const Tile& t, char* cell,
                                       const varkey& k) {
@@ -242,8 +267,8 @@ struct key_ops<varkey> {
     const auto* src = static_cast<const unsigned char*>(k.data);
     for (std::uint32_t i = t.thread_rank(); i < k.bytes; i += t.size()) cell[8 + i] = src[i];
   }
-  GPM_HOST_DEVICE static varkey key_at(const table_view& v, const std::uint64_t* slot) {
-    const char* record = v.base + slot[1];
+  GPM_HOST_DEVICE static varkey key_at(const table_view& v, const slot_image& img) {
+    const char* record = v.base + img.value;
     return varkey{record + 8,
                   static_cast<std::uint32_t>(*reinterpret_cast<const std::uint64_t*>(record))};
   }
@@ -258,20 +283,19 @@ __device__ inline std::uint64_t load_word(const std::uint64_t* p,
   return atomic_ref<std::uint64_t, pool_scope>(*const_cast<std::uint64_t*>(p)).load(order);
 }
 
-struct slot_image {
-  std::uint64_t word = kEmpty;
-  std::uint64_t value = 0;
-  std::uint64_t key[4] = {};
-};
-
 GPM_HOST_DEVICE inline bool is_published(std::uint64_t word) {
   return word != kEmpty && word != kInserting;
 }
 
-GPM_HOST_DEVICE inline std::uint64_t* slot_ptr(const table_view& v, std::uint32_t level,
-                                               std::uint64_t bucket, std::uint32_t s) {
+GPM_HOST_DEVICE inline slot_ref slot_at(const table_view& v, std::uint32_t level,
+                                        std::uint64_t bucket, std::uint32_t s) {
   char* lvl = v.base + v.level_offset[v.top - level];
-  return reinterpret_cast<std::uint64_t*>(lvl) + (bucket * v.slots + s) * v.slot_words;
+  return {reinterpret_cast<std::uint64_t*>(lvl) + bucket * v.slots * v.slot_words, s, v.slots};
+}
+
+// Slot s of cache bucket y.
+GPM_HOST_DEVICE inline slot_ref cached_slot(const table_view& v, std::uint64_t y, std::uint32_t s) {
+  return {v.cache.slots + y * v.slots * v.slot_words, s, v.slots};
 }
 
 // The bucket of hash location j in `level`: the low `level` bits of the location's hash. A
@@ -299,16 +323,20 @@ GPM_HOST_DEVICE inline location location_of_rank(std::uint64_t r) {
           63 - static_cast<std::uint32_t>(r & 63)};
 }
 
-// The fingerprint word is read with acquire, so the item is read after its publication. With
-// `ordered`, every word is, so that a later load (a seqlock re-check) is ordered after them all.
+// Reads a slot: the fingerprint word, and the value offset and key words only if the
+// fingerprint word is `wanted` (kNone: always). The fingerprint word is read with acquire, so the
+// item is read after its publication. With `ordered`, every word is, so that a later load (a
+// seqlock re-check) is ordered after them all.
 template <class Key>
-__device__ inline slot_image load_slot(const std::uint64_t* p, bool ordered = false) {
+__device__ inline slot_image load_slot(const slot_ref& p, std::uint64_t wanted = kNone,
+                                       bool ordered = false) {
   const memory_order rest = ordered ? memory_order_acquire : memory_order_relaxed;
   slot_image img;
-  img.word = load_word(p, memory_order_acquire);
-  img.value = load_word(p + 1, rest);
+  img.word = load_word(&p[0], memory_order_acquire);
+  if (wanted != kNone && img.word != wanted) return img;
+  img.value = load_word(&p[1], rest);
   if constexpr (std::is_same_v<Key, key32>) {
-    for (int i = 0; i < 4; ++i) img.key[i] = load_word(p + 2 + i, rest);
+    for (std::uint32_t i = 0; i < 4; ++i) img.key[i] = load_word(&p[2 + i], rest);
   }
   return img;
 }
@@ -325,7 +353,8 @@ GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uin
 // GPU-wide barrier per slot read, which is what made cached reads slower than the pool's.
 template <class Key>
 __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
-                                       std::uint64_t bucket, std::uint32_t s, bool& hit) {
+                                       std::uint64_t bucket, std::uint32_t s, std::uint64_t wanted,
+                                       bool& hit) {
   hit = false;
   const cache_view& c = v.cache;
   if (c.map != nullptr) {
@@ -338,7 +367,7 @@ __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
         const std::uint64_t idx = y * v.slots + s;
         const std::uint32_t q1 = ref32(c.seq[idx]).load(memory_order_acquire);
         if ((q1 & 1u) == 0) {
-          const slot_image img = load_slot<Key>(c.slots + idx * v.slot_words, true);
+          const slot_image img = load_slot<Key>(cached_slot(v, y, s), wanted, true);
           if (ref32(c.seq[idx]).load(memory_order_relaxed) == q1 &&
               ref32(c.map[gid]).load(memory_order_relaxed) == m) {
             hit = true;
@@ -348,7 +377,7 @@ __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
       }
     }
   }
-  return load_slot<Key>(slot_ptr(v, level, bucket, s));
+  return load_slot<Key>(slot_at(v, level, bucket, s), wanted);
 }
 
 // Copies pool slot (level, bucket, s) into slot s of cache bucket y under that slot's seqlock
@@ -366,10 +395,10 @@ __device__ inline void copy_slot_to_cache(const table_view& v, std::uint32_t lev
   // Release fence, then the copy: a reader whose acquire load sees a copied word also sees the
   // odd sequence number, and so discards what it read.
   atomic_thread_fence<thread_scope::device>(memory_order_release);
-  const std::uint64_t* src = slot_ptr(v, level, bucket, s);
-  std::uint64_t* dst = c.slots + idx * v.slot_words;
+  const slot_ref src = slot_at(v, level, bucket, s);
+  const slot_ref dst = cached_slot(v, y, s);
   for (std::uint32_t i = 0; i < v.slot_words; ++i) {
-    atomic_ref<std::uint64_t, thread_scope::device>(dst[i]).store(load_word(src + i),
+    atomic_ref<std::uint64_t, thread_scope::device>(dst[i]).store(load_word(&src[i]),
                                                                   memory_order_relaxed);
   }
   ref32(c.seq[idx]).store(q + 2, memory_order_release);
@@ -522,10 +551,10 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     if (valid) {
       bucket = level_bucket(v, h, c / v.levels, level);
       if (mine == 0) {
-        img = read_slot<Key>(v, level, bucket, s, hit);
+        img = read_slot<Key>(v, level, bucket, s, w, hit);
         if (s == 0) note_access(v, level, bucket);
       } else {
-        img = load_slot<Key>(slot_ptr(v, level, bucket, s));
+        img = load_slot<Key>(slot_at(v, level, bucket, s), w);
       }
     }
     if (counting) {
@@ -598,7 +627,7 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
                               std::uint64_t cell) {
   if (t.thread_rank() == 0) {
     const location at = location_of_rank(r.match);
-    std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
+    const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
     std::uint64_t expected = r.match_value;
     protocol_point("gphash.update.prepared");
     const bool ok =
@@ -639,8 +668,8 @@ template <class Tile>
 __device__ void wait_for_claim(const table_view& v, const Tile& t, std::uint64_t rank) {
   if (t.thread_rank() == 0) {
     const location at = location_of_rank(rank);
-    const std::uint64_t* word = slot_ptr(v, at.level, at.bucket, at.slot);
-    while (load_word(word, memory_order_acquire) == kInserting) __nanosleep(64);
+    const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
+    while (load_word(&slot[0], memory_order_acquire) == kInserting) __nanosleep(64);
   }
   t.sync();
 }
@@ -681,7 +710,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     if (cell == 0) cell = new_value(v, t, key, h, value);
     if (cell == 0) return hash_status::no_value_space;
     const location at = location_of_empty(v, h, r.empty);
-    std::uint64_t* slot = slot_ptr(v, at.level, at.bucket, at.slot);
+    const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
     atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
     bool claimed = false;
     if (t.thread_rank() == 0) {
@@ -756,7 +785,7 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
     if (t.thread_rank() == 0) {
       const location at = location_of_rank(r.match);
       std::uint64_t expected = w;
-      ok = atomic_ref<std::uint64_t, pool_scope>(slot_ptr(v, at.level, at.bucket, at.slot)[0])
+      ok = atomic_ref<std::uint64_t, pool_scope>(slot_at(v, at.level, at.bucket, at.slot)[0])
                .compare_exchange_strong(expected, kEmpty);
       persist(v);
       if (ok) {

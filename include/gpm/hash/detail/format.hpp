@@ -11,7 +11,7 @@
 namespace gpm::detail::hash {
 
 inline constexpr char kMagic[8] = {'G', 'P', 'M', 'H', 'A', 'S', 'H', '\0'};
-inline constexpr std::uint16_t kMajor = 1;
+inline constexpr std::uint16_t kMajor = 2;  // 2: bucket words grouped by word number
 inline constexpr std::uint16_t kMinor = 0;
 inline constexpr std::uint64_t kTypeTag = 0x6770686173680001ull;  // pool type tag of all objects
 inline constexpr std::uint32_t kMaxTop = 40;
