@@ -789,7 +789,10 @@ gphash_check gphash<Key>::check() const {
         img.word = slot[0];
         img.value = slot[1];
         std::vector<std::uint64_t> key{img.word, 0};  // fingerprint word, then any key words
-        for (std::uint32_t w = 2; w < v.slot_words; ++w) key.push_back(img.key[w - 2] = slot[w]);
+        for (std::uint32_t w = 2; w < v.slot_words; ++w) {
+          img.key[w - 2] = slot[w];
+          key.push_back(slot[w]);
+        }
         const bool cell_ok = cell_of(v, slot[1]) != kNone;
         if constexpr (impl::variable_keys) {
           if (cell_ok) {  // the key's bytes, from its record

@@ -534,7 +534,8 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
   const std::uint32_t U = v.levels * K;  // candidate slots per hash location
   probe_result r;
   std::uint32_t loc_load[kMaxHashes] = {};
-  std::uint32_t loc_first[kMaxHashes] = {~0u, ~0u, ~0u, ~0u};
+  std::uint32_t loc_first[kMaxHashes];
+  for (std::uint32_t& f : loc_first) f = ~0u;
   const bool counting = v.cache.map != nullptr && mine == 0;
   unsigned long long hits = 0;
   unsigned long long reads = 0;
