@@ -114,19 +114,19 @@ class gphash_ref {
 
   // The per-thread path (cooperative-group size 1).
   __device__ hash_status insert(const Key& key, const void* value) const {
-    return insert(detail::hash::single_thread{}, key, value);
+    return insert(single_thread{}, key, value);
   }
   __device__ hash_status upsert(const Key& key, const void* value) const {
-    return upsert(detail::hash::single_thread{}, key, value);
+    return upsert(single_thread{}, key, value);
   }
   __device__ hash_status update(const Key& key, const void* value) const {
-    return update(detail::hash::single_thread{}, key, value);
+    return update(single_thread{}, key, value);
   }
   __device__ hash_status find(const Key& key, void* value_out) const {
-    return find(detail::hash::single_thread{}, key, value_out);
+    return find(single_thread{}, key, value_out);
   }
   __device__ hash_status erase(const Key& key) const {
-    return erase(detail::hash::single_thread{}, key);
+    return erase(single_thread{}, key);
   }
 
   const detail::hash::table_view& view() const { return view_; }

@@ -151,7 +151,7 @@ __device__ inline log_status undo_tx_ref::roll_back() const {
         const std::uint64_t pos = (k - record_chunks) * L::chunk_bytes;
         if (pos + L::chunk_bytes <= bytes &&
             reinterpret_cast<std::uintptr_t>(target + pos) % L::chunk_bytes == 0) {
-          L::store_u32(target + pos, c);  // one store, not four
+          store_bytes_as(target + pos, c);  // one store, not four
           return;
         }
         for (std::uint64_t i = 0; i < L::chunk_bytes && pos + i < bytes; ++i) {

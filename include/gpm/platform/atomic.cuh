@@ -6,6 +6,8 @@
 // Include through <gpm/platform/kernel.cuh>.
 #pragma once
 
+#include <cstring>
+
 #include <gpm/config.hpp>
 #include <gpm/platform/macros.hpp>
 #if GPM_BACKEND_CUDA
@@ -150,6 +152,43 @@ GPM_HOST_DEVICE inline void atomic_thread_fence(memory_order order = memory_orde
 #else
   std::atomic_thread_fence(order);
   emu::detail::atomic_point();
+#endif
+}
+
+// Loads a word that only host code changes, and never while a kernel reads it (a log's
+// generation, a table's geometry): in GPU code a plain load that the GPU's caches serve (an
+// acquire load at system scope would send every reader across PCIe to the host, where they queue);
+// elsewhere an acquire load, because on the host backend kernels run on host threads and a plain
+// load of a word another thread wrote would be a data race.
+template <class T>
+GPM_HOST_DEVICE inline T load_host_written(const T& word) {
+#if GPM_IN_GPU_CODE
+  return word;
+#else
+  return atomic_ref<T, thread_scope::system>(const_cast<T&>(word)).load(memory_order_acquire);
+#endif
+}
+
+// Loads and stores a T from bytes that hold objects of other types (pool data copied by logs):
+// in GPU code one aligned access of sizeof(T) bytes (the caller guarantees the alignment), which
+// nvcc would otherwise split into byte accesses; elsewhere memcpy, which keeps the host compiler's
+// type-based alias analysis honest.
+template <class T>
+GPM_HOST_DEVICE inline T load_bytes_as(const void* p) {
+#if GPM_IN_GPU_CODE
+  return *static_cast<const T*>(p);
+#else
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+template <class T>
+GPM_HOST_DEVICE inline void store_bytes_as(void* p, T v) {
+#if GPM_IN_GPU_CODE
+  *static_cast<T*>(p) = v;
+#else
+  std::memcpy(p, &v, sizeof v);
 #endif
 }
 

@@ -1,7 +1,8 @@
 // What every gpmkit kernel source (.cu) includes first: the CUDA device language on either
 // backend (nvcc and the real CUDA headers, or g++ and the host SIMT emulator), cooperative
-// groups as `cg`, scoped atomics, gpm::launch, and the runtime surface. Code written against
-// this header compiles and behaves the same on both backends.
+// groups as `cg`, scoped atomics, grid-stride ranges and tiles (grid.cuh), gpm::launch, and the
+// runtime surface. Code written against this header compiles and behaves the same on both
+// backends.
 #pragma once
 
 #include <gpm/config.hpp>
@@ -17,6 +18,8 @@
 #include <gpm/platform/runtime.hpp>
 
 namespace cg = cooperative_groups;
+
+#include <gpm/platform/grid.cuh>
 
 namespace gpm {
 

@@ -84,57 +84,6 @@ __device__ inline void persist(const table_view& v) {
   if (v.persistent) gpm::persist();
 }
 
-// A named point inside the protocol where the crash tests kill the process (GPMKIT_CRASH_POINT)
-// on the host backend, whose kernels run in the process. In GPU code it does nothing: there,
-// SIGKILL at random moments reaches the same states.
-GPM_HOST_DEVICE inline void protocol_point(const char* name) {
-#if GPM_BACKEND_HOST && !GPM_IN_GPU_CODE
-  crash_point(name);
-#else
-  (void)name;
-#endif
-}
-
-// ---- tiles -------------------------------------------------------------------------------
-
-// The per-thread path: a tile of one thread with the collective operations the engine uses.
-struct single_thread {
-  static constexpr unsigned int size() { return 1; }
-  __device__ static unsigned int thread_rank() { return 0; }
-  __device__ static unsigned int ballot(int p) { return p ? 1u : 0u; }
-  template <class T>
-  __device__ static T shfl(T v, int) {
-    return v;
-  }
-  template <class T>
-  __device__ static T shfl_xor(T v, unsigned int) {
-    return v;
-  }
-  __device__ static void sync() {}
-};
-
-template <class Tile>
-__device__ inline std::uint64_t tile_max(const Tile& t, std::uint64_t v) {
-  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
-    const std::uint64_t u = t.shfl_xor(v, o);
-    v = u > v ? u : v;
-  }
-  return v;
-}
-
-// Max of `prio` over the tile, carrying `value` along with it.
-template <class Tile>
-__device__ inline void tile_max_pair(const Tile& t, std::uint64_t& prio, std::uint64_t& value) {
-  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
-    const std::uint64_t p = t.shfl_xor(prio, o);
-    const std::uint64_t v = t.shfl_xor(value, o);
-    if (p > prio) {
-      prio = p;
-      value = v;
-    }
-  }
-}
-
 // ---- slot layout ---------------------------------------------------------------------------
 
 // One slot's words. A bucket of K slots holds the K fingerprint words (word 0 of each slot), then
@@ -630,7 +579,7 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
     const location at = location_of_rank(r.match);
     const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
     std::uint64_t expected = r.match_value;
-    protocol_point("gphash.update.prepared");
+    kernel_crash_point("gphash.update.prepared");
     const bool ok =
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected, cell);
     persist(v);
@@ -720,7 +669,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       if (claimed) {
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(cell, memory_order_relaxed);
         key_ops<Key>::store_key(slot, key);
-        protocol_point("gphash.insert.claimed");
+        kernel_crash_point("gphash.insert.claimed");
         persist(v);  // the item is durable before it becomes visible
       }
     }
@@ -741,7 +690,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     if (t.thread_rank() == 0) {
       state.store(w, memory_order_release);
       persist(v);  // the publication is durable before the operation is acknowledged
-      protocol_point("gphash.insert.published");
+      kernel_crash_point("gphash.insert.published");
       cache_refresh(v, at.level, at.bucket, at.slot);
     }
     t.sync();

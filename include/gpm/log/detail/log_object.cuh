@@ -32,12 +32,7 @@ struct log_view {
   // system scope would send every logging thread's read of this one word across PCIe to the host,
   // where they queue: it made each undo-logged gpKVS SET cost 0.3 us of the whole H100.
   GPM_HOST_DEVICE std::uint64_t generation() const {
-    auto* st = reinterpret_cast<state*>(object + state_offset);
-#if GPM_IN_GPU_CODE
-    return st->generation;
-#else
-    return atomic_ref<std::uint64_t, pool_scope>(st->generation).load(memory_order_acquire);
-#endif
+    return load_host_written(reinterpret_cast<state*>(object + state_offset)->generation);
   }
   GPM_HOST_DEVICE char* control(std::uint64_t stream) const {
     return object + control_offset + stream * control_stride;

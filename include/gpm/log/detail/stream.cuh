@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include <gpm/log/detail/format.hpp>
 #include <gpm/log/log_status.cuh>
@@ -44,26 +43,6 @@ struct packed_layout {
   }
 };
 
-// 4-byte loads and stores of bytes that hold objects of other types (the pool data that undo
-// entries copy): memcpy keeps the host compiler's type-based alias analysis honest, and on the
-// GPU one aligned 32-bit access replaces what nvcc would turn into four byte accesses.
-GPM_HOST_DEVICE inline std::uint32_t load_u32(const unsigned char* p) {
-#if GPM_IN_GPU_CODE
-  return *reinterpret_cast<const std::uint32_t*>(p);
-#else
-  std::uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-#endif
-}
-GPM_HOST_DEVICE inline void store_u32(unsigned char* p, std::uint32_t v) {
-#if GPM_IN_GPU_CODE
-  *reinterpret_cast<std::uint32_t*>(p) = v;
-#else
-  std::memcpy(p, &v, sizeof v);
-#endif
-}
-
 // The bytes of an entry: up to two ranges read as one (undo entries are a small record followed
 // by the old bytes, which are read straight from the pool).
 struct byte_source {
@@ -77,7 +56,7 @@ struct byte_source {
       const std::uint64_t start = p == 0 ? 0 : bytes[0];
       if (pos >= start && pos + chunk_bytes <= start + bytes[p] &&
           reinterpret_cast<std::uintptr_t>(part[p] + (pos - start)) % chunk_bytes == 0) {
-        return load_u32(part[p] + (pos - start));
+        return load_bytes_as<std::uint32_t>(part[p] + (pos - start));
       }
     }
     // A chunk that straddles the two parts, ends the entry, or is unaligned: byte by byte.
