@@ -21,12 +21,12 @@ constexpr unsigned kSteps = 200;
 constexpr unsigned kEvery = 10;  // checkpoint interval
 
 __global__ void make_targets(float* target, unsigned n) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     target[i] = static_cast<float>(i % 97) / 97.0f;
 }
 
 __global__ void train_step(float* w, const float* target, unsigned n, unsigned* step) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     w[i] += 0.05f * (target[i] - w[i]);
   if (blockIdx.x == 0 && threadIdx.x == 0) *step += 1;
 }

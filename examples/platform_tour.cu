@@ -17,8 +17,7 @@ __global__ void sum_kernel(const unsigned* in, std::size_t n, unsigned long long
   auto block = cg::this_thread_block();
   auto warp = cg::tiled_partition<32>(block);
   unsigned long long v = 0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     v += in[i];
   }
   for (unsigned offset = 16; offset > 0; offset /= 2) v += warp.shfl_down(v, offset);

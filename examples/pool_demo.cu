@@ -50,8 +50,7 @@ __global__ void compute_batch(gpm::pool_ref pool, std::uint64_t results_off, std
                               unsigned* finished_blocks, std::uint32_t batch) {
   std::uint32_t* out =
       pool.ptr<std::uint32_t>(results_off) + static_cast<std::uint64_t>(batch % 64) * kBatchWords;
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kBatchWords;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(kBatchWords)) {
     out[i] = result_of(batch, i);
   }
   gpm::persist();

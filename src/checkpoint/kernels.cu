@@ -19,15 +19,13 @@ template <bool Copy>
 __global__ void digest_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes,
                               unsigned long long* sum, bool wide) {
   const std::uint64_t full_words = bytes / 8;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  const std::uint64_t first = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   std::uint64_t local = 0;
   std::uint64_t done_words = 0;
   if (wide) {
     const std::uint64_t pairs = full_words / 2;
     const auto* s = reinterpret_cast<const ulonglong2*>(src);
     auto* d = reinterpret_cast<ulonglong2*>(dst);
-    for (std::uint64_t p = first; p < pairs; p += stride) {
+    for (std::uint64_t p : gpm::grid_stride(pairs)) {
       const ulonglong2 v = s[p];
       if constexpr (Copy) d[p] = v;
       local += chunk_digest_term(v.x, 2 * p) + chunk_digest_term(v.y, 2 * p + 1);
@@ -36,12 +34,12 @@ __global__ void digest_kernel(unsigned char* dst, const unsigned char* src, std:
   }
   const auto* s = reinterpret_cast<const std::uint64_t*>(src);
   auto* d = reinterpret_cast<std::uint64_t*>(dst);
-  for (std::uint64_t w = done_words + first; w < full_words; w += stride) {
+  for (std::uint64_t w : gpm::grid_stride(done_words, full_words)) {
     const std::uint64_t v = s[w];
     if constexpr (Copy) d[w] = v;
     local += chunk_digest_term(v, w);
   }
-  if (first == 0 && full_words * 8 < bytes) {
+  if (gpm::tile_index() == 0 && full_words * 8 < bytes) {
     std::uint64_t v = 0;
     for (std::uint64_t b = full_words * 8; b < bytes; ++b) {
       if constexpr (Copy) dst[b] = src[b];

@@ -9,25 +9,6 @@ namespace gpm::detail::hash {
 
 enum class bulk_op { insert, upsert, update, find, erase };
 
-template <unsigned G>
-__device__ inline auto make_tile() {
-  if constexpr (G == 1) {
-    return single_thread{};
-  } else {
-    return cg::tiled_partition<G>(cg::this_thread_block());
-  }
-}
-
-// Index of this tile in the grid and the number of tiles (G = 1: threads, for grid-stride loops).
-template <unsigned G>
-__device__ inline std::uint64_t tile_index() {
-  return (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
-}
-template <unsigned G>
-__device__ inline std::uint64_t tile_count() {
-  return static_cast<std::uint64_t>(gridDim.x) * blockDim.x / G;
-}
-
 struct bulk_args {
   const void* keys;
   const std::byte* values;
@@ -43,7 +24,7 @@ template <class Key, unsigned G, bulk_op Op>
 __global__ void bulk_kernel(table_view v, bulk_args a) {
   const auto tile = make_tile<G>();
   const Key* keys = static_cast<const Key*>(a.keys);
-  for (std::uint64_t i = tile_index<G>(); i < a.n; i += tile_count<G>()) {
+  for (std::uint64_t i : grid_stride<G>(a.n)) {
     const std::uint64_t k = a.index != nullptr ? a.index[i] : i;
     const Key key = keys[k];
     const std::uint64_t at = k * v.value_bytes;  // values are packed: value_bytes each
@@ -77,7 +58,7 @@ enum class scan_op { clear_inserting, count_items, mark_cells };
 template <scan_op Op>
 __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long long* count) {
   const std::uint64_t slots = (1ull << level) * v.slots;
-  for (std::uint64_t i = tile_index<1>(); i < slots; i += tile_count<1>()) {
+  for (std::uint64_t i : grid_stride(slots)) {
     const slot_ref slot = slot_at(v, level, i / v.slots, static_cast<std::uint32_t>(i % v.slots));
     const std::uint64_t word = load_word(&slot[0]);
     if constexpr (Op == scan_op::clear_inserting) {
@@ -108,7 +89,7 @@ template <class Key>
 __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long long* removed) {
   const auto tile = make_tile<32>();
   const std::uint64_t slots = (1ull << level) * v.slots;
-  for (std::uint64_t i = tile_index<32>(); i < slots; i += tile_count<32>()) {
+  for (std::uint64_t i : grid_stride<32>(slots)) {
     const std::uint64_t bucket = i / v.slots;
     const auto s = static_cast<std::uint32_t>(i % v.slots);
     const slot_ref slot = slot_at(v, level, bucket, s);
@@ -134,7 +115,7 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
                               unsigned long long* failures) {
   const auto tile = make_tile<32>();
   const std::uint64_t slots = (1ull << bottom) * all.slots;
-  for (std::uint64_t i = tile_index<32>(); i < slots; i += tile_count<32>()) {
+  for (std::uint64_t i : grid_stride<32>(slots)) {
     const std::uint64_t bucket = i / all.slots;
     const auto s = static_cast<std::uint32_t>(i % all.slots);
     const slot_ref slot = slot_at(all, bottom, bucket, s);
@@ -144,7 +125,7 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
                                        insert_mode::rehash, img.value);
     if (tile.thread_rank() == 0) {
       if (st == hash_status::inserted || st == hash_status::exists) {
-        protocol_point("gphash.rehash.copied");
+        kernel_crash_point("gphash.rehash.copied");
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
         gpm::persist();
       } else {
@@ -156,7 +137,7 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
 
 // Makes retired value cells free again: folds the retired bits into the allocator's bitmap.
 __global__ void reclaim_kernel(table_view v) {
-  for (std::uint64_t w = tile_index<1>(); w < v.bitmap_words; w += tile_count<1>()) {
+  for (std::uint64_t w : grid_stride(v.bitmap_words)) {
     const std::uint64_t r = v.retired[w];
     if (r != 0) {
       v.retired[w] = 0;
@@ -206,7 +187,7 @@ __global__ void select_begin_kernel(cache_select sel, std::uint64_t keep) {
 __global__ void select_score_kernel(cache_view c, cache_select sel, cache_policy policy,
                                     std::uint64_t salt) {
   using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
-  for (std::uint64_t x = tile_index<1>(); x < c.buckets; x += tile_count<1>()) {
+  for (std::uint64_t x : grid_stride(c.buckets)) {
     std::uint32_t score = 0;
     if (policy == cache_policy::lfu) {
       score = ref32(c.freq[x]).load(memory_order_relaxed);
@@ -229,7 +210,7 @@ __global__ void select_histogram_kernel(std::uint64_t buckets, cache_select sel,
   for (std::uint32_t b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
   __syncthreads();
   const std::uint64_t above = static_cast<std::uint64_t>(sel.st->threshold) >> (shift + width);
-  for (std::uint64_t x = tile_index<1>(); x < buckets; x += tile_count<1>()) {
+  for (std::uint64_t x : grid_stride(buckets)) {
     const std::uint64_t score = sel.score[x];
     if ((score >> (shift + width)) == above) atomicAdd(&local[(score >> shift) & (bins - 1)], 1u);
   }
@@ -262,7 +243,7 @@ __global__ void select_bin_kernel(cache_select sel, std::uint32_t shift, std::ui
 __global__ void select_mark_kernel(std::uint64_t buckets, cache_select sel) {
   const std::uint32_t t = sel.st->threshold;
   const unsigned long long need = sel.st->need;
-  for (std::uint64_t x = tile_index<1>(); x < buckets; x += tile_count<1>()) {
+  for (std::uint64_t x : grid_stride(buckets)) {
     const std::uint32_t score = sel.score[x];
     const bool take = score > t || (score == t && atomicAdd(&sel.st->ties, 1ull) < need);
     sel.chosen[x] = take ? chosen_state::fetch : chosen_state::no;
@@ -271,7 +252,7 @@ __global__ void select_mark_kernel(std::uint64_t buckets, cache_select sel) {
 
 // Cache buckets holding a chosen table bucket keep it (frozen); the others become free.
 __global__ void select_free_kernel(cache_view c, cache_select sel) {
-  for (std::uint64_t y = tile_index<1>(); y < c.capacity; y += tile_count<1>()) {
+  for (std::uint64_t y : grid_stride(c.capacity)) {
     const std::uint64_t x = c.owner[y];
     if (x < c.buckets && sel.chosen[x] != chosen_state::no) {
       sel.chosen[x] = chosen_state::resident;
@@ -284,7 +265,7 @@ __global__ void select_free_kernel(cache_view c, cache_select sel) {
 // Pairs each chosen bucket that is not resident with a free cache bucket (there are enough: at
 // most `keep` <= capacity buckets are chosen).
 __global__ void select_assign_kernel(std::uint64_t buckets, cache_select sel) {
-  for (std::uint64_t x = tile_index<1>(); x < buckets; x += tile_count<1>()) {
+  for (std::uint64_t x : grid_stride(buckets)) {
     if (sel.chosen[x] != chosen_state::fetch) continue;
     const unsigned long long i = atomicAdd(&sel.st->fetch_count, 1ull);
     if (i < sel.st->free_count) {
@@ -306,7 +287,7 @@ __global__ void cache_fetch_kernel(table_view v, cache_select sel) {
       sel.st->fetch_count < sel.st->free_count ? sel.st->fetch_count : sel.st->free_count;
   const std::uint64_t* ys = sel.ys;
   const std::uint64_t* xs = sel.xs;
-  for (std::uint64_t i = tile_index<32>(); i < n; i += tile_count<32>()) {
+  for (std::uint64_t i : grid_stride<32>(n)) {
     const std::uint64_t y = ys[i];
     const std::uint64_t x = xs[i];
     const std::uint32_t mapped = static_cast<std::uint32_t>((y + 1) << 1);

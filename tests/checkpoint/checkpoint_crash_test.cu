@@ -48,13 +48,11 @@ __host__ __device__ inline std::uint64_t updated(std::uint64_t w, std::uint64_t 
 
 __global__ void features_kernel(const std::uint64_t* input, const std::uint64_t* w,
                                 std::uint64_t* feat, std::uint64_t it) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kFeatures;
-       i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(kFeatures))
     feat[i] = feature(input, w, i, it);
 }
 __global__ void update_kernel(std::uint64_t* w, const std::uint64_t* feat, std::uint64_t* step) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kWeights;
-       i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(kWeights))
     w[i] = updated(w[i], feat[i % kFeatures], i);
   if (blockIdx.x == 0 && threadIdx.x == 0) *step += 1;
 }

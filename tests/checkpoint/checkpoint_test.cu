@@ -22,7 +22,7 @@ namespace {
 constexpr char kLayout[] = "checkpoint-test";
 
 __global__ void fill(std::uint64_t* data, std::uint64_t n, std::uint64_t seed) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     data[i] = gpm::mix64(seed * 0x100000001b3ull + i);
 }
 

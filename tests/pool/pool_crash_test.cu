@@ -289,8 +289,7 @@ __global__ void write_and_publish(gpm::pool_ref pool, std::uint64_t data_off,
                                   std::uint64_t round, std::uint32_t chunk, std::uint64_t publish) {
   std::uint32_t* data =
       pool.ptr<std::uint32_t>(data_off) + static_cast<std::uint64_t>(chunk) * kChunkWords;
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kChunkWords;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(kChunkWords)) {
     data[i] = word_value(round, chunk, i);
   }
   gpm::persist();

@@ -17,8 +17,7 @@ namespace {
 using namespace cp_apps;
 
 __global__ void init_options(float* spot, float* strike, float* years, std::uint64_t n) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     spot[i] = 5 + 25 * uniform01(21, i);
     strike[i] = 1 + 99 * uniform01(22, i);
     years[i] = 0.25f + 9.75f * uniform01(23, i);
@@ -26,7 +25,7 @@ __global__ void init_options(float* spot, float* strike, float* years, std::uint
 }
 
 __global__ void move_market(float* spot, std::uint64_t n, std::uint64_t it) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     spot[i] *= 1 + 0.02f * (uniform01(24 + it, i) - 0.5f);
 }
 
@@ -34,8 +33,7 @@ __device__ __host__ inline float cnd(float d) { return 0.5f * erfcf(-d * 0.70710
 
 __global__ void price(const float* spot, const float* strike, const float* years, float* call,
                       float* put, std::uint64_t n, float rate, float volatility) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     const float s = spot[i], k = strike[i], t = years[i];
     const float sqrt_t = sqrtf(t);
     const float d1 =

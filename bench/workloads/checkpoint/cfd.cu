@@ -22,15 +22,14 @@ using namespace cp_apps;
 constexpr float kGamma = 1.4f;
 
 __global__ void make_mesh(float* width, std::uint64_t n) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     width[i] = (1.0f + 0.5f * sinf(6.2831853f * static_cast<float>(i) / static_cast<float>(n))) /
                static_cast<float>(n);
 }
 
 // A dense, slow blob in a uniform flow.
 __global__ void init_flow(float4* u, std::uint64_t n) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n * n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n * n)) {
     const float x = static_cast<float>(i % n) / n - 0.5f, y = static_cast<float>(i / n) / n - 0.5f;
     const float rho = 1 + (x * x + y * y < 0.02f ? 1.0f : 0.0f);
     const float vx = 0.5f, vy = 0.25f, p = 1;
@@ -61,8 +60,7 @@ __device__ __host__ inline float4 face_flux(float4 l, float4 r, int dir) {
 
 __global__ void euler_step(const float4* u, const float* width, float4* next, std::uint64_t n,
                            float dt) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n * n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n * n)) {
     const std::uint64_t r = i / n, c = i % n;
     const float4 mid = u[i];
     const float4 west = u[r * n + (c + n - 1) % n], east = u[r * n + (c + 1) % n];

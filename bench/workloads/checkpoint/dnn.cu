@@ -24,8 +24,7 @@ struct dims {
 };
 
 __global__ void make_data(float* x, int* label, dims d) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < d.samples * d.inputs;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(d.samples * d.inputs)) {
     const std::uint64_t n = i / d.inputs, f = i % d.inputs;
     const int c = static_cast<int>(gpm::mix64(n) % kClasses);
     if (f == 0) label[n] = c;
@@ -34,13 +33,12 @@ __global__ void make_data(float* x, int* label, dims d) {
   }
 }
 __global__ void init_weights(float* w, std::uint64_t n, float scale, std::uint64_t stream) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     w[i] = scale * (2 * uniform01(stream, i) - 1);
 }
 // hidden = relu(x W1 + b1)
 __global__ void forward_hidden(const float* x, const float* w1, const float* b1, float* h, dims d) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < d.samples * d.hidden;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(d.samples * d.hidden)) {
     const std::uint64_t n = i / d.hidden, j = i % d.hidden;
     float a = b1[j];
     for (std::uint64_t f = 0; f < d.inputs; ++f) a += x[n * d.inputs + f] * w1[f * d.hidden + j];
@@ -50,8 +48,7 @@ __global__ void forward_hidden(const float* x, const float* w1, const float* b1,
 // Softmax cross-entropy per sample: dlogits = (p - onehot) / samples; loss summed.
 __global__ void output_layer(const float* h, const float* w2, const float* b2, const int* label,
                              float* dlogits, float* loss, dims d) {
-  for (std::uint64_t n = blockIdx.x * blockDim.x + threadIdx.x; n < d.samples;
-       n += gridDim.x * blockDim.x) {
+  for (std::uint64_t n : gpm::grid_stride(d.samples)) {
     float z[kClasses];
     float top = -1e30f;
     for (unsigned c = 0; c < kClasses; ++c) {
@@ -73,8 +70,7 @@ __global__ void output_layer(const float* h, const float* w2, const float* b2, c
 // dhidden = (dlogits W2^T) * relu'(hidden), in place of nothing: written to dh.
 __global__ void backward_hidden(const float* h, const float* w2, const float* dlogits, float* dh,
                                 dims d) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < d.samples * d.hidden;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(d.samples * d.hidden)) {
     const std::uint64_t n = i / d.hidden, j = i % d.hidden;
     float g = 0;
     for (unsigned c = 0; c < kClasses; ++c) g += dlogits[n * kClasses + c] * w2[j * kClasses + c];
@@ -86,8 +82,7 @@ __global__ void backward_hidden(const float* h, const float* w2, const float* dl
 __global__ void momentum_step(float* w, float* velocity, const float* a, const float* b,
                               std::uint64_t rows, std::uint64_t cols, std::uint64_t samples,
                               float rate) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < rows * cols;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(rows * cols)) {
     const std::uint64_t r = i / cols, c = i % cols;
     float g = 0;
     for (std::uint64_t n = 0; n < samples; ++n) {

@@ -122,8 +122,7 @@ class checkpointer_strategy final : public checkpoint_strategy {
 __global__ void copy_without_persist(unsigned char* dst, const unsigned char* src,
                                      std::uint64_t bytes) {
   const std::uint64_t units = bytes / 16;
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < units;
-       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(units))
     reinterpret_cast<ulonglong2*>(dst)[i] = reinterpret_cast<const ulonglong2*>(src)[i];
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     for (std::uint64_t b = units * 16; b < bytes; ++b) dst[b] = src[b];

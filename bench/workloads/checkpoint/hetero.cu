@@ -18,18 +18,17 @@ namespace {
 using namespace cp_apps;
 
 __global__ void init_mesh(float* mesh, std::uint64_t n) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     mesh[i] = 1 + uniform01(1, i);
 }
 __global__ void compute_coefficients(const float* mesh, float* coef, std::uint64_t n,
                                      std::uint64_t it) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(n))
     coef[i] = mesh[(i * 3) % n] * (0.5f + 0.01f * static_cast<float>(it % 17)) / (1 + mesh[i]);
 }
 // Several sweeps: the iteration's compute phase, during which the coefficients' copy runs.
 __global__ void relax_field(float* field, const float* coef, std::uint64_t n, int sweeps) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     float f = field[i];
     for (int k = 0; k < sweeps; ++k) f = 0.9f * f + 0.1f * coef[i % n] * sinf(f + k);
     field[i] = f;
@@ -37,7 +36,7 @@ __global__ void relax_field(float* field, const float* coef, std::uint64_t n, in
 }
 __global__ void update_statistics(const float* field, float* stats, std::uint64_t m,
                                   std::uint64_t n) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x)
+  for (std::uint64_t i : gpm::grid_stride(m))
     stats[i] = 0.5f * stats[i] + field[(i * 131) % n];
 }
 

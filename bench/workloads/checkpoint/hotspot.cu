@@ -20,8 +20,7 @@ using namespace cp_apps;
 constexpr float kAmbient = 80.0f;
 
 __global__ void init_chip(float* temp, float* power, std::uint64_t n) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n * n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n * n)) {
     temp[i] = 320.0f + 10.0f * uniform01(11, i);
     power[i] = 0.5f * uniform01(12, i) * uniform01(13, i / 64);  // hot blocks of cells
   }
@@ -29,8 +28,7 @@ __global__ void init_chip(float* temp, float* power, std::uint64_t n) {
 
 __global__ void stencil(const float* temp, const float* power, float* next, std::uint64_t n,
                         float cap, float rx, float ry, float rz) {
-  for (std::uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n * n;
-       i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(n * n)) {
     const std::uint64_t r = i / n, c = i % n;
     const float t = temp[i];
     const float north = r > 0 ? temp[i - n] : t, south = r + 1 < n ? temp[i + n] : t;

@@ -74,9 +74,7 @@ template <bool kToPool, bool kPersist>
 __global__ void bfs_init(out_array<std::uint32_t> cost, out_array<std::uint8_t> mask0,
                          out_array<std::uint8_t> mask1, std::uint64_t nodes, std::uint64_t source,
                          unsigned* blocks_done, std::uint64_t* progress) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t v = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       v < nodes; v += stride) {
+  for (std::uint64_t v : gpm::grid_stride(nodes)) {
     put<kToPool>(cost, v, v == source ? 0u : kUnreached);
     put<kToPool>(mask0, v, static_cast<std::uint8_t>(v == source));
     put<kToPool>(mask1, v, std::uint8_t{0});
@@ -95,10 +93,8 @@ __global__ void bfs_level(const std::uint64_t* row, const std::uint32_t* col, st
                           unsigned long long* counters, unsigned* blocks_done,
                           std::uint64_t* progress, std::uint64_t word) {
   using cost_ref = gpm::atomic_ref<std::uint32_t, gpm::thread_scope::device>;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   std::uint64_t claimed = 0, stored = 0;
-  for (std::uint64_t v = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       v < nodes; v += stride) {
+  for (std::uint64_t v : gpm::grid_stride(nodes)) {
     claimed += expand_node(
         v, level, row, col, cost.mirror, cur, nxt.mirror,
         [&](std::uint32_t nb) {

@@ -52,9 +52,7 @@ GPM_HOST_DEVICE inline std::uint32_t input_value(std::uint64_t i, std::uint64_t 
 }
 
 __global__ void ps_generate(std::uint32_t* in, std::uint64_t n, std::uint64_t seed) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     in[i] = input_value(i, seed);
   }
 }

@@ -99,9 +99,7 @@ GPM_HOST_DEVICE inline float speckle_scale(double sum, double sum2, std::uint64_
 template <bool kToPool, bool kPersist>
 __global__ void srad_init(out_array<float> image, std::uint64_t pixels, std::uint64_t cols,
                           std::uint64_t seed, unsigned* blocks_done, std::uint64_t* progress) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < pixels; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(pixels)) {
     put<kToPool>(image, i, initial_pixel(i, cols, seed));
   }
   if constexpr (kPersist) {
@@ -138,10 +136,8 @@ __global__ void srad_stats(const float* j, std::uint64_t cols, std::uint64_t roi
 template <bool kToPool, bool kPersist>
 __global__ void srad_coefficients(const float* j, std::uint64_t rows, std::uint64_t cols,
                                   const float* q0sqr, out_array<float> coef) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   const float q = *q0sqr;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < rows * cols; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(rows * cols)) {
     put<kToPool>(coef, i, coefficient_at(j, i / cols, i % cols, rows, cols, q));
   }
   if constexpr (kPersist) gpm::persist();  // before the kernel ends, hence before the publish
@@ -151,9 +147,7 @@ template <bool kToPool, bool kPersist>
 __global__ void srad_update(const float* j, const float* coef, std::uint64_t rows,
                             std::uint64_t cols, float lambda, out_array<float> next,
                             unsigned* blocks_done, std::uint64_t* progress, std::uint64_t word) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < rows * cols; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(rows * cols)) {
     put<kToPool>(next, i, updated_at(j, coef, i / cols, i % cols, rows, cols, lambda));
   }
   if constexpr (kPersist) {

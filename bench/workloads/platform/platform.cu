@@ -77,8 +77,8 @@ __device__ inline void stream_store(uint4* dst, std::uint64_t i, unsigned seed) 
 // stores per iteration keep more writes in flight per thread.
 template <bool PersistEachStore>
 __global__ void stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint64_t stride = gpm::tile_count();
+  std::uint64_t i = gpm::tile_index();
   for (; i + 3 * stride < n; i += 4 * stride) {
     stream_store<PersistEachStore>(dst, i, seed);
     stream_store<PersistEachStore>(dst, i + stride, seed);
@@ -128,9 +128,7 @@ __global__ void bulk_stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
     __syncthreads();
 #endif
   }
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = chunks * kBulkChunkWords + blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(chunks * kBulkChunkWords, n)) {
     dst[i] = stream_pattern(i, seed);
   }
 #if GPM_IN_GPU_CODE && __CUDA_ARCH__ >= 900
@@ -145,9 +143,7 @@ __global__ void bulk_stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
 // `stores` 8-byte stores of `seed` to hashed words of a power-of-two object, each persisted.
 __global__ void random_stores(std::uint64_t* words, std::uint64_t mask, std::uint64_t stores,
                               std::uint64_t seed) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < stores; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(stores)) {
     words[mix64(i ^ seed) & mask] = seed;
     gpm::persist();
   }
@@ -158,10 +154,8 @@ __global__ void random_stores(std::uint64_t* words, std::uint64_t mask, std::uin
 // without reading the word first; a collision costs a retry with the value the CAS returned.
 __global__ void cas_increments(std::uint64_t* words, std::uint64_t mask, std::uint64_t increments,
                                std::uint64_t seed, std::uint64_t* attempts) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   std::uint64_t tries = 0;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < increments; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(increments)) {
     const gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system> word(
         words[mix64(i ^ seed) & mask]);
     std::uint64_t expected = 0;
@@ -185,9 +179,7 @@ __global__ void persist_chain(std::uint64_t* words, std::uint64_t mask, std::uin
 // Writes `stamp` into the first word of `pages` pages spread evenly over the object.
 __global__ void touch_pages(char* object, std::uint64_t page_bytes, std::uint64_t object_pages,
                             std::uint64_t pages, std::uint64_t stamp) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t j = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       j < pages; j += stride) {
+  for (std::uint64_t j : gpm::grid_stride(pages)) {
     *reinterpret_cast<std::uint64_t*>(object + j * object_pages / pages * page_bytes) = stamp;
     gpm::persist();
   }

@@ -44,18 +44,14 @@ GPM_HOST_DEVICE inline std::uint64_t word_at(std::uint64_t i, std::uint64_t seed
 }
 
 __global__ void store_persist_each(std::uint64_t* dst, std::uint64_t words, std::uint64_t seed) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < words; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(words)) {
     dst[i] = word_at(i, seed);
     gpm::persist();
   }
 }
 
 __global__ void fill_words(std::uint64_t* dst, std::uint64_t words, std::uint64_t seed) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < words; i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(words)) {
     dst[i] = word_at(i, seed);
   }
 }

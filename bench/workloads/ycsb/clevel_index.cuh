@@ -188,9 +188,7 @@ struct clevel_ref {
 template <class Ref, class Persist>
 __global__ void per_thread_ops(Ref ref, const kv_op* ops, op_status* status,
                                std::uint64_t* versions, std::uint64_t n) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     std::uint64_t version = 0;
     status[i] = ref.template execute<Persist>(ops[i], &version);
     if (versions != nullptr) versions[i] = version;

@@ -76,9 +76,7 @@ __global__ void gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key, InPlace>:
   const auto tile = cg::tiled_partition<Cg>(cg::this_thread_block());
   kv_value local;
   kv_value* buffer = Cg == 1 ? &local : gpm::dynamic_shared_memory<kv_value>() + threadIdx.x / Cg;
-  const std::uint64_t tiles = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / Cg;
-  for (std::uint64_t i = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / Cg;
-       i < n; i += tiles) {
+  for (std::uint64_t i : gpm::grid_stride<Cg>(n)) {
     const kv_op op = ops[i];
     const Key k = Key::from_id(op.key_id);
     const auto key = gphash_key_of<Key, InPlace>::from(k);

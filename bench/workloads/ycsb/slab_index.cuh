@@ -259,9 +259,8 @@ template <class Key>
 __global__ void warp_ops(slab_ref<Key> ref, const kv_op* ops, op_status* status,
                          std::uint64_t* versions, std::uint64_t n) {
   const unsigned lane = gpm::lane_id();
-  const std::uint64_t warp =
-      (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / warpSize;
-  const std::uint64_t warps = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / warpSize;
+  const std::uint64_t warp = gpm::tile_index<32>();
+  const std::uint64_t warps = gpm::tile_count<32>();
   slab_undo_entry& entry = ref.log[warp];
   for (std::uint64_t base = warp * warpSize; base < n; base += warps * warpSize) {
     const std::uint64_t end = base + warpSize < n ? base + warpSize : n;

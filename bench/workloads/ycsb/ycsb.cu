@@ -139,9 +139,7 @@ measurement run_index(const mode_context& ctx, const std::string& mode_name,
 template <bool Cas>
 __global__ void random_words(std::uint64_t* words, std::uint64_t mask, std::uint64_t n,
                              std::uint64_t seed) {
-  const std::uint64_t step = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += step) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     std::uint64_t& w = words[gpm::mix64(i ^ seed) & mask];
     if constexpr (Cas) {
       const gpm::atomic_ref<std::uint64_t, gpm::pool_scope> a(w);
@@ -159,10 +157,8 @@ __global__ void random_words(std::uint64_t* words, std::uint64_t mask, std::uint
 // (8 threads per line, as a warp probing 4 buckets reads them); the sum keeps the reads alive.
 __global__ void random_lines(const std::uint64_t* words, std::uint64_t line_mask, std::uint64_t n,
                              std::uint64_t seed, unsigned long long* sum) {
-  const std::uint64_t step = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   std::uint64_t acc = 0;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < n * 8; i += step) {
+  for (std::uint64_t i : gpm::grid_stride(n * 8)) {
     const std::uint64_t* p = words + (gpm::mix64((i / 8) ^ seed) & line_mask) * 16 + (i % 8) * 2;
     acc += gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*const_cast<std::uint64_t*>(p))
                .load(gpm::memory_order_relaxed) +

@@ -112,9 +112,7 @@ struct find_stream {
 
 template <class Stream>
 __global__ void generate_ops(Stream stream, kv_op* out, std::uint64_t n) {
-  const std::uint64_t step = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += step) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
     out[i] = stream.at(i);
   }
 }

@@ -601,7 +601,7 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   // The search starts at a word hashed from the key and the thread, so that many updates of one
   // hot key do not all scan from the same word.
   if (t.thread_rank() == 0) {
-    const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const std::uint64_t thread = tile_index();
     cell = allocate_cell(v, mix64(h + thread) % (v.bitmap_words ? v.bitmap_words : 1));
   }
   cell = t.shfl(cell, 0);
