@@ -1,11 +1,7 @@
 // Pool on-media structures (see layout.hpp and format.hpp).
 #include "layout.hpp"
 
-#include <sys/random.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -14,7 +10,7 @@
 
 namespace gpm::detail {
 
-namespace fmt = pool_format;
+namespace fmt = format::pool;
 
 void findings::raise(const std::string& path) const {
   std::string msg = "pool " + path + ": " + problems.front().text;
@@ -35,14 +31,6 @@ const fmt::directory_entry* entries_of(const char* base) {
   return reinterpret_cast<const fmt::directory_entry*>(base + fmt::kDirectoryOffset);
 }
 
-std::uint64_t header_checksum(const char* base) {
-  constexpr std::size_t field = offsetof(fmt::header, checksum);
-  std::uint64_t h = checksum64(base, field);
-  const std::uint64_t zero = 0;
-  h = checksum64(&zero, sizeof zero, h);
-  return checksum64(base + field + 8, fmt::kPageBytes - field - 8, h);
-}
-
 std::uint64_t root_checksum(const fmt::root_record& r) {
   return checksum64(&r, offsetof(fmt::root_record, checksum), r.seq);
 }
@@ -60,33 +48,11 @@ std::uint64_t minimum_pool_bytes(std::uint32_t capacity) {
   return fmt::kDirectoryOffset + fmt::directory_bytes(capacity) + fmt::kPageBytes;
 }
 
-std::string uuid_string(const std::uint8_t (&u)[16]) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-                u[15]);
-  return buf;
-}
-
 void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
                  std::uint32_t directory_capacity) {
   fmt::header h{};
-  std::memcpy(h.magic, fmt::kMagic, sizeof h.magic);
-  h.major = fmt::kMajor;
-  h.minor = fmt::kMinor;
-  h.header_bytes = fmt::kPageBytes;
-  if (getrandom(h.uuid, sizeof h.uuid, 0) != static_cast<ssize_t>(sizeof h.uuid)) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    std::memcpy(h.uuid, &now, sizeof now);
-  }
-  h.uuid[6] = static_cast<std::uint8_t>((h.uuid[6] & 0x0f) | 0x40);  // RFC 4122 version 4
-  h.uuid[8] = static_cast<std::uint8_t>((h.uuid[8] & 0x3f) | 0x80);
+  h.common = format::make_header(fmt::kKind, bytes);
   std::memcpy(h.layout, layout.data(), layout.size());
-  h.pool_bytes = bytes;
-  h.created_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
-                                                .count());
   h.page_bytes = fmt::kPageBytes;
   h.directory_capacity = directory_capacity;
   h.root_offset = fmt::kRootOffset;
@@ -94,7 +60,7 @@ void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
   h.heap_offset = fmt::kDirectoryOffset + fmt::directory_bytes(directory_capacity);
   h.heap_bytes = bytes - h.heap_offset;
   std::memcpy(base, &h, sizeof h);
-  reinterpret_cast<fmt::header*>(base)->checksum = header_checksum(base);
+  format::seal_header(base);
 
   fmt::root_record r{};
   r.seq = 1;
@@ -106,36 +72,11 @@ void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
 
 bool check_header(const char* base, std::uint64_t file_bytes, std::string_view layout,
                   findings& f) {
-  if (file_bytes < fmt::kPageBytes) {
-    f.add(errc::corrupt, "the file is " + std::to_string(file_bytes) +
-                             " bytes, too short to hold a pool header: truncated or not a pool");
+  if (auto problem = format::check_header(base, file_bytes, fmt::kKind)) {
+    f.add(problem->code, std::move(problem->text));
     return false;
   }
   const fmt::header& h = header_of(base);
-  if (std::memcmp(h.magic, fmt::kMagic, sizeof h.magic) != 0) {
-    f.add(errc::corrupt, "not a gpmkit pool (its first bytes are not the pool magic \"GPMKPOOL\")");
-    return false;
-  }
-  if (h.checksum != header_checksum(base)) {
-    f.add(errc::corrupt, "the header checksum does not match: the header is corrupt");
-    return false;
-  }
-  if (h.major > fmt::kMajor) {
-    f.add(errc::version, "the pool has format version " + std::to_string(h.major) + "." +
-                             std::to_string(h.minor) + ", newer than this gpmkit reads (" +
-                             std::to_string(fmt::kMajor) + ".x): upgrade gpmkit");
-    return false;
-  }
-  if (h.major < 1) {
-    f.add(errc::version, "the pool has format version 0." + std::to_string(h.minor) +
-                             ", which no release of gpmkit wrote");
-    return false;
-  }
-  if ((h.incompat_features & ~fmt::kKnownIncompat) != 0) {
-    f.add(errc::version, "the pool uses features this gpmkit does not know (incompat mask " +
-                             std::to_string(h.incompat_features) + "): upgrade gpmkit");
-    return false;
-  }
   if (h.layout[fmt::kLayoutMax] != '\0') {
     f.add(errc::corrupt, "the layout name is not terminated");
     return false;
@@ -145,19 +86,13 @@ bool check_header(const char* base, std::uint64_t file_bytes, std::string_view l
                                      std::string(layout) + "\"");
     return false;
   }
-  if (h.pool_bytes != file_bytes) {
-    f.add(errc::corrupt, "the header says the pool is " + std::to_string(h.pool_bytes) +
-                             " bytes but the file is " + std::to_string(file_bytes) +
-                             (file_bytes < h.pool_bytes ? ": truncated" : ": extended"));
-    return false;
-  }
   const bool geometry_ok =
-      h.header_bytes == fmt::kPageBytes && h.page_bytes == fmt::kPageBytes &&
+      h.page_bytes == fmt::kPageBytes &&
       h.root_offset == fmt::kRootOffset && h.directory_offset == fmt::kDirectoryOffset &&
       h.directory_capacity > 0 &&
       h.heap_offset == fmt::kDirectoryOffset + fmt::directory_bytes(h.directory_capacity) &&
-      h.heap_offset < h.pool_bytes && h.heap_bytes == h.pool_bytes - h.heap_offset &&
-      h.pool_bytes % fmt::kPageBytes == 0;
+      h.heap_offset < file_bytes && h.heap_bytes == file_bytes - h.heap_offset &&
+      file_bytes % fmt::kPageBytes == 0;
   if (!geometry_ok) {
     f.add(errc::corrupt,
           "the header's geometry (page, root, directory and heap offsets) is "
@@ -240,7 +175,7 @@ void check_directory(const char* base, const fmt::header& h, const fmt::root_rec
     const bool aligned = e.alignment >= fmt::kMinAlignment &&
                          (e.alignment & (e.alignment - 1)) == 0 && e.offset % e.alignment == 0;
     const bool inside = e.offset >= h.heap_offset && e.extent >= e.bytes && e.extent > 0 &&
-                        e.offset <= h.pool_bytes && e.extent <= h.pool_bytes - e.offset;
+                        e.offset <= h.common.object_bytes && e.extent <= h.common.object_bytes - e.offset;
     if (!aligned || !inside) {
       f.add(errc::corrupt, where + " (\"" + std::string(name) +
                                "\") lies outside the heap or is "

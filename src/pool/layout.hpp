@@ -11,6 +11,7 @@
 
 #include <gpm/platform/error.hpp>
 #include <gpm/pool/format.hpp>
+#include <gpm/pool/object_header.hpp>
 
 namespace gpm::detail {
 
@@ -29,10 +30,9 @@ struct findings {
   [[noreturn]] void raise(const std::string& path) const;
 };
 
-std::uint64_t header_checksum(const char* base);
-std::uint64_t root_checksum(const pool_format::root_record& r);
-std::uint64_t entry_checksum(const pool_format::directory_entry& e);
-bool entry_is_zero(const pool_format::directory_entry& e);
+std::uint64_t root_checksum(const format::pool::root_record& r);
+std::uint64_t entry_checksum(const format::pool::directory_entry& e);
+bool entry_is_zero(const format::pool::directory_entry& e);
 
 // Lays out a new pool's header and first root record in a zero-filled image.
 void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
@@ -41,11 +41,12 @@ void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
 // The smallest pool that holds a directory of `capacity` entries and one page of heap.
 std::uint64_t minimum_pool_bytes(std::uint32_t capacity);
 
-// Validates the header page against the file's size and (unless empty) the expected layout.
+// Validates the header page (the common object header, then the pool's own fields) against the
+// file's size and (unless empty) the expected layout.
 bool check_header(const char* base, std::uint64_t file_bytes, std::string_view layout, findings& f);
 
 struct root_state {
-  pool_format::root_record record;
+  format::pool::root_record record;
   int slot;  // 0 or 1: where the newest valid record is
 };
 
@@ -54,18 +55,16 @@ std::optional<root_state> read_root(const char* base, findings& f);
 
 // Writes `next` (its seq is set to current.seq + 1) into the slot not holding `current`,
 // persists it, and makes it current.
-void write_root(char* base, root_state& current, pool_format::root_record next);
+void write_root(char* base, root_state& current, format::pool::root_record next);
 
 // Validates every directory entry: zero or live with a valid checksum, a terminated unique name,
 // inside the heap, aligned, not overlapping another. The entry of a directory operation that a
 // crash interrupted (`root.pending`) may be torn: recovery resolves it, so it is not a problem.
-void check_directory(const char* base, const pool_format::header& h,
-                     const pool_format::root_record& root, findings& f);
+void check_directory(const char* base, const format::pool::header& h,
+                     const format::pool::root_record& root, findings& f);
 
-const pool_format::header& header_of(const char* base);
-pool_format::directory_entry* entries_of(char* base);
-const pool_format::directory_entry* entries_of(const char* base);
-
-std::string uuid_string(const std::uint8_t (&uuid)[16]);
+const format::pool::header& header_of(const char* base);
+format::pool::directory_entry* entries_of(char* base);
+const format::pool::directory_entry* entries_of(const char* base);
 
 }  // namespace gpm::detail

@@ -141,8 +141,8 @@ std::optional<header_problem> check_header(const void* header, std::uint64_t ava
   }
   if (h.object_bytes != available) {
     return header_problem{errc::corrupt,
-                          "the header says it is " + std::to_string(h.object_bytes) +
-                              " bytes, but it is " + std::to_string(available) +
+                          "the header says the " + noun + " is " + std::to_string(h.object_bytes) +
+                              " bytes, but " + std::to_string(available) + " are there" +
                               (available < h.object_bytes ? ": truncated" : ": extended") + "; " +
                               restore_or_recreate(k)};
   }

@@ -25,7 +25,7 @@
 
 namespace gpm {
 
-namespace fmt = pool_format;
+namespace fmt = format::pool;
 using detail::findings;
 
 std::string_view to_string(durability d) noexcept {
@@ -503,7 +503,7 @@ std::uint64_t pool::allocate(std::string_view name, std::uint64_t bytes, std::ui
     consider(b);
     cursor = std::max(cursor, e);
   }
-  consider(h.pool_bytes);
+  consider(h.common.object_bytes);
   if (!where) {
     throw_error(errc::out_of_memory,
                 "pool " + p.path + " is full: no free extent of " + std::to_string(extent) +
@@ -634,13 +634,13 @@ pool_info pool::info() const {
   pool_info i;
   i.path = p.path;
   i.layout = h.layout;
-  i.uuid = detail::uuid_string(h.uuid);
-  i.major = h.major;
-  i.minor = h.minor;
-  i.bytes = h.pool_bytes;
+  i.uuid = format::uuid_string(h.common.uuid);
+  i.major = h.common.major;
+  i.minor = h.common.minor;
+  i.bytes = h.common.object_bytes;
   i.heap_bytes = h.heap_bytes;
   i.free_bytes = p.free_bytes();
-  i.created_ns = h.created_ns;
+  i.created_ns = h.common.created_ns;
   i.directory_capacity = h.directory_capacity;
   for (std::uint32_t k = 0; k < h.directory_capacity; ++k) {
     if (!detail::entry_is_zero(p.entries()[k])) ++i.objects;

@@ -16,6 +16,7 @@
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/pool/format.hpp>
+#include <gpm/pool/object_header.hpp>
 
 #include "layout.hpp"
 #include "mapping.hpp"
@@ -24,35 +25,36 @@ namespace gpm::detail {
 
 namespace {
 
-namespace fmt = pool_format;
+namespace fmt = format::pool;
 constexpr std::uint64_t kPage = fmt::kPageBytes;
-constexpr char kManifestMagic[8] = {'G', 'P', 'M', 'K', 'S', 'N', 'A', 'P'};
-constexpr char kJournalMagic[8] = {'G', 'P', 'M', 'K', 'J', 'R', 'N', 'L'};
 constexpr std::uint32_t kStateClean = 1;
 constexpr std::uint32_t kStateJournalPending = 2;
 
+// The manifest file. Its common header carries the pool's uuid (a snapshot is its pool's image)
+// and, as created_ns, the time the snapshot was taken.
 struct manifest_record {
-  char magic[8];
-  std::uint16_t major;
-  std::uint16_t minor;
+  format::object_header common;
   std::uint32_t page_bytes;
-  std::uint8_t uuid[16];
+  std::uint32_t state;
   std::uint64_t pool_bytes;
   std::uint64_t seq;
-  std::uint32_t state;
-  std::uint32_t reserved;
   std::uint64_t journal_checksum;
   std::uint64_t table_checksum;
-  std::uint64_t taken_ns;
-  std::uint64_t checksum;
 };
+static_assert(sizeof(manifest_record) == 104);
+constexpr format::object_kind kManifestKind{
+    "snapshot manifest", {'G', 'P', 'M', 'K', 'S', 'N', 'A', 'P'}, 2, 0, sizeof(manifest_record)};
 
+// The head of a journal file; object_bytes is the whole journal, uuid the pool's.
 struct journal_header {
-  char magic[8];
+  format::object_header common;
   std::uint64_t seq;
   std::uint64_t entries;
   std::uint64_t page_bytes;
 };
+static_assert(sizeof(journal_header) == 88);
+constexpr format::object_kind kJournalKind{
+    "snapshot journal", {'G', 'P', 'M', 'K', 'J', 'R', 'N', 'L'}, 2, 0, sizeof(journal_header)};
 
 struct journal_entry {
   std::uint64_t page;
@@ -217,48 +219,35 @@ std::optional<snapshot_manifest> snapshot_store::manifest() {
   const auto size = fs_.file_size(p);
   if (!size) return std::nullopt;
   manifest_record r{};
-  if (*size != sizeof r) {
-    throw_error(errc::corrupt, "snapshot manifest " + p + " has the wrong size (" +
-                                   std::to_string(*size) + " bytes)");
-  }
-  fs_.read_at(p, 0, &r, sizeof r);
-  if (std::memcmp(r.magic, kManifestMagic, 8) != 0 ||
-      r.checksum != checksum64(&r, offsetof(manifest_record, checksum))) {
-    throw_error(errc::corrupt, "snapshot manifest " + p + " is corrupt");
-  }
-  if (r.major != 1) {
-    throw_error(errc::version, "snapshot manifest " + p + " has format version " +
-                                   std::to_string(r.major) + "; this gpmkit reads 1");
-  }
+  fs_.read_at(p, 0, &r, std::min<std::uint64_t>(*size, sizeof r));
+  format::validate_header(&r, *size, kManifestKind, "snapshot manifest " + p);
   if (r.page_bytes != kPage || r.pool_bytes % kPage != 0 ||
       (r.state != kStateClean && r.state != kStateJournalPending)) {
     throw_error(errc::corrupt, "snapshot manifest " + p + " is inconsistent");
   }
   snapshot_manifest m;
-  std::memcpy(m.uuid, r.uuid, sizeof m.uuid);
+  std::memcpy(m.uuid, r.common.uuid, sizeof m.uuid);
   m.pool_bytes = r.pool_bytes;
   m.seq = r.seq;
   m.journal_pending = r.state == kStateJournalPending;
   m.journal_checksum = r.journal_checksum;
   m.table_checksum = r.table_checksum;
-  m.taken_ns = r.taken_ns;
+  m.taken_ns = r.common.created_ns;
   return m;
 }
 
 void snapshot_store::write_manifest(const snapshot_manifest& m) {
   manifest_record r{};
-  std::memcpy(r.magic, kManifestMagic, 8);
-  r.major = 1;
-  r.minor = 0;
+  r.common = format::make_header(kManifestKind, sizeof r);
+  std::memcpy(r.common.uuid, m.uuid, sizeof r.common.uuid);
+  r.common.created_ns = m.taken_ns;
   r.page_bytes = kPage;
-  std::memcpy(r.uuid, m.uuid, sizeof r.uuid);
   r.pool_bytes = m.pool_bytes;
   r.seq = m.seq;
   r.state = m.journal_pending ? kStateJournalPending : kStateClean;
   r.journal_checksum = m.journal_checksum;
   r.table_checksum = m.table_checksum;
-  r.taken_ns = m.taken_ns;
-  r.checksum = checksum64(&r, offsetof(manifest_record, checksum));
+  format::seal_header(&r);
   const std::string tmp = path("manifest.tmp");
   fs_.remove(tmp);
   fs_.write_at(tmp, 0, &r, sizeof r);
@@ -316,11 +305,11 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
   const auto start = std::chrono::steady_clock::now();
   const fmt::header& h = header_of(pool);
   std::optional<snapshot_manifest> m = manifest();
-  if (!m) return take_first(pool, pool_bytes, h.uuid);
-  if (std::memcmp(m->uuid, h.uuid, sizeof h.uuid) != 0) {
+  if (!m) return take_first(pool, pool_bytes, h.common.uuid);
+  if (std::memcmp(m->uuid, h.common.uuid, sizeof m->uuid) != 0) {
     throw_error(errc::already_exists, "snapshot directory " + dir_ +
                                           " holds a snapshot of another pool (uuid " +
-                                          uuid_string(m->uuid) +
+                                          format::uuid_string(m->uuid) +
                                           "); remove it (gpmkit pool rm --snapshot) or choose "
                                           "another snapshot directory");
   }
@@ -359,10 +348,12 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
   const std::string journal = path("journal." + std::to_string(seq));
   fs_.remove(journal);
   journal_header jh{};
-  std::memcpy(jh.magic, kJournalMagic, 8);
+  jh.common = format::make_header(kJournalKind, sizeof jh + changed.size() * kEntryStride);
+  std::memcpy(jh.common.uuid, h.common.uuid, sizeof jh.common.uuid);
   jh.seq = seq;
   jh.entries = changed.size();
   jh.page_bytes = kPage;
+  format::seal_header(&jh);
   fs_.write_at(journal, 0, &jh, sizeof jh);
   std::uint64_t jsum = checksum64(&jh, sizeof jh);
   std::vector<std::uint64_t> table = table_;
@@ -414,7 +405,7 @@ void snapshot_store::apply_journal(const snapshot_manifest& m) {
   }
   journal_header jh{};
   fs_.read_at(journal, 0, &jh, sizeof jh);
-  const bool header_ok = std::memcmp(jh.magic, kJournalMagic, 8) == 0 && jh.seq == m.seq &&
+  const bool header_ok = !format::check_header(&jh, *size, kJournalKind) && jh.seq == m.seq &&
                          jh.page_bytes == kPage && *size == sizeof jh + jh.entries * kEntryStride;
   std::vector<char> buf(kEntryStride);
   std::uint64_t jsum = checksum64(&jh, sizeof jh);

@@ -16,7 +16,7 @@
 
 namespace {
 
-namespace fmt = gpm::pool_format;
+namespace fmt = gpm::format::pool;
 constexpr std::uint64_t kPoolBytes = 1 << 20;
 
 int iterations() {
@@ -138,7 +138,7 @@ TEST_F(PoolFuzz, RandomGarbageFilesAreRefused) {
   for (int it = 0; it < 20; ++it) {
     std::vector<char> bytes((1 + rng() % 64) * 4096);
     for (auto& b : bytes) b = static_cast<char>(rng());
-    if (it % 2 == 0) std::memcpy(bytes.data(), fmt::kMagic, 8);  // right magic, wrong rest
+    if (it % 2 == 0) std::memcpy(bytes.data(), fmt::kKind.magic, 8);  // right magic, wrong rest
     write(bytes);
     EXPECT_FALSE(try_open("garbage file " + std::to_string(it)));
   }

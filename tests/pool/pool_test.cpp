@@ -1,6 +1,7 @@
 // gpm::pool: the API, the on-media validation and every kind of bad input (each must give a
 // clear gpm::error with the right code, lose nothing and never crash).
 #include <gpm/pool/format.hpp>
+#include <gpm/pool/object_header.hpp>
 #include <gpm/pool/pool.hpp>
 
 #include <fcntl.h>
@@ -15,11 +16,10 @@
 
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
-#include "layout.hpp"  // src/pool: checksums, to forge well-formed but unacceptable headers
 
 namespace {
 
-namespace fmt = gpm::pool_format;
+namespace fmt = gpm::format::pool;
 constexpr std::uint64_t kPoolBytes = 4 << 20;
 
 class PoolTest : public ::testing::Test {
@@ -101,7 +101,7 @@ TEST_F(PoolTest, CreateWriteCloseReopen) {
   const gpm::pool_info info = p.info();
   EXPECT_EQ(info.layout, "test-layout");
   EXPECT_EQ(info.objects, 2u);
-  EXPECT_EQ(info.major, fmt::kMajor);
+  EXPECT_EQ(info.major, fmt::kKind.major);
   EXPECT_EQ(info.open_count, 2u);
   EXPECT_EQ(info.uuid.size(), 36u);
   EXPECT_EQ(p.durability(), gpm::durability::process_crash);
@@ -214,20 +214,26 @@ void forge_header(const std::string& path, void (*edit)(fmt::header&)) {
   std::vector<char> page(fmt::kPageBytes);
   f.read(page.data(), static_cast<std::streamsize>(page.size()));
   edit(*reinterpret_cast<fmt::header*>(page.data()));
-  reinterpret_cast<fmt::header*>(page.data())->checksum = gpm::detail::header_checksum(page.data());
+  gpm::format::seal_header(page.data());
   f.seekp(0);
   f.write(page.data(), static_cast<std::streamsize>(page.size()));
 }
 
 TEST_F(PoolTest, NewerFormatVersionIsRefused) {
   make();
-  forge_header(file(), [](fmt::header& h) { h.major = fmt::kMajor + 1; });
+  forge_header(file(), [](fmt::header& h) { h.common.major = fmt::kKind.major + 1; });
   expect_error([&] { reopen(); }, gpm::errc::version, "upgrade gpmkit");
+}
+
+TEST_F(PoolTest, OlderFormatVersionIsRefusedSayingWhatToDo) {
+  make();
+  forge_header(file(), [](fmt::header& h) { h.common.major = 1; });
+  expect_error([&] { reopen(); }, gpm::errc::version, "written in format version 1.0, older");
 }
 
 TEST_F(PoolTest, UnknownIncompatibleFeatureIsRefused) {
   make();
-  forge_header(file(), [](fmt::header& h) { h.incompat_features = 1ull << 40; });
+  forge_header(file(), [](fmt::header& h) { h.common.incompat_features = 1ull << 40; });
   expect_error([&] { reopen(); }, gpm::errc::version, "features");
 }
 
@@ -256,9 +262,9 @@ TEST_F(PoolTest, ForeignFileIsNotAPool) {
 
 TEST_F(PoolTest, FlippedHeaderBitIsDetected) {
   make();
-  flip_bit(file(), offsetof(fmt::header, pool_bytes) + 1, 3);
+  flip_bit(file(), offsetof(gpm::format::object_header, object_bytes) + 1, 3);
   expect_error([&] { reopen(); }, gpm::errc::corrupt, "header checksum");
-  flip_bit(file(), offsetof(fmt::header, pool_bytes) + 1, 3);
+  flip_bit(file(), offsetof(gpm::format::object_header, object_bytes) + 1, 3);
   flip_bit(file(), 3000, 0);  // unused bytes of the header page are covered too
   expect_error([&] { reopen(); }, gpm::errc::corrupt, "header checksum");
 }

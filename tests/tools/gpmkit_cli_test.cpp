@@ -447,6 +447,24 @@ TEST_F(GpmkitCli, CheckNamesATruncatedFile) {
   EXPECT_OK(r);
 }
 
+TEST_F(GpmkitCli, CheckSaysWhichFormatAnOldPoolHasAndWhichItReads) {
+  create("old");
+  {
+    // Major version 1 at offset 8 of the common object header: a pool of format 1.0.
+    std::fstream f(pool_file("old"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.put(1);
+    f.put(0);
+  }
+  cli_result r = run({"pool", "check", "old"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.out, "written in format version 1.0, older than this gpmkit reads (2.x)");
+  EXPECT_CONTAINS(r.err, "written in format version 1.0, older than this gpmkit reads (2.x)");
+  r = run({"pool", "info", "old"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "format version 1.0");
+}
+
 TEST_F(GpmkitCli, CommandLineMistakesAreUsageErrors) {
   const std::vector<std::vector<std::string>> cases = {
       {},

@@ -1,4 +1,4 @@
-// The on-media format of a gpmkit pool, version 1.0 (docs/format.md describes it for humans).
+// The on-media format of a gpmkit pool, version 2.0 (docs/format.md describes it for humans).
 // Everything in a pool is position independent: structures refer to each other by byte offsets
 // from the start of the pool. All integers are little-endian. Only src/pool and tools that
 // inspect pools (the CLI, format tests) include this header; programs use gpm::pool.
@@ -7,11 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace gpm::pool_format {
+#include <gpm/pool/object_header.hpp>
 
-inline constexpr char kMagic[8] = {'G', 'P', 'M', 'K', 'P', 'O', 'O', 'L'};
-inline constexpr std::uint16_t kMajor = 1;  // an incompatible change bumps this
-inline constexpr std::uint16_t kMinor = 0;  // a compatible addition bumps this
+namespace gpm::format::pool {
+
 inline constexpr std::size_t kPageBytes = 4096;
 
 // Fixed regions: [0, 4096) header, [4096, 8192) root records, then the directory, then the heap.
@@ -24,35 +23,25 @@ inline constexpr std::size_t kNameMax = 63;    // bytes of a name, without its t
 inline constexpr std::size_t kLayoutMax = 63;  // bytes of a layout name
 inline constexpr std::uint64_t kMinAlignment = 128;
 
-// Feature bits. A reader must refuse a pool with an unknown incompat bit, may only read a pool
-// with an unknown ro_compat bit, and may ignore unknown compat bits. Version 1.0 defines none.
-inline constexpr std::uint64_t kKnownCompat = 0;
-inline constexpr std::uint64_t kKnownIncompat = 0;
-inline constexpr std::uint64_t kKnownRoCompat = 0;
-
-// Page 0. Immutable after creation. The checksum covers the whole 4 KiB page (with the checksum
-// field read as zero), so a flipped bit anywhere in the page is detected.
+// Page 0, immutable after creation: the common header (magic "GPMKPOOL"; object_bytes is the
+// file's size), then the pool's own fields. Its checksum covers the whole 4 KiB page (header_bytes
+// is the page), so a flipped bit anywhere in the page is detected.
 struct header {
-  char magic[8];
-  std::uint16_t major;
-  std::uint16_t minor;
-  std::uint32_t header_bytes;  // 4096
-  std::uint64_t compat_features;
-  std::uint64_t incompat_features;
-  std::uint64_t ro_compat_features;
-  std::uint8_t uuid[16];
+  object_header common;
   char layout[kLayoutMax + 1];  // NUL-terminated, NUL-padded
-  std::uint64_t pool_bytes;     // the file's size
-  std::uint64_t created_ns;     // CLOCK_REALTIME nanoseconds
   std::uint32_t page_bytes;     // 4096
   std::uint32_t directory_capacity;
   std::uint64_t root_offset;
   std::uint64_t directory_offset;
   std::uint64_t heap_offset;
   std::uint64_t heap_bytes;
-  std::uint64_t checksum;
 };
-static_assert(sizeof(header) <= kPageBytes);
+static_assert(sizeof(header) == 168 && offsetof(header, common) == 0);
+
+// Version 2.0: the common object header replaced 1.0's own magic, version, feature and uuid
+// fields (and its compat and ro_compat feature words, which no version used).
+inline constexpr object_kind kKind{
+    "gpmkit pool", {'G', 'P', 'M', 'K', 'P', 'O', 'O', 'L'}, 2, 0, kPageBytes};
 
 // The directory operation that was in flight when a root record was written; recovery finishes
 // or undoes it. Allocation and free are crash-atomic because of it (docs/format.md).
@@ -98,4 +87,4 @@ inline std::uint64_t directory_bytes(std::uint32_t capacity) {
   return (raw + kPageBytes - 1) / kPageBytes * kPageBytes;
 }
 
-}  // namespace gpm::pool_format
+}  // namespace gpm::format::pool
