@@ -1,4 +1,5 @@
-// The GPHash header and state record: sealing, validation, crash-atomic state updates.
+// The GPHash header and state record: validating the header (the common object header, then the
+// table's geometry), crash-atomic state updates.
 #include <gpm/hash/detail/format.hpp>
 
 #include <cstddef>
@@ -8,36 +9,17 @@
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/persist.hpp>
 
-namespace gpm::detail::hash {
-
-namespace {
-std::uint64_t header_checksum(const table_header& h) {
-  return checksum64(&h, offsetof(table_header, checksum));
-}
-}  // namespace
+namespace gpm::format::hash {
 
 std::uint64_t state_checksum(const table_state& s) {
   return checksum64(&s, offsetof(table_state, checksum)) ^ 0x5354415445ull;
 }
 
-void seal_header(table_header& h) { h.checksum = header_checksum(h); }
-
-void validate_header(const table_header& h, std::uint32_t key_bytes, const std::string& what) {
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
-    throw_error(errc::corrupt, what +
-                                   " is not a GPHash table (bad magic): it was overwritten or "
-                                   "the name belongs to another object");
-  }
-  if (h.major != kMajor) {
-    throw_error(errc::version, what + " has GPHash format version " + std::to_string(h.major) +
-                                   "." + std::to_string(h.minor) + "; this gpmkit reads " +
-                                   std::to_string(kMajor) + ".x: use a matching gpmkit");
-  }
-  if (h.checksum != header_checksum(h)) {
-    throw_error(errc::corrupt, what +
-                                   " has a corrupt header (checksum mismatch): restore the pool "
-                                   "from a snapshot");
-  }
+void validate_table_header(const void* record, std::uint64_t available, std::uint32_t key_bytes,
+                           const std::string& what) {
+  format::validate_header(record, available, kKind, what);
+  table_header h;
+  std::memcpy(&h, record, sizeof h);
   const bool geometry_ok =
       (h.key_bytes == 0 || h.key_bytes == 8 || h.key_bytes == 32) &&
       (h.key_bytes == 0) == (h.max_key_bytes != 0) && h.hash_count >= 1 && h.hash_count <= 4 &&
@@ -85,4 +67,4 @@ void write_state(table_record& r, table_state s) {
   persist(&slot, sizeof slot);
 }
 
-}  // namespace gpm::detail::hash
+}  // namespace gpm::format::hash

@@ -44,6 +44,7 @@ const char* to_string(cache_policy p) noexcept {
 namespace {
 
 using namespace detail::hash;
+using namespace format::hash;
 
 constexpr std::uint32_t kScanBlocks = 1024;
 constexpr std::uint32_t kScanThreads = 256;
@@ -602,9 +603,7 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
       p.allocate(segment_name(name, 0), s.seg_cells[0] * m->cell_bytes(), 128, kTypeTag);
   auto* record = p.host_ptr<table_record>(rec);
   table_header& h = record->header;
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.major = kMajor;
-  h.minor = kMinor;
+  h.common = format::make_header(kKind, sizeof(table_record));
   h.key_bytes = impl::key_bytes();
   h.max_key_bytes = impl::variable_keys ? config.max_key_bytes : 0;
   h.slot_bytes = static_cast<std::uint32_t>(slot_bytes);
@@ -614,9 +613,7 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
   h.value_bytes = config.value_bytes;
   h.initial_top = config.top_level;
   h.seed = config.seed;
-  h.created_ns = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch() /
-                                            std::chrono::nanoseconds(1));
-  seal_header(h);
+  format::seal_header(&h);
   s.seq = 1;
   s.checksum = state_checksum(s);
   record->state[1] = s;
@@ -641,12 +638,9 @@ gphash<Key> gphash<Key>::open(pool& p, const std::string& name, const gphash_opt
   m->owner = &p;
   m->name = name;
   m->options = options;
-  if (o->bytes < sizeof(table_record)) {
-    throw_error(errc::corrupt, m->what() + " is too small to be a GPHash table header");
-  }
+  validate_table_header(p.host_ptr<char>(o->offset), o->bytes, impl::key_bytes(), m->what());
   m->record = p.host_ptr<table_record>(o->offset);
   const table_header& h = m->record->header;
-  validate_header(h, impl::key_bytes(), m->what());
   m->config.hash_count = h.hash_count;
   m->config.level_count = h.level_count;
   m->config.slots_per_bucket = h.slots_per_bucket;

@@ -317,15 +317,17 @@ TEST(Gphash, OpenValidatesTheHeader) {
             gpm::errc::invalid_argument);
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::create(f.pool, "kv"); }),
             gpm::errc::already_exists);
-  auto* rec = f.pool.host_ptr<gpm::detail::hash::table_record>(f.pool.get("kv").offset);
+  auto* rec = f.pool.host_ptr<gpm::format::hash::table_record>(f.pool.get("kv").offset);
   const auto saved = *rec;
-  rec->header.major = 9;
+  rec->header.common.major = 9;
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::version);
+  rec->header.common.major = 2;  // a table of format 2.0, before the common object header
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::version);
   *rec = saved;
   rec->header.value_bytes ^= 8;  // checksum no longer matches
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
   *rec = saved;
-  rec->header.magic[0] = 'X';
+  rec->header.common.magic[0] = 'X';
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
   *rec = saved;
   rec->state[0].top ^= 1;
