@@ -20,7 +20,7 @@ L::header header_for(std::uint32_t partitions, std::uint64_t bytes_per_partition
 }  // namespace
 
 std::uint64_t conv_log::object_bytes(std::uint32_t partitions, std::uint64_t bytes_per_partition) {
-  return header_for(partitions, bytes_per_partition).object_bytes;
+  return header_for(partitions, bytes_per_partition).common.object_bytes;
 }
 
 conv_log conv_log::create(pool& p, std::string_view name, std::uint32_t partitions,

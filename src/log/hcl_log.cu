@@ -30,7 +30,9 @@ L::header header_for(const hcl_geometry& g) {
 
 }  // namespace
 
-std::uint64_t hcl_log::object_bytes(const hcl_geometry& g) { return header_for(g).object_bytes; }
+std::uint64_t hcl_log::object_bytes(const hcl_geometry& g) {
+  return header_for(g).common.object_bytes;
+}
 
 hcl_log::hcl_log(L::log_object o) : object_(std::move(o)) {
   const L::header& h = object_.head();

@@ -14,10 +14,6 @@
 namespace gpm::detail::log {
 namespace {
 
-std::uint64_t header_checksum(const header& h) {
-  return checksum64(&h, offsetof(header, checksum));
-}
-
 // a * b, or 0 when it overflows 62 bits (no log is that large).
 std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > (std::uint64_t{1} << 62) / a) return 0;
@@ -41,8 +37,6 @@ std::atomic_ref<std::uint64_t> word(std::uint64_t& w) { return std::atomic_ref<s
 header make_header(kind k, std::uint32_t blocks, std::uint32_t threads_per_block,
                    std::uint64_t streams, std::uint64_t stream_chunks) {
   header h{};
-  h.magic = magic;
-  h.version = format_version;
   h.kind = static_cast<std::uint32_t>(k);
   h.streams = streams;
   h.stream_chunks = stream_chunks;
@@ -63,15 +57,14 @@ header make_header(kind k, std::uint32_t blocks, std::uint32_t threads_per_block
   }
   control_bytes = round_up(checked_mul(streams, h.control_stride), line_bytes);
   h.data_offset = h.control_offset + control_bytes;
-  h.object_bytes = h.data_offset + h.data_bytes;
+  h.common.object_bytes = h.data_offset + h.data_bytes;
   if (streams == 0 || stream_chunks == 0 || stream_chunks > max_stream_chunks ||
-      h.data_bytes == 0 || control_bytes == 0 || h.object_bytes < h.data_bytes) {
+      h.data_bytes == 0 || control_bytes == 0 || h.common.object_bytes < h.data_bytes) {
     throw_error(errc::invalid_argument,
                 "a log of " + std::to_string(streams) + " streams of " +
                     std::to_string(stream_chunks * chunk_bytes) +
                     " bytes is empty or too large to address; choose a smaller geometry");
   }
-  h.checksum = header_checksum(h);
   return h;
 }
 
@@ -82,24 +75,26 @@ log_object log_object::create(pool& p, std::string_view name, const header& h) {
                                           "'; open the log instead, or free the object first");
   }
   const std::uint64_t free_bytes = p.info().free_bytes;
-  if (h.object_bytes > free_bytes) {
+  if (h.common.object_bytes > free_bytes) {
     throw_error(errc::out_of_memory, object_label(p, name) + " needs " +
-                                         std::to_string(h.object_bytes) +
+                                         std::to_string(h.common.object_bytes) +
                                          " bytes but the pool has " + std::to_string(free_bytes) +
                                          " free; create a larger pool or a smaller log");
   }
   log_object o;
   o.pool_ = &p;
   o.name_ = std::string(name);
-  o.offset_ = p.allocate(name, h.object_bytes, line_bytes);
+  o.offset_ = p.allocate(name, h.common.object_bytes, line_bytes);
   o.head_ = h;
+  o.head_.common = format::make_header(kKind, h.common.object_bytes);
+  format::seal_header(&o.head_);
   char* base = p.host_ptr<char>(o.offset_);
   // Generation first, header last: until the header is durable, open() rejects the object.
   auto* st = reinterpret_cast<state*>(base + state_offset);
   word(st->generation).store(1);
   persist(st, sizeof(state));
-  std::memcpy(base, &h, sizeof h);
-  persist(base, sizeof h);
+  std::memcpy(base, &o.head_, sizeof o.head_);
+  persist(base, sizeof o.head_);
   return o;
 }
 
@@ -145,25 +140,29 @@ log_object log_object::open(pool& p, std::string_view name, kind k) {
   const record_site site = find_record(p, name, control_offset, "log");
   const auto& obj = site.object;
   const std::string& label = site.label;
-  header h;
   char* base = p.host_ptr<char>(obj.offset);
+  format::validate_header(base, obj.bytes, kKind, label);
+  header h;
   std::memcpy(&h, base, sizeof h);
-  check_signature(site, "gpmkit log", {h.magic, h.version, header_checksum(h) == h.checksum}, magic,
-                  format_version, "Free the object and create the log again");
   if (h.kind != static_cast<std::uint32_t>(k)) {
     throw_error(errc::layout_mismatch, label + " is " + kind_name(h.kind) + ", not " +
                                            kind_name(static_cast<std::uint32_t>(k)));
   }
+  // Every size must be the one the stored geometry implies.
   header expected{};
   try {
     expected = make_header(k, h.blocks, h.threads_per_block, h.streams, h.stream_chunks);
   } catch (const error&) {
-    expected.magic = 0;  // impossible geometry: reported below
+    expected.kind = 0;  // impossible geometry: reported below
   }
-  if (std::memcmp(&expected, &h, sizeof h) != 0 || h.object_bytes > obj.bytes) {
-    throw_error(errc::corrupt, label + " has inconsistent sizes (" +
-                                   std::to_string(h.object_bytes) + " bytes recorded, object of " +
-                                   std::to_string(obj.bytes) + "); it cannot be used");
+  constexpr std::size_t own = offsetof(header, kind);
+  if (std::memcmp(reinterpret_cast<const char*>(&expected) + own,
+                  reinterpret_cast<const char*>(&h) + own, sizeof h - own) != 0 ||
+      expected.common.object_bytes != h.common.object_bytes) {
+    throw_error(errc::corrupt,
+                label + " has inconsistent sizes (" + std::to_string(h.common.object_bytes) +
+                    " bytes recorded, geometry of " + std::to_string(expected.common.object_bytes) +
+                    "); it cannot be used");
   }
   log_object o;
   o.pool_ = &p;

@@ -2,7 +2,6 @@
 // sizes from 1 byte to many rows, the striped layout, geometry checks, full logs, reopen, header
 // validation, and detection of torn or damaged entries.
 #include <gpm/log/hcl_log.cuh>
-#include <gpm/platform/checksum.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -361,18 +360,21 @@ TEST(HclLog, OpenValidatesTheHeader) {
   gpm::hcl_log::create(p, "log", {2, 64, 128});
   auto* h = p.host_ptr<L::header>(p.get("log").offset);
   const L::header good = *h;
-  const auto reseal = [&] { h->checksum = gpm::checksum64(h, offsetof(L::header, checksum)); };
+  const auto reseal = [&] { gpm::format::seal_header(h); };
 
   expect_open_error(p, "nothing", gpm::errc::not_found, "no object named 'nothing'");
   h->streams ^= 1;  // a flipped bit
   expect_open_error(p, "log", gpm::errc::corrupt, "checksum");
   *h = good;
-  h->version = 99;
+  h->common.major = 99;
   reseal();
   expect_open_error(p, "log", gpm::errc::version, "version 99");
   *h = good;
-  h->magic = 0x1234;
-  expect_open_error(p, "log", gpm::errc::layout_mismatch, "not a gpmkit log");
+  h->common.major = 1;  // a log of format 1.0, before the common object header
+  expect_open_error(p, "log", gpm::errc::version, "format version 1.0, older");
+  *h = good;
+  h->common.magic[0] = '4';  // a foreign magic is corrupt, as for every on-media structure
+  expect_open_error(p, "log", gpm::errc::corrupt, "not a gpmkit log");
   *h = good;
   h->data_bytes *= 2;  // sealed, but inconsistent with the geometry
   reseal();

@@ -1,7 +1,8 @@
-// On-media format shared by gpm::hcl_log and gpm::conv_log (see docs/logging.md, "Layout").
-// A log is one named pool object:
+// On-media format shared by gpm::hcl_log and gpm::conv_log, version 2.0 (see docs/logging.md,
+// "Layout"). A log is one named pool object:
 //
-//   [0, 128)        header: magic, version, kind, geometry, sizes, checksum (immutable)
+//   [0, 128)        header: the common object header (magic, version, sizes, uuid, checksum),
+//                   then kind and geometry (immutable)
 //   [128, 256)      state: the generation (the one mutable word recovery trusts besides tails)
 //   [256, 384)      fault record: what device operations failed since the log was opened
 //   control_offset  one control per stream: the tail word (hcl: 8 bytes per thread, so a warp's
@@ -10,19 +11,19 @@
 //
 // A "stream" is what owns a tail: one GPU thread of the recorded geometry (hcl) or one partition
 // (conv). All offsets are 64-bit and relative to the object, never pointers.
+// Its names live in gpm::format::log; the log's machinery (gpm::detail::log) uses them unqualified.
 // This header must stay free of device code: host tools read it too.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include <gpm/platform/hash.hpp>
 #include <gpm/platform/macros.hpp>
+#include <gpm/pool/object_header.hpp>
 
-namespace gpm::detail::log {
-
-inline constexpr std::uint64_t magic = 0x0031474f4c4d5047ull;  // "GPMLOG1\0" little-endian
-inline constexpr std::uint32_t format_version = 1;
+namespace gpm::format::log {
 
 enum class kind : std::uint32_t { hcl = 1, conv = 2 };
 
@@ -48,24 +49,25 @@ GPM_HOST_DEVICE constexpr std::uint64_t round_up(std::uint64_t x, std::uint64_t 
 }
 
 struct header {
-  std::uint64_t magic;
-  std::uint32_t version;
+  object_header common;  // magic "GPMLOG1\0"; object_bytes: the pool object's size
   std::uint32_t kind;
-  std::uint64_t object_bytes;   // the pool object's size
-  std::uint64_t streams;        // hcl: blocks * threads_per_block; conv: partitions
-  std::uint64_t stream_chunks;  // capacity of one stream in 4-byte chunks
-  std::uint32_t blocks;         // hcl geometry; 0 for conv
+  std::uint32_t blocks;  // hcl geometry; 0 for conv
   std::uint32_t threads_per_block;
   std::uint32_t warps_per_block;
-  std::uint32_t reserved0;
+  std::uint64_t streams;        // hcl: blocks * threads_per_block; conv: partitions
+  std::uint64_t stream_chunks;  // capacity of one stream in 4-byte chunks
   std::uint64_t control_offset;
   std::uint64_t control_stride;
   std::uint64_t data_offset;
   std::uint64_t data_bytes;
-  std::uint64_t reserved[4];
-  std::uint64_t checksum;  // checksum64 of every byte before it
 };
-static_assert(sizeof(header) == line_bytes && std::is_trivially_copyable_v<header>);
+static_assert(sizeof(header) == line_bytes && offsetof(header, common) == 0 &&
+              std::is_trivially_copyable_v<header>);
+
+// Version 2.0 put the common object header first; 1.0 had its own magic, version and checksum
+// words (the same magic bytes, so a 1.0 log is refused as older, not as foreign).
+inline constexpr object_kind kKind{
+    "gpmkit log", {'G', 'P', 'M', 'L', 'O', 'G', '1', '\0'}, 2, 0, sizeof(header)};
 
 // Truncating a log is one persisted 8-byte store: bumping the generation makes every tail
 // written under an older one read as empty, and every entry checksum computed under it fail.
@@ -133,4 +135,8 @@ GPM_HOST_DEVICE inline std::uint64_t fold_chunk(std::uint64_t h, std::uint32_t c
   return mix64(h ^ chunk) + 0x9e3779b97f4a7c15ull;
 }
 
+}  // namespace gpm::format::log
+
+namespace gpm::detail::log {
+using namespace gpm::format::log;  // the machinery speaks its format's names unqualified
 }  // namespace gpm::detail::log

@@ -65,11 +65,12 @@ static_assert(std::is_trivially_copyable_v<log_view>);
 class log_object {
  public:
   log_object() = default;
-  // Allocates the object named `name` for header `h` (sizes filled in, checksum not) and
-  // initialises it crash-safely: the header is written and persisted before anything trusts it.
+  // Allocates the object named `name` for header `h` (kind, geometry and common.object_bytes, as
+  // make_header gives them) and initialises it crash-safely: the common header is completed and
+  // sealed, and written and persisted after everything else, before anything trusts it.
   static log_object create(pool& p, std::string_view name, const header& h);
-  // Finds and validates the object: magic, version, kind, checksum, and every size against the
-  // pool object and against the header its stored geometry implies. Resets locks and faults.
+  // Finds and validates the object: the common object header (format::validate_header), the
+  // kind, and every size against the header its stored geometry implies. Resets locks and faults.
   static log_object open(pool& p, std::string_view name, kind k);
 
   const header& head() const { return head_; }
@@ -100,8 +101,9 @@ class log_object {
   header head_{};
 };
 
-// What every record of the log module (logs, undo_tx batch records) checks before trusting its
-// header, with one set of errors. `what` names the kind of record ("gpmkit log").
+// What the undo_tx batch record checks before trusting its header (logs themselves start with
+// the common object header and are checked by format::validate_header). `what` names the kind of
+// record ("undo_tx batch record").
 struct signature {
   std::uint64_t magic;
   std::uint32_t version;
@@ -119,7 +121,8 @@ record_site find_record(pool& p, std::string_view name, std::uint64_t min_bytes,
 void check_signature(const record_site& site, const std::string& what, const signature& found,
                      std::uint64_t magic, std::uint32_t version, const std::string& recreate);
 
-// The header of a log of the given kind and sizes, checksum included.
+// The kind, geometry and sizes (common.object_bytes) of a log; create() fills in the rest of the
+// common header.
 header make_header(kind k, std::uint32_t blocks, std::uint32_t threads_per_block,
                    std::uint64_t streams, std::uint64_t stream_chunks);
 
