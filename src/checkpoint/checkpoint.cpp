@@ -21,7 +21,7 @@
 
 namespace gpm {
 
-namespace fmt = checkpoint_format;
+namespace fmt = format::checkpoint;
 namespace kd = checkpoint_detail;
 
 std::string_view to_string(copy_path p) noexcept {
@@ -43,12 +43,6 @@ using clock = std::chrono::steady_clock;
 
 double seconds_since(clock::time_point t0) {
   return std::chrono::duration<double>(clock::now() - t0).count();
-}
-
-std::uint64_t header_checksum(const fmt::header& h) {
-  fmt::header c = h;
-  c.checksum = 0;
-  return checksum64(&c, sizeof c, fmt::kMagic);
 }
 
 std::uint64_t entry_checksum(const fmt::chunk_entry& e) {
@@ -504,17 +498,13 @@ checkpointer checkpointer::create(pool& p, std::string_view name, checkpoint_opt
   // Zero-filled by the pool, so that both commit records read as "never written".
   const std::uint64_t offset = p.allocate(object, fmt::object_bytes(n), fmt::kAlign);
   fmt::header h{};
-  h.magic = fmt::kMagic;
-  h.major = fmt::kMajor;
-  h.minor = fmt::kMinor;
+  h.common = format::make_header(fmt::kKind, fmt::object_bytes(n));
   h.max_chunks = n;
   h.table_offset = sizeof(fmt::header);
   h.records_offset = h.table_offset + std::uint64_t{n} * sizeof(fmt::chunk_entry);
   h.record_bytes = fmt::record_bytes(n);
-  h.created_ns = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch() /
-                                            std::chrono::nanoseconds(1));
   std::memcpy(h.name, name.data(), name.size());
-  h.checksum = header_checksum(h);
+  format::seal_header(&h);
   auto* dst = p.host_ptr<fmt::header>(offset);
   std::memcpy(dst, &h, sizeof h);
   persist(dst, sizeof h);
@@ -535,25 +525,17 @@ checkpointer checkpointer::open(pool& p, std::string_view name, checkpoint_optio
   }
   const std::string who = "checkpoint \"" + std::string(name) + "\" in " + p.path();
   const auto* h = p.host_ptr<fmt::header>(obj->offset);
-  if (obj->bytes < sizeof(fmt::header) || h->magic != fmt::kMagic) {
-    throw_error(errc::corrupt, who +
-                                   ": the object is not a checkpoint (bad magic), or its "
-                                   "creation was interrupted by a crash; free it and create "
-                                   "the checkpoint again.");
-  }
-  if (h->major != fmt::kMajor) {
-    throw_error(errc::version, who + " has format version " + std::to_string(h->major) + "." +
-                                   std::to_string(h->minor) + "; this gpmkit reads " +
-                                   std::to_string(fmt::kMajor) + ".x only.");
-  }
-  if (h->checksum != header_checksum(*h) || h->max_chunks == 0 ||
-      h->max_chunks > fmt::kMaxChunksLimit || h->table_offset != sizeof(fmt::header) ||
+  format::validate_header(h, obj->bytes, fmt::kKind, who);
+  if (h->max_chunks == 0 || h->max_chunks > fmt::kMaxChunksLimit ||
+      h->table_offset != sizeof(fmt::header) ||
+      h->records_offset !=
+          h->table_offset + std::uint64_t{h->max_chunks} * sizeof(fmt::chunk_entry) ||
       h->record_bytes != fmt::record_bytes(h->max_chunks) ||
-      obj->bytes < fmt::object_bytes(h->max_chunks) ||
+      h->common.object_bytes != fmt::object_bytes(h->max_chunks) ||
       std::string_view(h->name, strnlen(h->name, sizeof h->name)) != name) {
     throw_error(errc::corrupt, who +
-                                   ": the header fails validation (checksum, sizes or name); "
-                                   "the checkpoint is damaged.");
+                                   ": the header's sizes or name do not match its capacity and "
+                                   "the checkpoint's name; the checkpoint is damaged.");
   }
   auto m = attach(p, name, std::move(options), obj->offset);
   m->load_records();

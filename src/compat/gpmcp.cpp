@@ -39,14 +39,14 @@ gpmcp* gpmcp_create(const char* path, std::size_t size, std::size_t elements, un
   gpmcp* out = nullptr;
   report("gpmcp_create", [&] {
     gpm::require(elements >= 1 && groups >= 1 &&
-                     elements * groups <= gpm::checkpoint_format::kMaxChunksLimit,
+                     elements * groups <= gpm::format::checkpoint::kMaxChunksLimit,
                  "gpmcp_create: elements x groups must be 1 to " +
-                     std::to_string(gpm::checkpoint_format::kMaxChunksLimit));
+                     std::to_string(gpm::format::checkpoint::kMaxChunksLimit));
     const std::uint64_t chunks = elements * groups;
     // Two copies of every byte, each copy page-aligned, plus the checkpoint's own object and the
     // pool's header and directory (well under 1 MiB for 2 * chunks + 1 objects).
     const std::uint64_t data = 2 * (size + chunks * 4096);
-    const std::uint64_t meta = gpm::checkpoint_format::object_bytes(chunks) + (1 << 20);
+    const std::uint64_t meta = gpm::format::checkpoint::object_bytes(chunks) + (1 << 20);
     gpm::pool_options o;
     o.directory_capacity = static_cast<std::uint32_t>(2 * chunks + 1);
     gpm::pool p = gpm::pool::create(path, (data + meta + 4095) / 4096 * 4096, kLayout, o);

@@ -9,6 +9,7 @@
 #include <gpm/compat/gpmcp.hpp>
 #include <gpm/platform/kernel.cuh>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -22,8 +23,7 @@ namespace {
 constexpr char kLayout[] = "checkpoint-test";
 
 __global__ void fill(std::uint64_t* data, std::uint64_t n, std::uint64_t seed) {
-  for (std::uint64_t i : gpm::grid_stride(n))
-    data[i] = gpm::mix64(seed * 0x100000001b3ull + i);
+  for (std::uint64_t i : gpm::grid_stride(n)) data[i] = gpm::mix64(seed * 0x100000001b3ull + i);
 }
 
 std::vector<std::uint64_t> expected(std::uint64_t n, std::uint64_t seed) {
@@ -244,14 +244,16 @@ TEST_F(CheckpointTest, AChunkWithoutABufferInThisProcessIsNamed) {
 TEST_F(CheckpointTest, DamagedHeadersAndVersionsAreRefused) {
   gpm::pool p = make_pool();
   gpm::checkpointer::create(p, "h", quiet()).close();
-  auto* h = p.host_ptr<gpm::checkpoint_format::header>(p.get("cp.h").offset);
+  auto* h = p.host_ptr<gpm::format::checkpoint::header>(p.get("cp.h").offset);
   h->max_chunks ^= 1;
   EXPECT_EQ(error_of([&] { gpm::checkpointer::open(p, "h", quiet()); }), gpm::errc::corrupt);
   h->max_chunks ^= 1;
-  h->major = 9;
+  h->common.major = 9;
   EXPECT_EQ(error_of([&] { gpm::checkpointer::open(p, "h", quiet()); }), gpm::errc::version);
-  h->major = gpm::checkpoint_format::kMajor;
-  h->magic = 0;
+  h->common.major = 1;  // a checkpoint of format 1.0, before the common object header
+  EXPECT_EQ(error_of([&] { gpm::checkpointer::open(p, "h", quiet()); }), gpm::errc::version);
+  h->common.major = gpm::format::checkpoint::kKind.major;
+  std::memset(h->common.magic, 0, sizeof h->common.magic);
   EXPECT_EQ(error_of([&] { gpm::checkpointer::open(p, "h", quiet()); }), gpm::errc::corrupt);
 }
 
@@ -265,7 +267,7 @@ TEST_F(CheckpointTest, BothCommitRecordsTornIsCorrupt) {
     cp.checkpoint();
   }
   char* obj = p.host_ptr<char>(p.get("cp.r").offset);
-  const auto* h = reinterpret_cast<gpm::checkpoint_format::header*>(obj);
+  const auto* h = reinterpret_cast<gpm::format::checkpoint::header*>(obj);
   obj[h->records_offset + 8] ^= 1;                     // record 0's seq
   gpm::checkpointer::open(p, "r", quiet()).close();    // record 1 still holds
   obj[h->records_offset + h->record_bytes + 40] ^= 1;  // and now record 1's first entry

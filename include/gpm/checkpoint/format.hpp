@@ -1,7 +1,8 @@
-// The on-media format of a gpm::checkpointer, version 1.0 (docs/checkpointing.md, "On media").
+// The on-media format of a gpm::checkpointer, version 2.0 (docs/checkpointing.md, "On media").
 // A checkpoint named N is one pool object "cp.N" holding, at 128-byte aligned offsets:
 //
-//   header            immutable after create: magic, version, capacity, name, checksum
+//   header            immutable after create: the common object header (magic, version, sizes,
+//                     uuid, checksum), then capacity, offsets and name
 //   chunk table       max_chunks entries, each self-validating (written once by add())
 //   commit record 0   the double-buffered commit record: the valid one with the higher
 //   commit record 1   sequence number is the consistent state; the other is overwritten next
@@ -15,31 +16,31 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace gpm::checkpoint_format {
+#include <gpm/pool/object_header.hpp>
 
-inline constexpr std::uint64_t kMagic = 0x3154504b43504d47ull;        // "GPMCKPT1"
+namespace gpm::format::checkpoint {
+
 inline constexpr std::uint64_t kRecordMagic = 0x31434552504d4347ull;  // "GCMPREC1"
-inline constexpr std::uint16_t kMajor = 1;
-inline constexpr std::uint16_t kMinor = 0;
 inline constexpr std::size_t kCheckpointNameMax = 31;
 inline constexpr std::size_t kChunkNameMax = 63;
 inline constexpr std::uint32_t kMaxChunksLimit = 4096;
 inline constexpr std::uint64_t kAlign = 128;
 
 struct header {
-  std::uint64_t magic;
-  std::uint16_t major;
-  std::uint16_t minor;
+  object_header common;  // object_bytes: object_bytes(max_chunks)
   std::uint32_t max_chunks;
+  std::uint32_t reserved;
   std::uint64_t table_offset;    // from the start of the object
   std::uint64_t records_offset;  // record 0; record 1 follows at + record_bytes
   std::uint64_t record_bytes;    // one commit record, rounded up to kAlign
-  std::uint64_t created_ns;
   char name[kCheckpointNameMax + 1];
-  std::uint64_t reserved[5];
-  std::uint64_t checksum;  // over the whole header, this field read as zero
 };
-static_assert(sizeof(header) == 128);
+static_assert(sizeof(header) == 128 && offsetof(header, common) == 0);
+
+// Version 2.0 put the common object header first. Its magic keeps the bytes 1.0 wrote (the
+// little-endian 0x3154504b43504d47), so a 1.0 checkpoint is refused as older, not as foreign.
+inline constexpr object_kind kKind{
+    "checkpoint", {'G', 'M', 'P', 'C', 'K', 'P', 'T', '1'}, 2, 0, sizeof(header)};
 
 struct chunk_entry {
   char name[kChunkNameMax + 1];
@@ -84,4 +85,4 @@ inline constexpr std::uint64_t object_bytes(std::uint32_t max_chunks) {
          2 * record_bytes(max_chunks);
 }
 
-}  // namespace gpm::checkpoint_format
+}  // namespace gpm::format::checkpoint
