@@ -1,8 +1,9 @@
-// gpm::undo_tx host side: the batch record (an active mark persisted in the pool) and the
-// begin / commit / recover protocol around an hcl_log of undo entries. Order of persisted steps:
+// gpm::basic_undo_tx host side, for both logs (undo_tx on an hcl_log, conv_undo_tx on a
+// conv_log): the batch record (an active mark persisted in the pool) and the begin / commit /
+// recover protocol around the log of undo entries. Order of persisted steps:
 //   begin:   truncate the log; persist mark = active             (the log is empty when marked)
 //   commit:  persist mark = inactive, committed + 1; truncate the log  (inactive: nothing to undo)
-//   recover: if active: roll every thread back (GPU); persist mark = inactive; truncate the log
+//   recover: if active: roll every stream back (GPU); persist mark = inactive; truncate the log
 // A crash between any two steps leaves a state recover() handles: an active mark always comes
 // with a log holding exactly the batch's undo entries, and rolling back twice restores the same
 // bytes, because the log is truncated only after the mark is cleared.
@@ -43,19 +44,30 @@ std::uint64_t record_checksum(const record_header& h) {
 
 std::string log_name(std::string_view name) { return std::string(name) + ".log"; }
 
-__global__ void roll_back_kernel(undo_tx_ref tx) { tx.roll_back(); }
+template <class Log>
+__global__ void roll_back_kernel(basic_undo_tx_ref<Log> tx) {
+  tx.roll_back();
+}
 
 }  // namespace
 
-undo_tx::undo_tx(pool& p, std::string name, std::uint64_t record_offset, hcl_log log)
+template <class Log>
+basic_undo_tx<Log>::basic_undo_tx(pool& p, std::string name, std::uint64_t record_offset, Log log)
     : pool_(&p), name_(std::move(name)), record_offset_(record_offset), log_(std::move(log)) {}
 
-undo_tx undo_tx::create(pool& p, std::string_view name, const hcl_geometry& g) {
+template <class Log>
+std::uint64_t basic_undo_tx<Log>::object_bytes(const shape_type& shape) {
+  return streams::object_bytes(shape) + record_bytes;
+}
+
+template <class Log>
+basic_undo_tx<Log> basic_undo_tx<Log>::create(pool& p, std::string_view name,
+                                              const shape_type& shape) {
   if (p.find(name)) {
     throw_error(errc::already_exists, "pool " + p.path() + " already holds an object named '" +
                                           std::string(name) + "'; open the undo_tx instead");
   }
-  hcl_log log = hcl_log::create(p, log_name(name), g);
+  Log log = streams::create(p, log_name(name), shape);
   const std::uint64_t off = p.allocate(name, record_bytes, L::line_bytes);
   char* base = p.host_ptr<char>(off);
   record_header h{};
@@ -66,10 +78,11 @@ undo_tx undo_tx::create(pool& p, std::string_view name, const hcl_geometry& g) {
   // record whose creation a crash interrupted.
   std::memcpy(base, &h, sizeof h);
   persist(base, sizeof h);
-  return undo_tx(p, std::string(name), off, std::move(log));
+  return basic_undo_tx(p, std::string(name), off, std::move(log));
 }
 
-undo_tx undo_tx::open(pool& p, std::string_view name) {
+template <class Log>
+basic_undo_tx<Log> basic_undo_tx<Log>::open(pool& p, std::string_view name) {
   const L::record_site site = L::find_record(p, name, record_bytes, "undo_tx");
   record_header h;
   std::memcpy(&h, p.host_ptr<char>(site.object.offset), sizeof h);
@@ -77,27 +90,37 @@ undo_tx undo_tx::open(pool& p, std::string_view name) {
       site, "undo_tx batch record", {h.magic, h.version, record_checksum(h) == h.checksum},
       record_magic, record_version,
       "Free '" + std::string(name) + "' and '" + log_name(name) + "' and create it again");
-  return undo_tx(p, std::string(name), site.object.offset, hcl_log::open(p, log_name(name)));
+  return basic_undo_tx(p, std::string(name), site.object.offset, Log::open(p, log_name(name)));
 }
 
-std::uint64_t* undo_tx::mark() const {
+template <class Log>
+std::uint64_t* basic_undo_tx<Log>::mark() const {
   return pool_->host_ptr<std::uint64_t>(record_offset_ + mark_offset);
 }
 
-void undo_tx::set_mark(std::uint64_t value) {
+template <class Log>
+void basic_undo_tx<Log>::set_mark(std::uint64_t value) {
   std::atomic_ref<std::uint64_t>(*mark()).store(value);
   persist(mark(), sizeof(std::uint64_t));
 }
 
-bool undo_tx::active() const { return (std::atomic_ref<std::uint64_t>(*mark()).load() & 1) != 0; }
+template <class Log>
+bool basic_undo_tx<Log>::active() const {
+  return (std::atomic_ref<std::uint64_t>(*mark()).load() & 1) != 0;
+}
 
-std::uint64_t undo_tx::committed() const {
+template <class Log>
+std::uint64_t basic_undo_tx<Log>::committed() const {
   return std::atomic_ref<std::uint64_t>(*mark()).load() >> 1;
 }
 
-undo_tx_ref undo_tx::ref() const { return undo_tx_ref(log_.ref(), pool_->ref()); }
+template <class Log>
+typename basic_undo_tx<Log>::ref_type basic_undo_tx<Log>::ref() const {
+  return ref_type(log_.ref(), pool_->ref());
+}
 
-void undo_tx::begin() {
+template <class Log>
+void basic_undo_tx<Log>::begin() {
   require(!active(),
           "undo_tx '" + name_ + "': a batch is already active; commit it, or recover() to undo it");
   log_.clear();
@@ -106,7 +129,8 @@ void undo_tx::begin() {
   set_mark((committed() << 1) | 1);
 }
 
-void undo_tx::commit() {
+template <class Log>
+void basic_undo_tx<Log>::commit() {
   require(active(), "undo_tx '" + name_ + "': commit without an active batch; call begin() first");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before undo_tx::commit");
   // A failed save means some update of the batch was skipped: the batch must not commit.
@@ -116,13 +140,14 @@ void undo_tx::commit() {
   log_.clear();
 }
 
-bool undo_tx::recover(cudaStream_t stream) {
+template <class Log>
+bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
   if (!active()) {
     if (!log_.is_empty()) log_.clear();  // a commit cut short between its two steps
     return false;
   }
   log_.clear_faults();  // failures of the interrupted batch are not recovery's
-  launch(roll_back_kernel, log_.grid(), log_.block(), 0, stream, ref());
+  launch(roll_back_kernel<Log>, grid(), block(), 0, stream, ref());
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
   log_.check_faults();
   crash_point("undo_tx.recover.rolled_back");
@@ -131,5 +156,8 @@ bool undo_tx::recover(cudaStream_t stream) {
   log_.clear();
   return true;
 }
+
+template class basic_undo_tx<hcl_log>;
+template class basic_undo_tx<conv_log>;
 
 }  // namespace gpm

@@ -1,9 +1,9 @@
 // Crash tests of the log module with real process crashes (SIGKILL at random moments and at
 // injected crash points), on both backends:
-//  - undo_tx: a child runs undo-logged batches of kernels updating an array in a pool until it is
-//    killed; after recover() the array equals its state before or after the interrupted batch,
-//    never anything in between;
-//  - undo_tx recovery is idempotent: a crash during recovery (some threads rolled back, or the
+//  - undo transactions over each log (undo_tx on HCL, conv_undo_tx): a child runs undo-logged
+//    batches of kernels updating an array in a pool until it is killed; after recover() the array
+//    equals its state before or after the interrupted batch, never anything in between;
+//  - their recovery is idempotent: a crash during recovery (some threads rolled back, or the
 //    mark not yet cleared), then recover() again, gives the same array as one clean recovery;
 //  - hcl_log: a child inserts entries of varying sizes until killed; every thread's log then
 //    holds exactly the entries it completed, each intact (a torn insert is never returned).
@@ -29,7 +29,7 @@ gpm::pool_options options_for(const gpm::test::scenario_args& a) {
   return gpm::test::quiet_options(a.pm_dir, a.snapshot_dir);
 }
 
-// ---- undo_tx batches ------------------------------------------------------------------------
+// ---- undo transactions (undo_tx on HCL, conv_undo_tx) ----------------------------------------
 
 // Element i after kernel k of batch b (b >= 1), and before any batch (b = 0).
 __host__ __device__ std::uint64_t value_of(std::uint64_t b, std::uint32_t k, std::uint64_t i) {
@@ -40,19 +40,24 @@ std::uint64_t after_batch(std::uint64_t b, std::uint64_t i) {
 }
 
 // A failed update is recorded in the log's fault record, and commit() then throws.
-__global__ void update_batch(gpm::undo_tx_ref tx, gpm::pool_ref pool, std::uint64_t off,
+template <class Log>
+__global__ void update_batch(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, std::uint64_t off,
                              std::uint64_t batch, std::uint32_t k) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   std::uint64_t* a = pool.ptr<std::uint64_t>(off);
-  for (std::uint32_t i = t; i < kElems; i += gridDim.x * blockDim.x) {
+  for (std::uint64_t i : gpm::grid_stride(kElems)) {
     if (tx.update(&a[i], value_of(batch, k, i)) != log_status::ok) return;
   }
 }
 
+// The log of each kind, sized alike: 512 bytes for each thread of the batch kernels.
+gpm::hcl_geometry undo_shape(gpm::hcl_log*) { return {kBlocks, kThreads, 512}; }
+gpm::conv_partitions undo_shape(gpm::conv_log*) { return {kBlocks, 512 * kThreads}; }
+
+template <class Log>
 void create_undo_pool(const gpm::test::scratch_dirs& d, const std::string& name) {
   gpm::pool p = gpm::pool::create(name, 4 << 20, kLayout,
                                   gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
-  gpm::undo_tx::create(p, "tx", {kBlocks, kThreads, 512});
+  gpm::basic_undo_tx<Log>::create(p, "tx", undo_shape(static_cast<Log*>(nullptr)));
   const std::uint64_t off = p.allocate("array", kElems * sizeof(std::uint64_t));
   auto* a = p.host_ptr<std::uint64_t>(off);
   for (std::uint32_t i = 0; i < kElems; ++i) a[i] = value_of(0, 0, i);
@@ -60,9 +65,10 @@ void create_undo_pool(const gpm::test::scratch_dirs& d, const std::string& name)
 }
 
 // Runs batches until killed.
-GPM_CRASH_SCENARIO(undo_batches) {
+template <class Log>
+int undo_batches(const gpm::test::scenario_args& args) {
   gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
-  gpm::undo_tx tx = gpm::undo_tx::open(p, "tx");
+  auto tx = gpm::basic_undo_tx<Log>::open(p, "tx");
   if (tx.recover()) return 3;  // the parent starts every trial from a clean pool
   const std::uint64_t off = p.get("array").offset;
   gpm::test::report_progress(args, "ready");
@@ -70,18 +76,21 @@ GPM_CRASH_SCENARIO(undo_batches) {
     tx.begin();
     const std::uint64_t b = tx.committed() + 1;
     for (std::uint32_t k = 0; k < kKernelsPerBatch; ++k) {
-      gpm::launch(update_batch, tx.grid(), tx.block(), 0, nullptr, tx.ref(), p.ref(), off, b, k);
+      gpm::launch(update_batch<Log>, kBlocks, kThreads, 0, nullptr, tx.ref(), p.ref(), off, b, k);
     }
     tx.commit();  // synchronises; throws (exit != SIGKILL) if any update failed
   }
 }
+GPM_CRASH_SCENARIO(undo_batches_hcl) { return undo_batches<gpm::hcl_log>(args); }
+GPM_CRASH_SCENARIO(undo_batches_conv) { return undo_batches<gpm::conv_log>(args); }
 
 // Recovers, then checks the all-or-nothing invariant. Returns the array for comparisons.
+template <class Log>
 std::vector<std::uint64_t> recover_and_check(const gpm::test::scratch_dirs& d,
                                              const std::string& name, const std::string& what) {
   gpm::pool p =
       gpm::pool::open(name, kLayout, gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
-  gpm::undo_tx tx = gpm::undo_tx::open(p, "tx");
+  auto tx = gpm::basic_undo_tx<Log>::open(p, "tx");
   const bool rolled_back = tx.recover();
   EXPECT_FALSE(tx.active()) << what;
   EXPECT_TRUE(tx.log().is_empty()) << what;
@@ -95,14 +104,63 @@ std::vector<std::uint64_t> recover_and_check(const gpm::test::scratch_dirs& d,
   return out;
 }
 
+template <class Log>
+bool is_active(const gpm::test::scratch_dirs& d, const std::string& name) {
+  gpm::pool p =
+      gpm::pool::open(name, kLayout, gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
+  return gpm::basic_undo_tx<Log>::open(p, "tx").active();
+}
+
+// Rolls back a random subset of streams (as a recovery kernel a crash cut short would), then
+// dies at the crash point "log_test.partial_recovery".
+template <class Log>
+__global__ void roll_back_subset(gpm::basic_undo_tx_ref<Log> tx, std::uint64_t seed) {
+  if (gpm::mix64(seed ^ gpm::tile_index()) % 2 == 0) tx.roll_back();
+}
+
+template <class Log>
+int partial_recovery(const gpm::test::scenario_args& args) {
+  gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
+  auto tx = gpm::basic_undo_tx<Log>::open(p, "tx");
+  // Like recover(), roll back only an active batch: an inactive mark means the log is dead.
+  if (tx.active()) {
+    gpm::launch(roll_back_subset<Log>, tx.grid(), tx.block(), 0, nullptr, tx.ref(), args.seed);
+    gpm::check_cuda(cudaDeviceSynchronize(), "partial recovery");
+  }
+  gpm::crash_point("log_test.partial_recovery");
+  return 4;
+}
+GPM_CRASH_SCENARIO(partial_recovery_hcl) { return partial_recovery<gpm::hcl_log>(args); }
+GPM_CRASH_SCENARIO(partial_recovery_conv) { return partial_recovery<gpm::conv_log>(args); }
+
+template <class Log>
+int full_recovery(const gpm::test::scenario_args& args) {
+  gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
+  gpm::basic_undo_tx<Log>::open(p, "tx").recover();
+  return 5;
+}
+GPM_CRASH_SCENARIO(full_recovery_hcl) { return full_recovery<gpm::hcl_log>(args); }
+GPM_CRASH_SCENARIO(full_recovery_conv) { return full_recovery<gpm::conv_log>(args); }
+
 const char* const kTxCrashPoints[] = {"undo_tx.begin.log_cleared", "undo_tx.commit.unmarked"};
 
-TEST(LogCrash, UndoBatchesAreAllOrNothing) {
+template <class Log>
+class UndoCrash : public ::testing::Test {
+ protected:
+  // The scenario `what` for this log ("undo_batches_hcl", ...).
+  static std::string scenario(const std::string& what) {
+    return what + (std::is_same_v<Log, gpm::hcl_log> ? "_hcl" : "_conv");
+  }
+};
+using Logs = ::testing::Types<gpm::hcl_log, gpm::conv_log>;
+TYPED_TEST_SUITE(UndoCrash, Logs);
+
+TYPED_TEST(UndoCrash, BatchesAreAllOrNothing) {
   const int trials = gpm::test::crash_trials(24);
   int rolled = 0;
   for (int t = 0; t < trials; ++t) {
     gpm::test::scratch_dirs d("undo-crash");
-    create_undo_pool(d, "tx.pool");
+    create_undo_pool<TypeParam>(d, "tx.pool");
     const std::uint64_t seed = gpm::test::trial_seed(t);
     std::mt19937_64 rng(seed);
     gpm::test::kill_policy policy;
@@ -115,75 +173,41 @@ TEST(LogCrash, UndoBatchesAreAllOrNothing) {
       policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(1 + rng() % 6));
       what += std::string(", crash point ") + point;
     }
-    const auto r = gpm::test::run_child("undo_batches", d.args("tx.pool", seed), policy);
+    const auto r =
+        gpm::test::run_child(this->scenario("undo_batches"), d.args("tx.pool", seed), policy);
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
-    {
-      gpm::pool p = gpm::pool::open("tx.pool", kLayout,
-                                    gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
-      rolled += gpm::undo_tx::open(p, "tx").active();
-    }
-    recover_and_check(d, "tx.pool", what);
-    if (HasFailure()) return;
+    rolled += is_active<TypeParam>(d, "tx.pool");
+    recover_and_check<TypeParam>(d, "tx.pool", what);
+    if (this->HasFailure()) return;
   }
   std::printf("%d trials, %d interrupted batches rolled back\n", trials, rolled);
 }
 
-// Rolls back a random subset of threads (as a recovery kernel a crash cut short would), then
-// dies at the crash point "log_test.partial_recovery".
-__global__ void roll_back_subset(gpm::undo_tx_ref tx, std::uint64_t seed) {
-  const std::uint64_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (gpm::mix64(seed ^ t) % 2 == 0) tx.roll_back();
-}
-
-GPM_CRASH_SCENARIO(partial_recovery) {
-  gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
-  gpm::undo_tx tx = gpm::undo_tx::open(p, "tx");
-  // Like recover(), roll back only an active batch: an inactive mark means the log is dead.
-  if (tx.active()) {
-    gpm::launch(roll_back_subset, tx.grid(), tx.block(), 0, nullptr, tx.ref(), args.seed);
-    gpm::check_cuda(cudaDeviceSynchronize(), "partial recovery");
-  }
-  gpm::crash_point("log_test.partial_recovery");
-  return 4;
-}
-
-GPM_CRASH_SCENARIO(full_recovery) {
-  gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
-  gpm::undo_tx::open(p, "tx").recover();
-  return 5;
-}
-
-TEST(LogCrash, RecoveryIsIdempotent) {
+TYPED_TEST(UndoCrash, RecoveryIsIdempotent) {
   const int trials = gpm::test::crash_trials(12);
   const char* const recovery_points[] = {"log_test.partial_recovery", "undo_tx.recover.rolled_back",
                                          "undo_tx.recover.unmarked"};
   for (int t = 0; t < trials; ++t) {
     gpm::test::scratch_dirs d("undo-idem");
-    create_undo_pool(d, "tx.pool");
+    create_undo_pool<TypeParam>(d, "tx.pool");
     const std::uint64_t seed = gpm::test::trial_seed(t);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    const auto r = gpm::test::run_child("undo_batches", d.args("tx.pool", seed),
+    const auto r = gpm::test::run_child(this->scenario("undo_batches"), d.args("tx.pool", seed),
                                         gpm::test::kill_after_ms(5 + rng() % 40, "ready"));
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
     std::filesystem::copy_file(d.pool_path("tx.pool"), d.pool_path("copy.pool"));
     const char* point = recovery_points[t % std::size(recovery_points)];
     const auto r2 = gpm::test::run_child(
-        t % std::size(recovery_points) == 0 ? "partial_recovery" : "full_recovery",
+        this->scenario(t % std::size(recovery_points) == 0 ? "partial_recovery" : "full_recovery"),
         d.args("tx.pool", seed), gpm::test::kill_at(point));
-    bool was_active;
-    {
-      gpm::pool p = gpm::pool::open("copy.pool", kLayout,
-                                    gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
-      was_active = gpm::undo_tx::open(p, "tx").active();
-    }
     // Recovery reaches its crash points only when there is a batch to undo.
-    if (was_active) {
+    if (is_active<TypeParam>(d, "copy.pool")) {
       ASSERT_TRUE(r2.killed) << what << ": recovery did not reach " << point << ": "
                              << r2.describe();
     }
-    const auto once = recover_and_check(d, "copy.pool", what + ", recovered once");
-    const auto twice = recover_and_check(d, "tx.pool", what + ", crashed at " + point);
+    const auto once = recover_and_check<TypeParam>(d, "copy.pool", what + ", recovered once");
+    const auto twice = recover_and_check<TypeParam>(d, "tx.pool", what + ", crashed at " + point);
     ASSERT_EQ(once, twice) << what << ": recovery after a crash in recovery differs";
   }
 }

@@ -27,6 +27,10 @@
 namespace gpm {
 
 class pool;
+namespace detail::log {
+template <class Log>
+struct undo_streams;
+}
 
 class conv_log_ref {
  public:
@@ -94,6 +98,8 @@ class conv_log_ref {
 
  private:
   friend class conv_log;
+  template <class>
+  friend struct detail::log::undo_streams;  // conv_undo_tx logs to and rolls back partitions
   explicit conv_log_ref(const detail::log::log_view& v) : v_(v) {}
 
   // Runs f(layout, stream) on `partition` holding its lock (a spin lock at gpm::pool_scope that

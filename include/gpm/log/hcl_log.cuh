@@ -33,7 +33,10 @@
 namespace gpm {
 
 class pool;
-class undo_tx_ref;
+namespace detail::log {
+template <class Log>
+struct undo_streams;
+}
 
 struct hcl_geometry {
   std::uint32_t blocks = 0;             // of the kernels that log
@@ -107,7 +110,8 @@ class hcl_log_ref {
 
  private:
   friend class hcl_log;
-  friend class undo_tx_ref;
+  template <class>
+  friend struct detail::log::undo_streams;  // undo_tx logs to and rolls back the thread's stream
   explicit hcl_log_ref(const detail::log::log_view& v) : v_(v) {}
 
   // Runs f(layout, stream) on the calling thread's log after checking the launch geometry, and
@@ -177,7 +181,6 @@ class hcl_log {
   void clear_faults() { object_.clear_faults(); }
 
  private:
-  friend class undo_tx;
   hcl_log(detail::log::log_object o);
   std::uint64_t stream_of(std::uint32_t block, std::uint32_t thread) const;
 

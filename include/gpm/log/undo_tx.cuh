@@ -1,19 +1,27 @@
-// gpm::undo_tx: failure-atomic batches of in-place updates to pool data, made with undo logging
-// on an hcl_log (GPM, ASPLOS'22, §4.1 and Figure 6). The host marks a batch active (persisted);
-// kernels log the old bytes of each range before updating it in place; the host commits (clears
-// the mark, truncates the log). After a crash, recover() undoes an interrupted batch on the GPU,
-// every thread rolling back its own log newest-first in parallel, so the data is exactly as it
-// was before the batch. Recovery is idempotent: a crash during recover(), then recover() again,
-// gives the same state.
+// gpm::undo_tx and gpm::conv_undo_tx: failure-atomic batches of in-place updates to pool data,
+// made with undo logging (GPM, ASPLOS'22, §4.1 and Figure 6), over either log of this module:
+//   undo_tx       = basic_undo_tx<hcl_log>   every thread logs to its own HCL stream, no lock
+//   conv_undo_tx  = basic_undo_tx<conv_log>  the blocks of a kernel share a conventional log's
+//                                            partitions (block b logs to b % partitions, under the
+//                                            partition's lock), as the paper's conventional log
+// One protocol for both: the host marks a batch active (persisted); kernels log the old bytes of
+// each range before updating it in place; the host commits (clears the mark, truncates the log).
+// After a crash, recover() undoes an interrupted batch on the GPU, every stream (thread or
+// partition) rolling back newest-first in parallel, so the data is exactly as it was before the
+// batch. Recovery is idempotent: a crash during recover(), then recover() again, gives the same
+// state. The logs differ only in which stream a thread uses: undo_streams below.
 //
-// Rule: within one batch, a given byte must be updated through one thread slot (block, thread
-// of the recorded geometry) only, e.g. the thread that owns an array element; slots roll back
-// independently, so two slots logging the same byte would restore it in no defined order.
+// Rule: within one batch, a given byte must be updated through one stream only: one thread slot
+// (block, thread of the recorded geometry) of an undo_tx, e.g. the thread that owns an array
+// element; one partition of a conv_undo_tx (blocks b, b + partitions, ... share partition b).
+// Streams roll back independently, so two streams logging the same byte would restore it in no
+// defined order.
 //
 //   gpm::undo_tx tx = gpm::undo_tx::create(pool, "balances", {blocks, threads, 16 * 64});
+//   // or: gpm::conv_undo_tx tx = gpm::conv_undo_tx::create(pool, "balances", {8, 64 << 10});
 //   tx.recover();                            // at start-up: undo a batch a crash interrupted
 //   tx.begin();
-//   gpm::launch(pay, tx.grid(), tx.block(), 0, nullptr, tx.ref(), pool.ref(), accounts_off);
+//   gpm::launch(pay, blocks, threads, 0, nullptr, tx.ref(), pool.ref(), accounts_off);
 //   tx.commit();                             // throws if any update failed; then tx.recover()
 //
 //   __global__ void pay(gpm::undo_tx_ref tx, gpm::pool_ref pool, std::uint64_t off) {
@@ -22,28 +30,165 @@
 //   }
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include <gpm/log/conv_log.cuh>
 #include <gpm/log/hcl_log.cuh>
 #include <gpm/pool/pool_ref.hpp>
 
 namespace gpm {
 
-class undo_tx_ref {
- public:
-  undo_tx_ref() = default;
+template <class Log>
+class basic_undo_tx;
 
-  // Logs the current `bytes` bytes at p (which must lie in the pool) as this thread's newest
-  // undo entry, durably. Then the caller may update them in place. bad_address: p is outside
-  // the pool; full: the thread's log has no room (nothing may be updated then).
+// The log of a conv_undo_tx: conv_log::create's partitions and bytes per partition.
+struct conv_partitions {
+  std::uint32_t partitions = 0;
+  std::uint64_t bytes_per_partition = 0;
+};
+
+namespace detail::log {
+
+// What an undo transaction needs from its log and nothing else: the shape it is created with,
+// the stream the calling thread logs to, the stream it rolls back in the recovery kernel and
+// that kernel's launch shape.
+template <class Log>
+struct undo_streams;
+
+// hcl_log: a thread logs to and rolls back its own stream; every kernel that uses the
+// transaction, recovery included, runs with the log's geometry (checked: wrong_geometry).
+template <>
+struct undo_streams<hcl_log> {
+  using ref_type = hcl_log_ref;
+  using shape = hcl_geometry;
+  static hcl_log create(pool& p, std::string_view name, const shape& s) {
+    return hcl_log::create(p, name, s);
+  }
+  static std::uint64_t object_bytes(const shape& s) { return hcl_log::object_bytes(s); }
+  template <class F>
+  __device__ static log_status logging(const hcl_log_ref& log, F&& f) {
+    return log.with_thread(f);
+  }
+  template <class F>
+  __device__ static log_status rolling_back(const hcl_log_ref& log, F&& f) {
+    return log.with_thread(f);
+  }
+  __device__ static log_status report(const hcl_log_ref& log, log_status s) {
+    return log.v_.report(s, ~std::uint64_t{0});
+  }
+  static dim3 grid(const hcl_log& log) { return log.grid(); }
+  static dim3 block(const hcl_log& log) { return log.block(); }
+};
+
+// conv_log: a thread logs to its block's partition (linear block index modulo the partitions,
+// as gpmlog's default partition); in the recovery kernel thread i rolls back partition i.
+// Logging kernels may have any shape.
+template <>
+struct undo_streams<conv_log> {
+  using ref_type = conv_log_ref;
+  using shape = conv_partitions;
+  static constexpr std::uint32_t recovery_threads = 128;
+  static conv_log create(pool& p, std::string_view name, const shape& s) {
+    return conv_log::create(p, name, s.partitions, s.bytes_per_partition);
+  }
+  static std::uint64_t object_bytes(const shape& s) {
+    return conv_log::object_bytes(s.partitions, s.bytes_per_partition);
+  }
+  template <class F>
+  __device__ static log_status logging(const conv_log_ref& log, F&& f) {
+    const std::uint64_t block =
+        blockIdx.x +
+        std::uint64_t{gridDim.x} * (blockIdx.y + std::uint64_t{gridDim.y} * blockIdx.z);
+    return log.locked(static_cast<std::uint32_t>(block % log.partitions()), f);
+  }
+  template <class F>
+  __device__ static log_status rolling_back(const conv_log_ref& log, F&& f) {
+    const std::uint64_t partition = tile_index();
+    if (partition >= log.partitions()) return log_status::ok;
+    return log.locked(static_cast<std::uint32_t>(partition), f);
+  }
+  __device__ static log_status report(const conv_log_ref& log, log_status s) {
+    return log.v_.report(s, ~std::uint64_t{0});
+  }
+  static dim3 grid(const conv_log& log) {
+    return dim3((log.partitions() + recovery_threads - 1) / recovery_threads);
+  }
+  static dim3 block(const conv_log& log) {
+    return dim3(std::min(log.partitions(), recovery_threads));
+  }
+};
+
+// Every undo entry starts with 4 chunks: the pool offset of the range (low, high word), its
+// size, and a zero; the old bytes follow.
+inline constexpr std::uint64_t undo_record_chunks = 4;
+
+// Rolls back one stream, newest entry first, restoring each entry's old bytes into the pool
+// and persisting them; the stream itself is left as it is. corrupt: an entry failed its
+// checksum or names bytes outside the pool (the stream stops before applying it).
+template <class Layout>
+__device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
+                                       const pool_ref& pool) {
+  for (std::uint64_t end = load_used(s); end != 0;) {
+    const entry e = entry_ending_at(at, s, end);
+    if (e.status != log_status::ok) return e.status;
+    const std::uint64_t head_bytes = undo_record_chunks * chunk_bytes;
+    if (e.bytes < head_bytes) return log_status::corrupt;
+    // First pass: checksum and the record; nothing is written unless the entry is intact.
+    std::uint32_t head[undo_record_chunks] = {};
+    const log_status st = walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
+      if (k < undo_record_chunks) head[k] = c;
+    });
+    if (st != log_status::ok) return st;
+    const std::uint64_t offset = head[0] | std::uint64_t{head[1]} << 32;
+    const std::uint64_t bytes = head[2];
+    if (bytes != e.bytes - head_bytes || head[3] != 0 || !pool.contains(offset, bytes)) {
+      return log_status::corrupt;
+    }
+    // Second pass: restore the old bytes.
+    unsigned char* target = pool.ptr<unsigned char>(offset);
+    walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
+      if (k < undo_record_chunks) return;
+      const std::uint64_t pos = (k - undo_record_chunks) * chunk_bytes;
+      if (pos + chunk_bytes <= bytes &&
+          reinterpret_cast<std::uintptr_t>(target + pos) % chunk_bytes == 0) {
+        store_bytes_as(target + pos, c);  // one store, not four
+        return;
+      }
+      for (std::uint64_t i = 0; i < chunk_bytes && pos + i < bytes; ++i) {
+        target[pos + i] = static_cast<unsigned char>(c >> (8 * i));
+      }
+    });
+    end = e.begin;
+  }
+  gpm::persist();
+  return log_status::ok;
+}
+
+}  // namespace detail::log
+
+// The device view: trivially copyable, taken by value by kernels.
+template <class Log>
+class basic_undo_tx_ref {
+  using streams = detail::log::undo_streams<Log>;
+
+ public:
+  using log_ref_type = typename streams::ref_type;
+
+  basic_undo_tx_ref() = default;
+
+  // Logs the current `bytes` bytes at p (which must lie in the pool) as the newest undo entry of
+  // the calling thread's stream, durably. Then the caller may update them in place.
+  // bad_address: p is outside the pool; full: the stream has no room (nothing may be updated
+  // then); wrong_geometry (undo_tx): the kernel's shape is not the log's.
   __device__ log_status save(const void* p, std::uint32_t bytes) const {
     const std::uint64_t offset = pool_.offset_of(p);
-    if (!pool_.contains(offset, bytes)) return log_.v_.report(log_status::bad_address, ~0ull);
-    const std::uint32_t head[record_chunks] = {static_cast<std::uint32_t>(offset),
-                                               static_cast<std::uint32_t>(offset >> 32), bytes, 0};
-    return log_.with_thread([&](const auto& at, const auto& s) {
+    if (!pool_.contains(offset, bytes)) return streams::report(log_, log_status::bad_address);
+    const std::uint32_t head[detail::log::undo_record_chunks] = {
+        static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(offset >> 32), bytes, 0};
+    return streams::logging(log_, [&](const auto& at, const auto& s) {
       return detail::log::append(
           at, s,
           detail::log::byte_source{
@@ -61,34 +206,54 @@ class undo_tx_ref {
     return log_status::ok;
   }
 
-  // Rolls back the calling thread's log, newest entry first, and persists what it restored; the
-  // log itself is left as it is (undo_tx::recover truncates it once every thread is done), so
-  // running it again restores the same bytes. corrupt: an entry failed its checksum or names
-  // bytes outside the pool; the thread then stops before applying it.
-  __device__ log_status roll_back() const;
+  // In a kernel launched with the transaction's grid() and block(): rolls back the calling
+  // thread's share of the log (undo_tx: its own stream; conv_undo_tx: partition
+  // gpm::tile_index(), if there is one), newest entry first, and persists what it restored. The
+  // log itself is left as it is (recover() truncates it once every stream is done), so running
+  // it again restores the same bytes. corrupt: an entry failed its checksum or names bytes
+  // outside the pool; the stream then stops before applying it.
+  __device__ log_status roll_back() const {
+    const pool_ref pool = pool_;
+    return streams::rolling_back(log_, [&](const auto& at, const auto& s) {
+      return detail::log::roll_back_stream(at, s, pool);
+    });
+  }
 
-  const hcl_log_ref& log() const { return log_; }
+  const log_ref_type& log() const { return log_; }
 
  private:
-  friend class undo_tx;
-  undo_tx_ref(const hcl_log_ref& log, const pool_ref& pool) : log_(log), pool_(pool) {}
+  friend class basic_undo_tx<Log>;
+  basic_undo_tx_ref(const log_ref_type& log, const pool_ref& pool) : log_(log), pool_(pool) {}
 
-  // Every undo entry starts with 4 chunks: the pool offset of the range (low, high word), its
-  // size, and a zero; the old bytes follow.
-  static constexpr std::uint64_t record_chunks = 4;
-
-  hcl_log_ref log_;
+  log_ref_type log_;
   pool_ref pool_;
 };
-static_assert(std::is_trivially_copyable_v<undo_tx_ref>);
 
-class undo_tx {
+// The host object: the batch record (a pool object `name`) and its log (`name` + ".log"). The
+// pool must outlive it. Host operations must not run while a kernel uses the transaction.
+template <class Log>
+class basic_undo_tx {
+  using streams = detail::log::undo_streams<Log>;
+
  public:
-  // Creates the batch record `name` and its undo log `name` + ".log" (an hcl_log of geometry g).
-  // Errors as hcl_log::create.
-  static undo_tx create(pool& p, std::string_view name, const hcl_geometry& g);
-  // Opens both after a restart or crash, validating them. Does not recover: call recover().
-  static undo_tx open(pool& p, std::string_view name);
+  using log_type = Log;
+  using ref_type = basic_undo_tx_ref<Log>;
+  using shape_type = typename streams::shape;  // hcl_geometry or conv_partitions
+
+  // Log bytes that one save of `bytes` bytes takes (its 16-byte record, the bytes, the log's
+  // trailer), for sizing bytes_per_thread or bytes_per_partition.
+  static constexpr std::uint64_t entry_footprint(std::uint64_t bytes) {
+    return Log::entry_footprint(detail::log::undo_record_chunks * detail::log::chunk_bytes + bytes);
+  }
+  // Pool space the record and a log of this shape occupy (the pool needs a little more).
+  static std::uint64_t object_bytes(const shape_type& shape);
+
+  // Creates the batch record `name` and its log `name` + ".log" of the given shape. Errors as
+  // hcl_log::create or conv_log::create; errc::already_exists if `name` is taken.
+  static basic_undo_tx create(pool& p, std::string_view name, const shape_type& shape);
+  // Opens both after a restart or crash, validating them (errc::layout_mismatch if the log is
+  // the other kind). Does not recover: call recover().
+  static basic_undo_tx open(pool& p, std::string_view name);
 
   // Starts a batch: truncates the log, then persists the active mark. Throws
   // errc::invalid_argument if a batch is already active (commit or recover it first).
@@ -96,73 +261,45 @@ class undo_tx {
   // Ends the batch: checks that no logging operation failed (else throws gpm::error and leaves
   // the batch active, for recover()), persists the cleared mark, then truncates the log.
   void commit();
-  // If a batch is active: undoes it on the GPU (launching on `stream` with the log's geometry and
-  // waiting for it), then ends it. Returns whether a batch was undone. Also finishes a commit a
-  // crash interrupted (truncates the log). Throws errc::corrupt if an undo entry is damaged (the
-  // data is then left partly restored, the batch stays active and the log is kept).
+  // If a batch is active: undoes it on the GPU (launching on `stream` with grid() and block()
+  // and waiting for it), then ends it. Returns whether a batch was undone. Also finishes a commit
+  // a crash interrupted (truncates the log). Throws errc::corrupt if an undo entry is damaged
+  // (the data is then left partly restored, the batch stays active and the log is kept).
   bool recover(cudaStream_t stream = nullptr);
   bool active() const;
   // Batches committed since the record was created (an undone batch does not count), so after
   // recover() the data is the state the committed()-th batch left.
   std::uint64_t committed() const;
 
-  undo_tx_ref ref() const;
-  dim3 grid() const { return log_.grid(); }
-  dim3 block() const { return log_.block(); }
-  const hcl_log& log() const { return log_; }
+  ref_type ref() const;
+  // The launch shape of the recovery kernel, which roll_back() needs. For an undo_tx it is the
+  // log's geometry, the shape every kernel using ref() must have; a conv_undo_tx's logging
+  // kernels may have any shape, its recovery has a thread per partition.
+  dim3 grid() const { return streams::grid(log_); }
+  dim3 block() const { return streams::block(log_); }
+  const Log& log() const { return log_; }
   const std::string& name() const { return name_; }
 
  private:
-  undo_tx(pool& p, std::string name, std::uint64_t record_offset, hcl_log log);
+  basic_undo_tx(pool& p, std::string name, std::uint64_t record_offset, Log log);
   std::uint64_t* mark() const;
   void set_mark(std::uint64_t value);
 
   pool* pool_;
   std::string name_;
   std::uint64_t record_offset_;
-  hcl_log log_;
+  Log log_;
 };
 
-// Defined here (not in a .cu file) so that applications can roll back from their own kernels.
-__device__ inline log_status undo_tx_ref::roll_back() const {
-  const pool_ref pool = pool_;
-  return log_.with_thread([&](const auto& at, const auto& s) {
-    namespace L = detail::log;
-    for (std::uint64_t end = L::load_used(s); end != 0;) {
-      const L::entry e = L::entry_ending_at(at, s, end);
-      if (e.status != log_status::ok) return e.status;
-      const std::uint64_t head_bytes = record_chunks * L::chunk_bytes;
-      if (e.bytes < head_bytes) return log_status::corrupt;
-      // First pass: checksum and the record; nothing is written unless the entry is intact.
-      std::uint32_t head[record_chunks] = {};
-      const log_status st = L::walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
-        if (k < record_chunks) head[k] = c;
-      });
-      if (st != log_status::ok) return st;
-      const std::uint64_t offset = head[0] | std::uint64_t{head[1]} << 32;
-      const std::uint64_t bytes = head[2];
-      if (bytes != e.bytes - head_bytes || head[3] != 0 || !pool.contains(offset, bytes)) {
-        return log_status::corrupt;
-      }
-      // Second pass: restore the old bytes.
-      unsigned char* target = pool.ptr<unsigned char>(offset);
-      L::walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
-        if (k < record_chunks) return;
-        const std::uint64_t pos = (k - record_chunks) * L::chunk_bytes;
-        if (pos + L::chunk_bytes <= bytes &&
-            reinterpret_cast<std::uintptr_t>(target + pos) % L::chunk_bytes == 0) {
-          store_bytes_as(target + pos, c);  // one store, not four
-          return;
-        }
-        for (std::uint64_t i = 0; i < L::chunk_bytes && pos + i < bytes; ++i) {
-          target[pos + i] = static_cast<unsigned char>(c >> (8 * i));
-        }
-      });
-      end = e.begin;
-    }
-    gpm::persist();
-    return log_status::ok;
-  });
-}
+// Defined in src/log/undo_tx.cu for the two logs.
+extern template class basic_undo_tx<hcl_log>;
+extern template class basic_undo_tx<conv_log>;
+
+using undo_tx = basic_undo_tx<hcl_log>;
+using undo_tx_ref = basic_undo_tx_ref<hcl_log>;
+using conv_undo_tx = basic_undo_tx<conv_log>;
+using conv_undo_tx_ref = basic_undo_tx_ref<conv_log>;
+static_assert(std::is_trivially_copyable_v<undo_tx_ref>);
+static_assert(std::is_trivially_copyable_v<conv_undo_tx_ref>);
 
 }  // namespace gpm
