@@ -239,7 +239,8 @@ TYPED_TEST(HashBaselines, RacingUpdatesOfOneKeyNeedOneRecordEach) {
     }
     gpm::test::run_batch(*index, ops, &st, nullptr);
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      ASSERT_EQ(st[i], op_status::ok) << "batch " << b << " update " << i << ": " << to_string(st[i]);
+      ASSERT_EQ(st[i], op_status::ok)
+          << "batch " << b << " update " << i << ": " << to_string(st[i]);
     }
   }
 }
@@ -297,8 +298,8 @@ TEST(HashBaselinesHeader, WrongKeySizeCorruptionAndMissingIndexAreClearErrors) {
   h->geometry[0] ^= 1;
   EXPECT_EQ(code_of([&] { clevel_index<key8>::open(p, "c", kLaunch); }), gpm::errc::corrupt);
   h->geometry[0] ^= 1;
-  h->version = 99;
-  h->checksum = h->compute_checksum();
+  h->common.major = 99;
+  gpm::format::seal_header(h);
   EXPECT_EQ(code_of([&] { clevel_index<key8>::open(p, "c", kLaunch); }), gpm::errc::version);
 }
 

@@ -201,8 +201,6 @@ template <class Key>
 class clevel_index {
  public:
   using key_type = Key;
-  static constexpr std::uint64_t kMagic = 0x4c45564c43475043ull;  // "CPGCLVEL"
-  static constexpr std::uint32_t kVersion = 1;
   static constexpr std::uint32_t kMaxProbe = 128;
 
   // Room for `keys` live keys and `records` record writes (inserts plus updates, which write
@@ -228,7 +226,7 @@ class clevel_index {
     const std::uint64_t slots = slots_for(keys);
     p.allocate(name + ".slots", slots * sizeof(std::uint64_t), 128);
     record_heap<Key> heap(p, name + ".heap", records, true);
-    create_header(p, name + ".header", kMagic, kVersion, sizeof(Key), {slots, records, 0, 0});
+    create_header(p, name + ".header", index_layout::clevel, sizeof(Key), {slots, records, 0, 0});
     clevel_index x(p, name, launch);
     x.clear();
     return x;
@@ -269,7 +267,7 @@ class clevel_index {
  private:
   clevel_index(gpm::pool& p, const std::string& name, geometry launch)
       : pool_(&p), launch_(launch) {
-    const index_header& hd = open_header(p, name + ".header", kMagic, kVersion, sizeof(Key));
+    const index_header& hd = open_header(p, name + ".header", index_layout::clevel, sizeof(Key));
     slots_ = hd.geometry[0];
     heap_.emplace(p, name + ".heap", hd.geometry[1], false);
     const gpm::pool_object o = p.get(name + ".slots");

@@ -7,16 +7,17 @@
 // Never store pointers here: persistent structures hold indexes into pool objects.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include <gpm/platform/atomic.cuh>
-#include <gpm/platform/checksum.hpp>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/hash.hpp>
 #include <gpm/platform/macros.hpp>
 #include <gpm/platform/persist.hpp>
+#include <gpm/pool/object_header.hpp>
 #include <gpm/pool/pool.hpp>
 
 namespace gpmbench::ycsb {
@@ -122,29 +123,28 @@ struct cpu_write_back {
 
 // ---- the checked header of every persistent index structure ------------------------------------
 
-// Magic, format version, the sizes that define the geometry, and a checksum over all of it.
-// Validated on open: a wrong layout, version, key size or a corrupt header is an error that says
+// Which index a header belongs to.
+enum class index_layout : std::uint32_t { clevel = 1, slab = 2 };
+
+// The common object header (gpm::format, magic "GPMYCSBI" for every index, version 1.0), then the
+// index's layout, the key size and the sizes that define the geometry. Validated on open: another
+// index's layout (layout_mismatch), version, key size or a corrupt header is an error that says
 // what is wrong and what to do.
 struct index_header {
-  std::uint64_t magic;
-  std::uint32_t version;
+  gpm::format::object_header common;
+  std::uint32_t layout;  // index_layout
   std::uint32_t key_bytes;
   std::uint64_t geometry[4];  // the index's sizes, named by the index
-  std::uint64_t checksum;
-
-  std::uint64_t compute_checksum() const {
-    return gpm::checksum64(this, offsetof(index_header, checksum), magic);
-  }
 };
+static_assert(sizeof(index_header) == 104 && offsetof(index_header, common) == 0);
 
 // Writes a fresh header into the pool object `name` (allocated here) and makes it durable.
-std::uint64_t create_header(gpm::pool& p, const std::string& name, std::uint64_t magic,
-                            std::uint32_t version, std::uint32_t key_bytes,
-                            const std::uint64_t (&geometry)[4]);
+std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout layout,
+                            std::uint32_t key_bytes, const std::uint64_t (&geometry)[4]);
 // Finds and validates the header `name`; throws gpm::error (corrupt, version, layout_mismatch,
-// not_found) with a sentence naming the problem.
-const index_header& open_header(const gpm::pool& p, const std::string& name, std::uint64_t magic,
-                                std::uint32_t version, std::uint32_t key_bytes);
+// not_found, invalid_argument) with a sentence naming the problem.
+const index_header& open_header(const gpm::pool& p, const std::string& name, index_layout layout,
+                                std::uint32_t key_bytes);
 
 // Pools are made of 4 KiB pages: index sizes are rounded up to them, with room for the pool's
 // own header and directory pages.

@@ -281,8 +281,6 @@ template <class Key>
 class slab_index {
  public:
   using key_type = Key;
-  static constexpr std::uint64_t kMagic = 0x42414c5348475043ull;  // "CPGHSLAB"
-  static constexpr std::uint32_t kVersion = 1;
 
   // Buckets for `keys` keys at about 16 keys per bucket (half a slab), and as many slabs again
   // for overflow: SlabHash's recommended utilisation.
@@ -311,7 +309,7 @@ class slab_index {
     p.allocate(name + ".used", 8, 128);
     p.allocate(name + ".log", log_entries * sizeof(slab_undo_entry), 128);
     record_heap<Key> heap(p, name + ".heap", records, true);
-    create_header(p, name + ".header", kMagic, kVersion, sizeof(Key),
+    create_header(p, name + ".header", index_layout::slab, sizeof(Key),
                   {buckets, slabs, log_entries, records});
     slab_index x(p, name, launch);
     x.clear();
@@ -387,7 +385,7 @@ class slab_index {
 
  private:
   slab_index(gpm::pool& p, const std::string& name, geometry launch) : pool_(&p), launch_(launch) {
-    const index_header& hd = open_header(p, name + ".header", kMagic, kVersion, sizeof(Key));
+    const index_header& hd = open_header(p, name + ".header", index_layout::slab, sizeof(Key));
     buckets_ = hd.geometry[0];
     slabs_ = hd.geometry[1];
     log_entries_ = hd.geometry[2];

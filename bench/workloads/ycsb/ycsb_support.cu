@@ -63,49 +63,49 @@ op_stream make_stream(workload_kind kind, std::uint64_t loaded, std::uint64_t op
 
 // ---- the checked header ---------------------------------------------------------------------
 
-std::uint64_t create_header(gpm::pool& p, const std::string& name, std::uint64_t magic,
-                            std::uint32_t version, std::uint32_t key_bytes,
-                            const std::uint64_t (&geometry)[4]) {
+namespace {
+
+constexpr gpm::format::object_kind kIndexKind{
+    "YCSB index header", {'G', 'P', 'M', 'Y', 'C', 'S', 'B', 'I'}, 1, 0, sizeof(index_header)};
+
+std::string layout_name(std::uint32_t layout) {
+  switch (static_cast<index_layout>(layout)) {
+    case index_layout::clevel: return "a clevel index";
+    case index_layout::slab: return "a slab index";
+  }
+  return "an unknown index";
+}
+
+}  // namespace
+
+std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout layout,
+                            std::uint32_t key_bytes, const std::uint64_t (&geometry)[4]) {
   const std::uint64_t off = p.allocate(name, sizeof(index_header), 128);
   index_header* h = p.host_ptr<index_header>(off);
-  h->magic = magic;
-  h->version = version;
+  h->common = gpm::format::make_header(kIndexKind, sizeof(index_header));
+  h->layout = static_cast<std::uint32_t>(layout);
   h->key_bytes = key_bytes;
   for (int i = 0; i < 4; ++i) h->geometry[i] = geometry[i];
-  h->checksum = h->compute_checksum();
+  gpm::format::seal_header(h);
   gpm::persist(h, sizeof(*h));
   return off;
 }
 
-const index_header& open_header(const gpm::pool& p, const std::string& name, std::uint64_t magic,
-                                std::uint32_t version, std::uint32_t key_bytes) {
+const index_header& open_header(const gpm::pool& p, const std::string& name, index_layout layout,
+                                std::uint32_t key_bytes) {
   const std::optional<gpm::pool_object> o = p.find(name);
   if (!o) {
     gpm::throw_error(gpm::errc::not_found, "no index header \"" + name + "\" in pool " + p.path() +
                                                ": create the index first");
   }
-  if (o->bytes < sizeof(index_header)) {
-    gpm::throw_error(gpm::errc::corrupt, "the index header \"" + name +
-                                             "\" is too small: the pool is damaged or the object "
-                                             "is not an index header; recreate the index");
-  }
+  const std::string what = "index header \"" + name + "\" in " + p.path();
+  gpm::format::validate_header(p.host_ptr<char>(o->offset), o->bytes, kIndexKind, what);
   const index_header& h = *p.host_ptr<index_header>(o->offset);
-  if (h.magic != magic) {
+  if (h.layout != static_cast<std::uint32_t>(layout)) {
     gpm::throw_error(gpm::errc::layout_mismatch,
-                     "\"" + name + "\" in " + p.path() +
-                         " holds another kind of index (wrong magic); open it with the index "
-                         "type that created it");
-  }
-  if (h.checksum != h.compute_checksum()) {
-    gpm::throw_error(gpm::errc::corrupt, "the index header \"" + name + "\" in " + p.path() +
-                                             " fails its checksum: the pool is damaged; "
-                                             "recreate the index");
-  }
-  if (h.version != version) {
-    gpm::throw_error(gpm::errc::version, "the index \"" + name + "\" has format version " +
-                                             std::to_string(h.version) + "; this build reads " +
-                                             std::to_string(version) +
-                                             ": recreate it with this build");
+                     what + " belongs to " + layout_name(h.layout) + ", not " +
+                         layout_name(static_cast<std::uint32_t>(layout)) +
+                         ": open it with the index type that created it");
   }
   if (h.key_bytes != key_bytes) {
     gpm::throw_error(gpm::errc::invalid_argument,
