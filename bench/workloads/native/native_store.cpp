@@ -7,11 +7,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
-#include <gpm/platform/checksum.hpp>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/persist.hpp>
+#include <gpm/pool/object_header.hpp>
 
 #include "gpmbench/timing.hpp"
 
@@ -19,27 +20,25 @@ namespace gpmbench::native {
 
 namespace {
 
-constexpr std::uint64_t kMagic = 0x31565441'4e4d5047ull;  // "GPMNATV1"
-constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kMaxParams = 8;
 constexpr std::size_t kMaxArrays = 8;
 
-// The header of a run, written once when the run is created and never changed afterwards.
+// The header of a run, written once when the run is created and never changed afterwards: the
+// common object header, then what the run was made for.
 struct run_header {
-  std::uint64_t magic;
-  std::uint32_t version;
-  std::uint32_t header_bytes;
+  gpm::format::object_header common;
   char workload[16];
   std::uint32_t params;
   std::uint32_t arrays;
   std::uint64_t param[kMaxParams];
   std::uint64_t array_bytes[kMaxArrays];
-  std::uint64_t checksum;  // of everything above
 };
+static_assert(sizeof(run_header) == 216 && offsetof(run_header, common) == 0);
 
-std::uint64_t header_checksum(const run_header& h) {
-  return gpm::checksum64(&h, offsetof(run_header, checksum));
-}
+// Version 2.0 put the common object header first; its magic keeps 1.0's bytes, so a run of 1.0
+// is refused as older, not as foreign.
+constexpr gpm::format::object_kind kKind{
+    "native run header", {'G', 'P', 'M', 'N', 'A', 'T', 'V', '1'}, 2, 0, sizeof(run_header)};
 
 run_header make_header(std::string_view workload, const std::vector<std::uint64_t>& params,
                        const std::vector<array_spec>& arrays) {
@@ -48,16 +47,19 @@ run_header make_header(std::string_view workload, const std::vector<std::uint64_
   gpm::require(params.size() <= kMaxParams && arrays.size() <= kMaxArrays,
                "native run: at most 8 parameters and 8 arrays");
   run_header h{};
-  h.magic = kMagic;
-  h.version = kVersion;
-  h.header_bytes = sizeof(run_header);
   std::memcpy(h.workload, workload.data(), workload.size());
   h.params = static_cast<std::uint32_t>(params.size());
   h.arrays = static_cast<std::uint32_t>(arrays.size());
   for (std::size_t i = 0; i < params.size(); ++i) h.param[i] = params[i];
   for (std::size_t i = 0; i < arrays.size(); ++i) h.array_bytes[i] = arrays[i].bytes;
-  h.checksum = header_checksum(h);
   return h;
+}
+
+// Whether two headers describe the same run: the bytes after their common parts.
+bool same_run(const run_header& a, const run_header& b) {
+  constexpr std::size_t own = sizeof(gpm::format::object_header);
+  return std::memcmp(reinterpret_cast<const char*>(&a) + own,
+                     reinterpret_cast<const char*>(&b) + own, sizeof a - own) == 0;
 }
 
 std::string object_name(std::string_view workload, std::string_view part) {
@@ -86,7 +88,9 @@ std::uint64_t run_store::pool_bytes(const std::vector<array_spec>& arrays) {
 run_store run_store::create(gpm::pool& p, std::string_view workload,
                             const std::vector<std::uint64_t>& params,
                             const std::vector<array_spec>& arrays) {
-  const run_header h = make_header(workload, params, arrays);
+  run_header h = make_header(workload, params, arrays);
+  h.common = gpm::format::make_header(kKind, sizeof h);
+  gpm::format::seal_header(&h);
   run_store s(p, arrays);
   // The arrays and the progress word exist before the header: a crash before the header is
   // durable leaves a run that open() refuses (not_found), never a header without its arrays.
@@ -111,27 +115,10 @@ run_store run_store::open(gpm::pool& p, std::string_view workload,
                                                std::string(workload) +
                                                " run to resume (start a new run instead)");
   }
-  if (header->bytes < sizeof(run_header)) {
-    gpm::throw_error(gpm::errc::corrupt, where + ": the header object is too small");
-  }
+  gpm::format::validate_header(p.host_ptr<char>(header->offset), header->bytes, kKind, where);
   run_header h;
   std::memcpy(&h, p.host_ptr<run_header>(header->offset), sizeof h);
-  if (h.magic != kMagic) {
-    gpm::throw_error(gpm::errc::corrupt,
-                     where + ": the header's magic is wrong (not a native run)");
-  }
-  if (h.version != kVersion) {
-    gpm::throw_error(gpm::errc::version, where + ": header format version " +
-                                             std::to_string(h.version) + ", this build reads " +
-                                             std::to_string(kVersion) + "; start a new run");
-  }
-  if (h.header_bytes != sizeof(run_header) || h.checksum != header_checksum(h)) {
-    gpm::throw_error(gpm::errc::corrupt, where +
-                                             ": the header's checksum does not match; the "
-                                             "run is damaged, start a new run");
-  }
-  const run_header want = make_header(workload, params, arrays);
-  if (std::memcmp(&h, &want, sizeof h) != 0) {
+  if (!same_run(h, make_header(workload, params, arrays))) {
     gpm::throw_error(gpm::errc::invalid_argument,
                      where +
                          ": the run in the pool was made for other parameters (sizes, seed or "

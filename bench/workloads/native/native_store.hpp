@@ -44,10 +44,10 @@ struct array_spec {
   std::uint64_t bytes;
 };
 
-// A run's state in a pool: "<workload>.header" (magic, version, workload, parameters, array sizes,
-// checksum), "<workload>.progress" (the progress word) and "<workload>.<array>" objects. The
-// parameters identify the problem (sizes, seeds, the input's checksum), so that resuming with
-// another problem is refused instead of mixing two runs.
+// A run's state in a pool: "<workload>.header" (the common object header, then workload,
+// parameters and array sizes), "<workload>.progress" (the progress word) and "<workload>.<array>"
+// objects. The parameters identify the problem (sizes, seeds, the input's checksum), so that
+// resuming with another problem is refused instead of mixing two runs.
 class run_store {
  public:
   // Allocates a fresh run in `p` (zero-filled arrays, progress 0).
