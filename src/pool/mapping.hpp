@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include <gpm/pool/pool.hpp>
+#include <gpm/pool/options.hpp>
 
 namespace gpm::detail {
 

@@ -9,11 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <gpm/pool/pool.hpp>
+#include <gpm/pool/options.hpp>
 
 namespace gpm::detail {
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <gpm/platform/error.hpp>
+#include <gpm/pool/options.hpp>
 #include <gpm/pool/pool_ref.hpp>
 
 namespace gpm {
@@ -27,42 +28,12 @@ enum class durability {
 };
 std::string_view to_string(durability d) noexcept;
 
-// Whether the pool is mapped into the GPU.
-enum class gpu_mapping {
-  automatic,  // register with CUDA when a device is present; otherwise host-only, with a notice
-  required,   // fail if the pool cannot be mapped into a GPU
-  none,       // host access only (tools that inspect pools)
-};
-
-struct pool_options {
-  // Directory of pool files named without a '/'. Empty: $GPMKIT_PM_DIR, else /dev/shm/gpmkit.
-  std::string pm_dir;
-  // Directory of snapshots. Empty: $GPMKIT_SNAPSHOT_DIR, else /var/tmp/gpmkit.
-  std::string snapshot_dir;
-  gpu_mapping gpu = gpu_mapping::automatic;
-  bool read_only = false;
-  // On open: restore from the newest valid snapshot when the pool file is missing or corrupt.
-  bool restore_from_snapshot = true;
-  // Named objects the pool can hold (create only).
-  std::uint32_t directory_capacity = 1024;
-  // Where notices go (a restore, a fallback to the older root record, no GPU). Default: stderr.
-  std::function<void(const std::string&)> notice;
-};
-
 struct pool_object {
   std::string name;
   std::uint64_t offset = 0;  // from the start of the pool
   std::uint64_t bytes = 0;
   std::uint64_t alignment = 0;
   std::uint64_t type_tag = 0;
-};
-
-struct snapshot_result {
-  std::uint64_t seq = 0;            // snapshot number (1 for the first)
-  std::uint64_t pages_total = 0;    // pages in the pool
-  std::uint64_t pages_changed = 0;  // pages that differed from the previous snapshot
-  std::uint64_t bytes_written = 0;  // bytes written to disk, journal and image together
-  double seconds = 0;
 };
 
 struct pool_info {
