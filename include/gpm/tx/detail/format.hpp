@@ -1,0 +1,176 @@
+// The on-media format of a transactional heap (gpm::tx_heap), version 1.0; docs/transactions.md
+// ("On-media format") describes it for humans. A heap is one named pool object:
+//
+//   [0, 128)          header: the common object header (magic "GPMTXHP", version, object size,
+//                     uuid, checksum) and the geometry (words, logs, chunks per log); immutable
+//   [128, 256)        two root records: the `applied` root (applied_seq, epoch), double-buffered
+//   control_offset()  one 128-byte control line per log: head (host), persisted (device)
+//   home_offset()     the home image: `words` 32-bit words, what every applied commit wrote
+//   log_offset()      `logs` redo logs of `log_chunks` 16-byte chunks each, used as rings
+//
+// A redo record is a run of chunks in one log at a stream position (chunks since the epoch
+// began; the chunk's place in the log is the position modulo log_chunks), read as 8-byte slots:
+//   slot 0  seq, the commit's place in the global order
+//   slot 1  count of (word, value) pairs
+//   slots 2 .. count + 1   word (low 32 bits) | value (high 32 bits)
+//   slot count + 2         checksum, seeded with the heap's salt, the epoch, the log and the
+//                          position, so a stale record (older lap or epoch) never validates
+//   a zero slot to fill the last chunk
+// A record with a valid checksum is its commit mark. Nothing here is a pointer.
+// This header must stay free of device-only code: host tools and tests read it too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include <gpm/platform/checksum.hpp>
+#include <gpm/platform/hash.hpp>
+#include <gpm/platform/macros.hpp>
+
+namespace gpm::detail::tx {
+
+inline constexpr char kMagic[8] = {'G', 'P', 'M', 'T', 'X', 'H', 'P', '\0'};
+inline constexpr std::uint16_t kMajor = 1;
+inline constexpr std::uint16_t kMinor = 0;
+inline constexpr std::uint64_t kTypeTag = 0x6770747868656170ull;  // pool type tag: "gptxheap"
+
+inline constexpr std::uint64_t kLineBytes = 128;
+inline constexpr std::uint64_t kChunkBytes = 16;        // what one lane stores at once
+inline constexpr std::uint64_t kMaxWords = 1ull << 32;  // record pairs hold 32-bit word indices
+
+// The common header every gpmkit on-media structure starts with (64 bytes; the pool layer is
+// adopting one shape for all modules: magic, version, sizes, identity, checksum).
+struct object_header {
+  char magic[8];
+  std::uint16_t major;
+  std::uint16_t minor;
+  std::uint32_t header_bytes;       // bytes the checksum covers: sizeof(heap_header)
+  std::uint64_t object_bytes;       // the pool object's size
+  std::uint64_t incompat_features;  // none defined
+  std::uint8_t uuid[16];
+  std::uint64_t created_ns;
+  std::uint64_t checksum;  // checksum64 of header_bytes bytes with this field read as zero
+};
+static_assert(sizeof(object_header) == 64);
+
+struct heap_header {
+  object_header common;
+  std::uint64_t words;       // 32-bit words in the heap (1 .. 2^32)
+  std::uint64_t log_chunks;  // 16-byte chunks per log
+  std::uint32_t logs;        // redo logs (one per block of a helpers launch)
+  std::uint32_t reserved0;
+  std::uint64_t reserved[5];
+};
+static_assert(sizeof(heap_header) == kLineBytes && std::is_trivially_copyable_v<heap_header>);
+
+// Mutable root, double-buffered: an update writes the slot not holding the newest record, with
+// seq + 1; the valid slot with the higher seq is the root.
+struct root_record {
+  std::uint64_t seq;
+  std::uint64_t applied_seq;  // every commit up to this seq is in the home image
+  std::uint64_t epoch;        // records are checksummed with it; recovery bumps it
+  std::uint64_t reserved[4];
+  std::uint64_t checksum;
+};
+static_assert(sizeof(root_record) == 64);
+
+inline std::uint64_t root_checksum(const root_record& r) {
+  return checksum64(&r, offsetof(root_record, checksum)) ^ 0x54585230524f4f54ull;
+}
+
+// One per log. `head` is written by the host (chunks before it are applied: the log may reuse
+// them); `persisted` by the device (chunks persisted into this log this epoch; the helpers'
+// published tail; bandwidth monitors read it).
+struct log_control {
+  std::uint64_t head;
+  std::uint64_t persisted;
+  std::uint64_t reserved[14];
+};
+static_assert(sizeof(log_control) == kLineBytes);
+
+inline constexpr std::uint64_t kRootOffset = sizeof(heap_header);
+inline constexpr std::uint64_t kControlOffset = kRootOffset + 2 * sizeof(root_record);
+static_assert(kControlOffset == 2 * kLineBytes);
+
+GPM_HOST_DEVICE constexpr std::uint64_t round_up(std::uint64_t x, std::uint64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+// Where the parts of a heap of this geometry lie, from the start of the object.
+struct heap_layout {
+  std::uint64_t words = 0;
+  std::uint64_t log_chunks = 0;
+  std::uint32_t logs = 0;
+
+  GPM_HOST_DEVICE constexpr std::uint64_t control_offset() const { return kControlOffset; }
+  GPM_HOST_DEVICE constexpr std::uint64_t home_offset() const {
+    return kControlOffset + std::uint64_t{logs} * sizeof(log_control);
+  }
+  GPM_HOST_DEVICE constexpr std::uint64_t log_offset() const {
+    return home_offset() + round_up(words * 4, kLineBytes);
+  }
+  GPM_HOST_DEVICE constexpr std::uint64_t log_bytes() const { return log_chunks * kChunkBytes; }
+  GPM_HOST_DEVICE constexpr std::uint64_t object_bytes() const {
+    return log_offset() + std::uint64_t{logs} * log_bytes();
+  }
+};
+
+// ---- redo records ---------------------------------------------------------------------------
+
+// The seed that binds records to one heap: from its uuid.
+inline std::uint64_t salt_of(const heap_header& h) {
+  std::uint64_t a, b;
+  std::memcpy(&a, h.common.uuid, 8);
+  std::memcpy(&b, h.common.uuid + 8, 8);
+  return a ^ mix64(b);
+}
+
+// Chunks a record of `count` pairs occupies: 3 slots of seq, count and checksum, rounded up.
+GPM_HOST_DEVICE constexpr std::uint64_t record_chunks(std::uint64_t count) {
+  return (count + 3 + 1) / 2;
+}
+
+GPM_HOST_DEVICE constexpr std::uint64_t pair_slot(std::uint32_t word, std::uint32_t value) {
+  return std::uint64_t{word} | std::uint64_t{value} << 32;
+}
+
+// The checksum of a record's first count + 2 slots, bound to where it lies.
+GPM_HOST_DEVICE inline std::uint64_t record_seed(std::uint64_t salt, std::uint64_t epoch,
+                                                 std::uint32_t log, std::uint64_t position) {
+  return mix64(mix64(mix64(salt ^ 0x5458524543ull) ^ epoch) ^ log) ^ position;
+}
+GPM_HOST_DEVICE inline std::uint64_t fold_slot(std::uint64_t h, std::uint64_t slot) {
+  return mix64(h ^ slot) + 0x9e3779b97f4a7c15ull;
+}
+GPM_HOST_DEVICE inline std::uint64_t finish_checksum(std::uint64_t h) { return mix64(h); }
+
+// The checksum of a record of `count` pairs: its first count + 2 slots folded into `seed`.
+// `Record` is anything with slot(i): a write set on the device, slots read back on the host.
+template <class Record>
+GPM_HOST_DEVICE std::uint64_t record_checksum(const Record& r, std::uint64_t count,
+                                              std::uint64_t seed) {
+  std::uint64_t h = seed;
+  for (std::uint64_t i = 0; i < count + 2; ++i) h = fold_slot(h, r.slot(i));
+  return finish_checksum(h);
+}
+
+// A write set given as parallel arrays, as its record's slots (checksum and padding included):
+// what a committer stores.
+struct record_source {
+  std::uint64_t seq;
+  std::uint32_t count;
+  const std::uint32_t* words;
+  const std::uint32_t* values;
+  std::uint64_t checksum;  // record_checksum(*this, count, seed)
+
+  GPM_HOST_DEVICE std::uint64_t slot(std::uint64_t i) const {
+    if (i == 0) return seq;
+    if (i == 1) return count;
+    if (i < std::uint64_t{count} + 2) return pair_slot(words[i - 2], values[i - 2]);
+    return i == std::uint64_t{count} + 2 ? checksum : 0;
+  }
+};
+
+}  // namespace gpm::detail::tx

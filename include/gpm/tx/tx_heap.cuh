@@ -1,0 +1,138 @@
+// gpm::tx_heap: persistent GPU transactions with helper warps (Helper Warps, TPDS'20). A heap of
+// 32-bit words lives in a named gpm::pool object (its persistent home image and one redo log per
+// block); kernels read and write a working copy in GPU memory through transactions
+// (gpm::tx_ref::run, tx_ref.cuh), and every commit's redo record reaches its log either from the
+// committing thread or, with helper warps, from a ring in the block's shared memory that helper
+// warps drain. A host thread owned by the heap applies persisted records to the home image in
+// commit order, advances the `applied` root and frees log space while kernels run. After a crash,
+// open() replays the records that form a complete prefix of the commit order and rebuilds the
+// working copy. Protocol, format and recovery rule: docs/transactions.md.
+//
+//   gpm::tx_heap heap = gpm::tx_heap::create(pool, "bank", {.words = n, .logs = 128});
+//   heap.store(0, initial.data(), n);                       // initial contents, durable
+//   heap.launch(128, 256, [=] __device__(gpm::tx_ref tx) { ... tx.run(...) ... }, stream);
+//   heap.sync(stream);                                      // everything committed is durable
+//   ... after a crash:
+//   gpm::tx_heap again = gpm::tx_heap::open(pool, "bank");   // recovers
+//
+// Durability: a commit is durable once every commit before it in the global order is persisted
+// too (durable_seq()). Durable means the pool's durability: process-crash durable for pools in
+// tmpfs, power-fail durable on device-DAX with a persistent cache domain, snapshot durable at
+// pool.snapshot() (take it after sync()). Kernels that use one heap run one at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gpm/platform/kernel.cuh>
+#include <gpm/tx/detail/launch.cuh>
+#include <gpm/tx/tx_ref.cuh>
+#include <gpm/tx/tx_status.cuh>
+
+namespace gpm {
+
+class pool;
+
+// The heap's geometry, fixed at creation and stored in its header.
+struct tx_geometry {
+  std::uint64_t words = 0;             // 32-bit words (1 .. 2^32)
+  std::uint32_t logs = 0;              // redo logs: at least the blocks of a helpers launch
+  std::uint64_t log_bytes = 64 << 10;  // bytes of each log: a multiple of 16, at least 256
+  friend bool operator==(const tx_geometry&, const tx_geometry&) = default;
+};
+
+// Process-local choices, not stored in the pool.
+struct tx_options {
+  tx_mode mode = tx_mode::helpers;
+  std::uint32_t helper_warps = 1;    // helpers mode: helper warps per block, 1 or 2
+  std::uint32_t ring_chunks = 1024;  // helpers mode: 16-byte chunks (two word-value pairs) per ring
+  std::uint32_t max_attempts = 0;    // attempts before run() gives up (0: until it commits)
+  std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
+  std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
+};
+
+// What open() found and did (last_recovery()).
+struct tx_recovery {
+  double seconds = 0;
+  std::uint64_t applied_seq = 0;  // every commit up to it is in the home image
+  std::uint64_t replayed = 0;     // records replayed from the logs
+  std::uint64_t discarded = 0;    // valid records after the first gap: not replayed, dropped
+};
+
+struct tx_stats {
+  std::uint64_t commits = 0;          // transactions committed since open
+  std::uint64_t aborts = 0;           // attempts aborted by conflicts since open
+  std::uint64_t persisted_bytes = 0;  // redo records persisted into the logs since open
+  std::uint64_t durable_seq = 0;      // as durable_seq(), without a new pass over the logs
+};
+
+class tx_heap {
+ public:
+  // Creates the heap as the pool object `name`, all words zero. Throws gpm::error:
+  // invalid_argument (geometry), already_exists, out_of_memory (the pool is too small).
+  static tx_heap create(pool& p, std::string_view name, const tx_geometry& geometry,
+                        const tx_options& options = {});
+  // Opens the heap, validating its header (magic, version, checksum, geometry) and root, and
+  // recovers it (see the top of this file). Throws not_found, corrupt, version, invalid_argument
+  // (options). The overload with a geometry also throws layout_mismatch when the stored geometry
+  // differs from `expected`.
+  static tx_heap open(pool& p, std::string_view name, const tx_options& options = {});
+  static tx_heap open(pool& p, std::string_view name, const tx_geometry& expected,
+                      const tx_options& options = {});
+
+  tx_heap(tx_heap&&) noexcept;
+  tx_heap& operator=(tx_heap&&) noexcept;
+  ~tx_heap();
+
+  // For kernels the caller launches (any 1-D grid): transactions commit directly, or log
+  // nothing in volatile mode; no helper warps.
+  tx_ref ref() const;
+
+  // Launches `blocks` blocks of `workers_per_block` worker threads (a multiple of 32), each
+  // calling body(tx_ref) with a tx_ref bound to its block; in helpers mode every block gets the
+  // helper warps and ring of the options and uses log blockIdx.x (so blocks <= logs). `body` is a
+  // trivially copyable functor or extended __device__ lambda. Asynchronous, in `stream`.
+  template <class Body>
+  void launch(std::uint32_t blocks, std::uint32_t workers_per_block, Body body,
+              cudaStream_t stream = nullptr) {
+    const detail::tx::launch_plan plan = plan_launch(blocks, workers_per_block);
+    const auto kernel = &detail::tx::launch_kernel<Body>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(plan.shared_bytes)),
+               "cudaFuncSetAttribute (the persistence ring's shared memory)");
+    gpm::launch(kernel, plan.blocks, plan.threads_per_block, plan.shared_bytes, stream, plan.view,
+                body);
+  }
+
+  // Waits for `stream`, then until every commit made so far is durable and applied.
+  void sync(cudaStream_t stream = nullptr);
+  // The durable watermark: every commit with a sequence number up to it is durable. Applies
+  // what it finds to the home image first. 0 in volatile mode.
+  std::uint64_t durable_seq();
+
+  // Sets `count` words from `first` in the home image (persisted) and the working copy: a
+  // heap's initial contents. Not a transaction: call it when no kernel uses the heap; a crash
+  // during store() leaves any subset of the words stored. Throws invalid_argument (range).
+  void store(std::uint64_t first, const std::uint32_t* values, std::uint64_t count);
+  // Copies `count` words from `first` of the working copy to `out` (synchronous).
+  void load(std::uint64_t first, std::uint32_t* out, std::uint64_t count) const;
+
+  const tx_recovery& last_recovery() const;
+  tx_stats stats() const;
+  const tx_geometry& geometry() const;
+  const tx_options& options() const;
+  const std::string& name() const;
+
+  struct impl;
+
+ private:
+  explicit tx_heap(std::unique_ptr<impl> impl);
+  detail::tx::launch_plan plan_launch(std::uint32_t blocks, std::uint32_t workers) const;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gpm

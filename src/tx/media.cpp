@@ -1,0 +1,195 @@
+// The heap object's header, root and records on the host (see media.hpp).
+#include "media.hpp"
+
+#include <sys/random.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+
+#include <gpm/platform/checksum.hpp>
+#include <gpm/platform/error.hpp>
+#include <gpm/platform/persist.hpp>
+
+namespace gpm::detail::tx {
+
+namespace {
+
+constexpr std::uint64_t kMinLogBytes = 256;
+
+std::uint64_t header_checksum(const heap_header& h) {
+  heap_header copy = h;
+  copy.common.checksum = 0;
+  return checksum64(&copy, sizeof copy);
+}
+
+root_record* roots(char* object) { return reinterpret_cast<root_record*>(object + kRootOffset); }
+
+// Kernels write the logs while the host reads them: every slot is read once, atomically, and a
+// record is trusted only if the values read pass its checksum.
+std::uint64_t load_slot(const std::uint64_t* slot) {
+  return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(slot))
+      .load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t log_bytes) {
+  require(words >= 1 && words <= kMaxWords,
+          "tx_heap: words must be between 1 and 2^32, got " + std::to_string(words));
+  require(logs >= 1, "tx_heap: logs must be at least 1 (one per block of a helpers launch)");
+  require(log_bytes >= kMinLogBytes && log_bytes % kChunkBytes == 0,
+          "tx_heap: log_bytes must be a multiple of 16 and at least 256, got " +
+              std::to_string(log_bytes));
+  heap_header h{};
+  std::memcpy(h.common.magic, kMagic, sizeof kMagic);
+  h.common.major = kMajor;
+  h.common.minor = kMinor;
+  h.common.header_bytes = sizeof(heap_header);
+  h.words = words;
+  h.logs = logs;
+  h.log_chunks = log_bytes / kChunkBytes;
+  h.common.object_bytes = heap_layout{h.words, h.log_chunks, h.logs}.object_bytes();
+  if (getrandom(h.common.uuid, sizeof h.common.uuid, 0) != sizeof h.common.uuid) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::memcpy(h.common.uuid, &now, sizeof now);  // the uuid only tells heaps apart
+  }
+  h.common.created_ns =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  h.common.checksum = header_checksum(h);
+  return h;
+}
+
+heap_header validate_header(const void* object, std::uint64_t object_bytes,
+                            const std::string& what) {
+  if (object_bytes < sizeof(heap_header)) {
+    throw_error(errc::corrupt, what + " is " + std::to_string(object_bytes) +
+                                   " bytes, too small for a heap header: it is not a heap");
+  }
+  heap_header h;
+  std::memcpy(&h, object, sizeof h);
+  static constexpr char kNoMagic[8] = {};
+  if (std::memcmp(h.common.magic, kNoMagic, sizeof kNoMagic) == 0) {
+    throw_error(errc::corrupt, what +
+                                   " has no header: its creation was interrupted by a crash. "
+                                   "Free the object and create the heap again");
+  }
+  if (std::memcmp(h.common.magic, kMagic, sizeof kMagic) != 0) {
+    throw_error(errc::corrupt,
+                what +
+                    " is not a transactional heap (wrong magic): the name belongs to another "
+                    "kind of object, or it was overwritten");
+  }
+  if (h.common.major != kMajor) {
+    throw_error(errc::version, what + " has heap format version " + std::to_string(h.common.major) +
+                                   "." + std::to_string(h.common.minor) + "; this gpmkit reads " +
+                                   std::to_string(kMajor) + ".x: open it with a matching gpmkit");
+  }
+  if (h.common.header_bytes != sizeof(heap_header) || h.common.checksum != header_checksum(h)) {
+    throw_error(errc::corrupt, what +
+                                   " has a corrupt header (checksum mismatch): restore the pool "
+                                   "from its snapshot, or create the heap again");
+  }
+  if (h.common.incompat_features != 0) {
+    throw_error(errc::version, what +
+                                   " uses format features this gpmkit does not know: "
+                                   "upgrade gpmkit");
+  }
+  const heap_layout layout{h.words, h.log_chunks, h.logs};
+  const bool geometry_ok = h.words >= 1 && h.words <= kMaxWords && h.logs >= 1 &&
+                           h.log_chunks * kChunkBytes >= kMinLogBytes &&
+                           layout.object_bytes() == h.common.object_bytes;
+  if (!geometry_ok || h.common.object_bytes != object_bytes) {
+    throw_error(errc::corrupt, what + " has inconsistent sizes (" +
+                                   std::to_string(h.common.object_bytes) +
+                                   " bytes recorded for its geometry, object of " +
+                                   std::to_string(object_bytes) + "): it cannot be used");
+  }
+  return h;
+}
+
+heap_media::heap_media(char* object, const heap_header& h, std::string what)
+    : object_(object),
+      layout_{h.words, h.log_chunks, h.logs},
+      salt_(salt_of(h)),
+      what_(std::move(what)) {}
+
+std::uint32_t* heap_media::home() const {
+  return reinterpret_cast<std::uint32_t*>(object_ + layout_.home_offset());
+}
+
+log_control& heap_media::control(std::uint32_t log) const {
+  return reinterpret_cast<log_control*>(object_ + layout_.control_offset())[log];
+}
+
+root_record heap_media::root() const {
+  const root_record* best = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    const root_record& r = roots(object_)[i];
+    if (r.checksum == root_checksum(r) && (best == nullptr || r.seq > best->seq)) best = &r;
+  }
+  if (best == nullptr) {
+    throw_error(errc::corrupt, what_ +
+                                   " has no valid `applied` root (both copies fail their "
+                                   "checksum): restore the pool from its snapshot");
+  }
+  return *best;
+}
+
+void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch) {
+  root_record r{};
+  // A heap being created has no valid root yet: its first root gets seq 1.
+  const root_record* slots = roots(object_);
+  const bool any =
+      slots[0].checksum == root_checksum(slots[0]) || slots[1].checksum == root_checksum(slots[1]);
+  r.seq = any ? root().seq + 1 : 1;
+  r.applied_seq = applied;
+  r.epoch = epoch;
+  r.checksum = root_checksum(r);
+  root_record& slot = roots(object_)[r.seq % 2];
+  std::memcpy(&slot, &r, sizeof r);
+  persist(&slot, sizeof slot);
+}
+
+std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t pos,
+                                              std::uint64_t epoch) const {
+  const std::uint64_t n = layout_.log_chunks;
+  const auto* data =
+      reinterpret_cast<const std::uint64_t*>(object_ + layout_.log_offset()) + 2 * n * log;
+  const auto slot = [&](std::uint64_t i) {
+    return load_slot(&data[2 * ((pos + i / 2) % n) + i % 2]);
+  };
+  record r;
+  r.seq = slot(0);
+  const std::uint64_t count = slot(1);
+  if (count == 0 || count > 2 * n || record_chunks(count) > n) return std::nullopt;
+  r.pairs.resize(count);
+  for (std::uint64_t i = 0; i < count; ++i) r.pairs[i] = slot(i + 2);
+  struct slots {
+    const record& r;
+    std::uint64_t count;
+    std::uint64_t slot(std::uint64_t i) const {
+      return i == 0 ? r.seq : i == 1 ? count : r.pairs[i - 2];
+    }
+  };
+  const std::uint64_t sum =
+      record_checksum(slots{r, count}, count, record_seed(salt_, epoch, log, pos));
+  if (sum != slot(count + 2)) return std::nullopt;
+  for (const std::uint64_t p : r.pairs) {
+    if ((p & 0xffffffffu) >= layout_.words) return std::nullopt;  // cannot be a record of ours
+  }
+  r.log = log;
+  r.pos = pos;
+  r.chunks = record_chunks(count);
+  return r;
+}
+
+void heap_media::apply(const record& r) const {
+  std::uint32_t* h = home();
+  for (const std::uint64_t p : r.pairs) h[p & 0xffffffffu] = static_cast<std::uint32_t>(p >> 32);
+}
+
+}  // namespace gpm::detail::tx

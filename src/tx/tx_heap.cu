@@ -1,0 +1,372 @@
+// gpm::tx_heap host side: creating and opening the heap object, recovery, the GPU state (working
+// copy, ownership records, status slots, sequence counter), launch plans, and the reproducer
+// thread that applies persisted records while kernels run.
+#include <gpm/tx/tx_heap.cuh>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <gpm/platform/persist.hpp>
+#include <gpm/pool/pool.hpp>
+
+#include "media.hpp"
+
+namespace gpm {
+
+namespace T = detail::tx;
+
+namespace {
+
+// What a block's dynamic shared memory may hold on the GPUs gpmkit targets (H100, H200).
+constexpr std::uint64_t kMaxSharedBytes = 227 << 10;
+constexpr std::uint64_t kDefaultMaxOrecs = 1ull << 22;
+constexpr std::uint32_t kMaxBlockThreads = 1024;
+
+std::string label_of(const pool& p, std::string_view name) {
+  return "transactional heap '" + std::string(name) + "' in pool " + p.path();
+}
+
+void check_options(const tx_options& o) {
+  require(o.mode != tx_mode::helpers || (o.helper_warps >= 1 && o.helper_warps <= 2),
+          "tx_options: helper_warps must be 1 or 2 in helpers mode, got " +
+              std::to_string(o.helper_warps) + " (tx_mode::direct runs without helpers)");
+  require(o.mode != tx_mode::helpers ||
+              (o.ring_chunks >= 2 && T::ring_bytes(o.ring_chunks) <= kMaxSharedBytes),
+          "tx_options: ring_chunks must be between 2 and " +
+              std::to_string((kMaxSharedBytes - sizeof(T::ring_control)) / (T::kChunkBytes + 4)) +
+              " (the ring lives in a block's shared memory), got " + std::to_string(o.ring_chunks));
+  require(
+      o.max_threads >= 1 && o.max_threads <= (1ull << 31),
+      "tx_options: max_threads must be between 1 and 2^31, got " + std::to_string(o.max_threads));
+  require(
+      o.orecs == 0 || (o.orecs <= (1ull << 30) && (o.orecs & (o.orecs - 1)) == 0),
+      "tx_options: orecs must be 0 or a power of two up to 2^30, got " + std::to_string(o.orecs));
+}
+
+std::uint64_t orec_count(const tx_options& o, std::uint64_t words) {
+  if (o.orecs != 0) return o.orecs;
+  std::uint64_t n = 1;
+  while (n < words && n < kDefaultMaxOrecs) n *= 2;
+  return n;
+}
+
+template <class U>
+device_buffer<U> zeroed(std::size_t count) {
+  device_buffer<U> b(count);
+  b.fill_bytes(0);
+  return b;
+}
+
+tx_geometry geometry_of(const T::heap_header& h) {
+  return {h.words, h.logs, h.log_chunks * T::kChunkBytes};
+}
+
+// The validated header of the heap `name`: not_found, corrupt, version.
+T::heap_header find_heap(pool& p, std::string_view name) {
+  const auto obj = p.find(name);
+  if (!obj) {
+    throw_error(errc::not_found, "pool " + p.path() + " holds no object named '" +
+                                     std::string(name) + "': create the heap first");
+  }
+  return T::validate_header(p.host_ptr<char>(obj->offset), obj->bytes, label_of(p, name));
+}
+
+}  // namespace
+
+std::string_view to_string(tx_status s) noexcept {
+  switch (s) {
+    case tx_status::committed: return "committed";
+    case tx_status::cancelled: return "cancelled";
+    case tx_status::too_many_aborts: return "too_many_aborts";
+    case tx_status::read_set_full: return "read_set_full";
+    case tx_status::write_set_full: return "write_set_full";
+    case tx_status::out_of_range: return "out_of_range";
+    case tx_status::record_too_large: return "record_too_large";
+    case tx_status::too_many_threads: return "too_many_threads";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(tx_mode m) noexcept {
+  switch (m) {
+    case tx_mode::volatile_only: return "volatile";
+    case tx_mode::direct: return "direct";
+    case tx_mode::helpers: return "helpers";
+  }
+  return "unknown";
+}
+
+struct tx_heap::impl {
+  impl(pool& p, std::string_view n, const T::heap_header& h, const tx_options& o)
+      : owner(&p),
+        name(n),
+        geometry(geometry_of(h)),
+        options(o),
+        rep(T::heap_media(p.host_ptr<char>(p.get(n).offset), h, label_of(p, n))),
+        work(h.words),
+        orecs(zeroed<std::uint64_t>(orec_count(o, h.words))),
+        status(zeroed<std::uint64_t>(o.max_threads)),
+        counters(zeroed<std::uint64_t>(2 * o.max_threads)),
+        seq(1),
+        logs_state(zeroed<T::log_state>(h.logs)) {}
+
+  ~impl() {
+    {
+      const std::lock_guard lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+
+  // Recovers the heap and builds the GPU state from the home image.
+  void recover() {
+    const auto start = std::chrono::steady_clock::now();
+    const T::reproducer::recovered r = rep.recover();
+    recovery.replayed = r.replayed;
+    recovery.discarded = r.discarded;
+    recovery.applied_seq = rep.applied();
+    work.copy_from_host(rep.media().home(), geometry.words);
+    seq.copy_from_host(&recovery.applied_seq, 1);
+    const std::uint64_t base = owner->get(name).offset;
+    const pool_ref gpu = owner->ref();
+    const T::heap_layout& layout = rep.media().layout();
+    view.work = work.data();
+    view.orecs = orecs.data();
+    view.orec_mask = orecs.size() - 1;
+    view.status = status.data();
+    view.counters = counters.data();
+    view.max_threads = options.max_threads;
+    view.words = geometry.words;
+    view.seq = seq.data();
+    view.logs_state = logs_state.data();
+    view.control = gpu.ptr<T::log_control>(base + layout.control_offset());
+    view.log_data = gpu.ptr<ulonglong2>(base + layout.log_offset());
+    view.log_chunks = layout.log_chunks;
+    view.logs = layout.logs;
+    view.mode = options.mode;
+    view.salt = rep.media().salt();
+    view.epoch = rep.epoch();
+    view.max_attempts = options.max_attempts;
+    recovery.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options.mode != tx_mode::volatile_only) thread = std::thread([this] { reproduce(); });
+  }
+
+  // The reproducer thread: passes over the logs, often while they fill, rarely when idle.
+  void reproduce() {
+    using std::chrono::microseconds;
+    microseconds wait{50};
+    std::unique_lock lock(mutex);
+    while (!stop) {
+      try {
+        wait = rep.pass() || kicked ? microseconds{50} : std::min(wait * 2, microseconds{1000});
+      } catch (...) {
+        failure = std::current_exception();
+        return;
+      }
+      kicked = false;
+      wake.wait_for(lock, wait, [&] { return stop || kicked; });
+    }
+  }
+
+  // One pass by the caller (under the lock the thread also takes); returns the applied seq.
+  std::uint64_t pass() {
+    const std::lock_guard lock(mutex);
+    if (failure) std::rethrow_exception(failure);
+    rep.pass();
+    return rep.applied();
+  }
+
+  pool* owner;
+  std::string name;
+  tx_geometry geometry;
+  tx_options options;
+  T::reproducer rep;
+  tx_recovery recovery;
+  device_buffer<std::uint32_t> work;
+  device_buffer<std::uint64_t> orecs;
+  device_buffer<std::uint64_t> status;
+  device_buffer<std::uint64_t> counters;
+  device_buffer<std::uint64_t> seq;
+  device_buffer<T::log_state> logs_state;
+  T::heap_view view;
+
+  std::mutex mutex;  // guards rep, stop, kicked, failure
+  std::condition_variable wake;
+  bool stop = false;
+  bool kicked = false;
+  std::exception_ptr failure;
+  std::thread thread;
+};
+
+namespace {
+// The heap's host and GPU state, recovered.
+std::unique_ptr<tx_heap::impl> recovered(pool& p, std::string_view name, const T::heap_header& h,
+                                         const tx_options& options) {
+  auto state = std::make_unique<tx_heap::impl>(p, name, h, options);
+  state->recover();
+  return state;
+}
+}  // namespace
+
+tx_heap::tx_heap(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
+tx_heap::tx_heap(tx_heap&&) noexcept = default;
+tx_heap& tx_heap::operator=(tx_heap&&) noexcept = default;
+tx_heap::~tx_heap() = default;
+
+tx_heap tx_heap::create(pool& p, std::string_view name, const tx_geometry& g,
+                        const tx_options& options) {
+  check_options(options);
+  const T::heap_header h = T::make_header(g.words, g.logs, g.log_bytes);
+  if (p.find(name)) {
+    throw_error(errc::already_exists, "pool " + p.path() + " already holds an object named '" +
+                                          std::string(name) +
+                                          "': open the heap instead, or free the object first");
+  }
+  const std::uint64_t free_bytes = p.info().free_bytes;
+  if (h.common.object_bytes > free_bytes) {
+    throw_error(errc::out_of_memory,
+                label_of(p, name) + " needs " + std::to_string(h.common.object_bytes) +
+                    " bytes but the pool has " + std::to_string(free_bytes) +
+                    " free: create a larger pool, or a heap with fewer words or smaller logs");
+  }
+  const std::uint64_t offset = p.allocate(name, h.common.object_bytes, T::kLineBytes, T::kTypeTag);
+  char* object = p.host_ptr<char>(offset);
+  // The root first, the header last: until the header is durable, open() rejects the object.
+  T::heap_media(object, h, label_of(p, name)).write_root(0, 1);
+  std::memcpy(object, &h, sizeof h);
+  persist(object, sizeof h);
+  return open(p, name, options);
+}
+
+tx_heap tx_heap::open(pool& p, std::string_view name, const tx_options& options) {
+  check_options(options);
+  return tx_heap(recovered(p, name, find_heap(p, name), options));
+}
+
+tx_heap tx_heap::open(pool& p, std::string_view name, const tx_geometry& expected,
+                      const tx_options& options) {
+  check_options(options);
+  const T::heap_header h = find_heap(p, name);
+  const tx_geometry g = geometry_of(h);
+  if (!(g == expected)) {
+    throw_error(errc::layout_mismatch,
+                label_of(p, name) + " has " + std::to_string(g.words) + " words and " +
+                    std::to_string(g.logs) + " logs of " + std::to_string(g.log_bytes) +
+                    " bytes, not the " + std::to_string(expected.words) + " words and " +
+                    std::to_string(expected.logs) + " logs of " +
+                    std::to_string(expected.log_bytes) +
+                    " bytes asked for: open it with its own geometry, or create another heap");
+  }
+  return tx_heap(recovered(p, name, h, options));
+}
+
+tx_ref tx_heap::ref() const { return tx_ref(impl_->view); }
+
+T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers) const {
+  const tx_options& o = impl_->options;
+  const bool helpers = o.mode == tx_mode::helpers;
+  const std::uint32_t helper_threads = helpers ? 32 * o.helper_warps : 0;
+  require(blocks >= 1, "tx_heap::launch: blocks must be at least 1");
+  require(workers >= 32 && workers % 32 == 0 && workers + helper_threads <= kMaxBlockThreads,
+          "tx_heap::launch: workers_per_block must be a multiple of 32 (whole warps) between 32 "
+          "and " +
+              std::to_string(kMaxBlockThreads - helper_threads) + ", got " +
+              std::to_string(workers));
+  require(std::uint64_t{blocks} * workers <= o.max_threads,
+          "tx_heap::launch: " + std::to_string(std::uint64_t{blocks} * workers) +
+              " worker threads exceed tx_options::max_threads = " + std::to_string(o.max_threads));
+  require(!helpers || blocks <= impl_->geometry.logs,
+          "tx_heap::launch: a helpers launch gives each block its own log, and " + name() +
+              " has " + std::to_string(impl_->geometry.logs) + " logs for " +
+              std::to_string(blocks) + " blocks: launch fewer blocks or create more logs");
+  T::launch_plan plan;
+  plan.view = impl_->view;
+  plan.view.workers_per_block = workers;
+  plan.view.ring_chunks = helpers ? o.ring_chunks : 0;
+  plan.blocks = blocks;
+  plan.threads_per_block = workers + helper_threads;
+  plan.shared_bytes = helpers ? T::ring_bytes(o.ring_chunks) : 0;
+  {
+    const std::lock_guard lock(impl_->mutex);
+    impl_->kicked = true;
+  }
+  impl_->wake.notify_all();
+  return plan;
+}
+
+void tx_heap::sync(cudaStream_t stream) {
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (tx_heap::sync)");
+  if (impl_->options.mode == tx_mode::volatile_only) return;
+  std::uint64_t committed = 0;
+  check_cuda(cudaMemcpyAsync(&committed, impl_->seq.data(), sizeof committed,
+                             cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync (tx_heap::sync)");
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (tx_heap::sync)");
+  // Records of kernels in other streams may still be on their way.
+  while (impl_->pass() < committed) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+std::uint64_t tx_heap::durable_seq() {
+  return impl_->options.mode == tx_mode::volatile_only ? 0 : impl_->pass();
+}
+
+void tx_heap::store(std::uint64_t first, const std::uint32_t* values, std::uint64_t count) {
+  const std::uint64_t words = impl_->geometry.words;
+  require(first <= words && count <= words - first,
+          "tx_heap::store: words [" + std::to_string(first) + ", " + std::to_string(first + count) +
+              ") are outside " + name() + "'s " + std::to_string(words) + " words");
+  if (count == 0) return;
+  // Every logged commit must be in the home image first, or applying it later would undo this.
+  sync(nullptr);
+  std::uint32_t* home = impl_->rep.media().home() + first;
+  std::memcpy(home, values, count * sizeof *values);
+  persist(home, count * sizeof *values);
+  check_cuda(cudaMemcpy(impl_->work.data() + first, values, count * sizeof *values,
+                        cudaMemcpyHostToDevice),
+             "cudaMemcpy (tx_heap::store)");
+}
+
+void tx_heap::load(std::uint64_t first, std::uint32_t* out, std::uint64_t count) const {
+  const std::uint64_t words = impl_->geometry.words;
+  require(first <= words && count <= words - first,
+          "tx_heap::load: words [" + std::to_string(first) + ", " + std::to_string(first + count) +
+              ") are outside " + name() + "'s " + std::to_string(words) + " words");
+  check_cuda(
+      cudaMemcpy(out, impl_->work.data() + first, count * sizeof *out, cudaMemcpyDeviceToHost),
+      "cudaMemcpy (tx_heap::load)");
+}
+
+const tx_recovery& tx_heap::last_recovery() const { return impl_->recovery; }
+
+tx_stats tx_heap::stats() const {
+  tx_stats s;
+  std::vector<std::uint64_t> counters(impl_->counters.size());
+  impl_->counters.copy_to_host(counters.data(), counters.size());
+  for (std::size_t i = 0; i < counters.size(); i += 2) {
+    s.commits += counters[i];
+    s.aborts += counters[i + 1];
+  }
+  const std::lock_guard lock(impl_->mutex);
+  for (std::uint32_t log = 0; log < impl_->geometry.logs; ++log) {
+    s.persisted_bytes +=
+        std::atomic_ref<std::uint64_t>(impl_->rep.media().control(log).persisted).load() *
+        T::kChunkBytes;
+  }
+  s.durable_seq = impl_->rep.applied();
+  return s;
+}
+
+const tx_geometry& tx_heap::geometry() const { return impl_->geometry; }
+const tx_options& tx_heap::options() const { return impl_->options; }
+const std::string& tx_heap::name() const { return impl_->name; }
+
+}  // namespace gpm

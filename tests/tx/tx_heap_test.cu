@@ -1,0 +1,480 @@
+// Unit tests of gpm::tx_heap and gpm::tx_ref: creating and opening (every error), store and load,
+// launch shapes (every error), every tx_status a transaction can end with, the transaction's
+// operations (read-your-writes, typed and 64-bit access, cancel, ok), the three persistence
+// modes, durable_seq / sync / stats, and kernels launched by the caller through heap.ref().
+#include <gpm/pool/pool.hpp>
+#include <gpm/tx/tx_heap.cuh>
+
+#include <cstring>
+
+#include "tx_test_support.hpp"
+
+namespace {
+
+using gpm::tx_mode;
+using gpm::tx_status;
+using gpm::test::tx::with_schedule;
+
+constexpr gpm::tx_geometry kGeometry{.words = 256, .logs = 4, .log_bytes = 4096};
+
+gpm::tx_options small_options(tx_mode mode = tx_mode::helpers) {
+  gpm::tx_options o;
+  o.mode = mode;
+  o.max_threads = 4096;
+  o.ring_chunks = 64;
+  return o;
+}
+
+template <class E>
+void expect_error(gpm::errc code, E&& call) {
+  try {
+    call();
+    ADD_FAILURE() << "no gpm::error thrown, expected " << gpm::to_string(code);
+  } catch (const gpm::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_GT(std::strlen(e.what()), 30u) << "the message should say what to do";
+  }
+}
+
+// One transaction per launched thread: body(t, worker index); results copied back.
+struct results {
+  std::vector<gpm::tx_result> r;
+  const gpm::tx_result& operator[](std::size_t i) const { return r[i]; }
+};
+template <unsigned L = 32, unsigned W = 16, class Body>
+results run_each(gpm::tx_heap& heap, std::uint32_t blocks, std::uint32_t workers, Body body) {
+  gpm::device_buffer<gpm::tx_result> out(std::size_t{blocks} * workers);
+  gpm::tx_result* d = out.data();
+  heap.launch(blocks, workers, [=] __device__(gpm::tx_ref tx) {
+    d[tx.worker_index()] = tx.run<L, W>([&](auto& t) { body(t, tx.worker_index()); });
+  });
+  heap.sync();
+  return {gpm::test::to_host(out)};
+}
+
+std::vector<std::uint32_t> contents(const gpm::tx_heap& heap) {
+  std::vector<std::uint32_t> w(heap.geometry().words);
+  heap.load(0, w.data(), w.size());
+  return w;
+}
+
+class TxHeap : public ::testing::Test {
+ protected:
+  gpm::test::scratch_pool pool{"tx-unit"};
+};
+
+// ---- create / open ----------------------------------------------------------------------------
+
+TEST_F(TxHeap, CreatesAZeroHeapAndReopensItWithItsGeometry) {
+  {
+    auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+    EXPECT_EQ(heap.geometry(), kGeometry);
+    EXPECT_EQ(heap.name(), "h");
+    EXPECT_EQ(heap.options().mode, tx_mode::helpers);
+    EXPECT_EQ(heap.ref().words(), 256u);
+    EXPECT_EQ(heap.ref().mode(), tx_mode::helpers);
+    EXPECT_EQ(contents(heap), std::vector<std::uint32_t>(256, 0));
+    EXPECT_EQ(heap.last_recovery().replayed, 0u);
+    EXPECT_EQ(heap.durable_seq(), 0u);
+  }
+  gpm::pool& p = pool.reopen();
+  auto again = gpm::tx_heap::open(p, "h", kGeometry, small_options(tx_mode::direct));
+  EXPECT_EQ(again.geometry(), kGeometry);
+  EXPECT_EQ(again.options().mode, tx_mode::direct);
+  const auto obj = p.get("h");
+  EXPECT_EQ(obj.type_tag, gpm::detail::tx::kTypeTag);
+}
+
+TEST_F(TxHeap, CreateRejectsBadGeometryOptionsTakenNamesAndFullPools) {
+  gpm::pool& p = pool.get();
+  const auto create = [&](gpm::tx_geometry g, gpm::tx_options o = small_options()) {
+    return [&p, g, o] { gpm::tx_heap::create(p, "bad", g, o); };
+  };
+  expect_error(gpm::errc::invalid_argument, create({.words = 0, .logs = 1}));
+  expect_error(gpm::errc::invalid_argument, create({.words = (1ull << 32) + 1, .logs = 1}));
+  expect_error(gpm::errc::invalid_argument, create({.words = 8, .logs = 0}));
+  expect_error(gpm::errc::invalid_argument, create({.words = 8, .logs = 1, .log_bytes = 128}));
+  expect_error(gpm::errc::invalid_argument, create({.words = 8, .logs = 1, .log_bytes = 1000}));
+  gpm::tx_options o = small_options();
+  o.helper_warps = 0;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  o.helper_warps = 3;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  o = small_options();
+  o.ring_chunks = 1;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  o.ring_chunks = 1 << 20;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  o = small_options();
+  o.max_threads = 0;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  o = small_options();
+  o.orecs = 3;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  EXPECT_FALSE(p.find("bad")) << "a rejected create must not allocate";
+
+  gpm::tx_heap::create(p, "taken", kGeometry, small_options());
+  expect_error(gpm::errc::already_exists,
+               [&] { gpm::tx_heap::create(p, "taken", kGeometry, small_options()); });
+  expect_error(gpm::errc::out_of_memory,
+               create({.words = 1ull << 30, .logs = 1}, small_options(tx_mode::direct)));
+}
+
+TEST_F(TxHeap, OpenRejectsMissingForeignCorruptAndMismatchedHeaps) {
+  gpm::pool& p = pool.get();
+  expect_error(gpm::errc::not_found, [&] { gpm::tx_heap::open(p, "nothing"); });
+  gpm::tx_heap::create(p, "h", kGeometry, small_options());
+  expect_error(gpm::errc::layout_mismatch, [&] {
+    gpm::tx_heap::open(p, "h", {.words = 255, .logs = 4, .log_bytes = 4096}, small_options());
+  });
+  expect_error(gpm::errc::invalid_argument, [&] {
+    gpm::tx_options o = small_options();
+    o.helper_warps = 5;
+    gpm::tx_heap::open(p, "h", o);
+  });
+  auto* h = p.host_ptr<gpm::detail::tx::heap_header>(p.get("h").offset);
+  const gpm::detail::tx::heap_header good = *h;
+
+  h->words = 257;  // a flipped bit in the geometry
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  *h = good;
+  h->common.major = gpm::detail::tx::kMajor + 1;
+  expect_error(gpm::errc::version, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  *h = good;
+  std::memset(h->common.magic, 0, sizeof h->common.magic);  // creation interrupted
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  *h = good;
+  h->common.magic[0] = 'X';
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  *h = good;
+
+  // Both copies of the root damaged.
+  auto* roots = reinterpret_cast<gpm::detail::tx::root_record*>(reinterpret_cast<char*>(h) +
+                                                                gpm::detail::tx::kRootOffset);
+  const gpm::detail::tx::root_record r0 = roots[0], r1 = roots[1];
+  roots[0].applied_seq ^= 1;
+  roots[1].applied_seq ^= 1;
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  roots[0] = r0;
+  roots[1] = r1;
+  EXPECT_NO_THROW(gpm::tx_heap::open(p, "h", small_options()));
+
+  // A valid header in an object of another size: truncated or extended.
+  const std::uint64_t off = p.allocate("copy", p.get("h").bytes + 128);
+  std::memcpy(p.host_ptr<char>(off), h, sizeof *h);
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "copy", small_options()); });
+  const std::uint64_t tiny = p.allocate("tiny", 64);
+  (void)tiny;
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "tiny", small_options()); });
+}
+
+// ---- store / load / launch shapes -------------------------------------------------------------
+
+TEST_F(TxHeap, StoreIsDurableAndLoadReadsTheWorkingCopy) {
+  {
+    auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+    std::vector<std::uint32_t> v(100);
+    std::iota(v.begin(), v.end(), 1000);
+    heap.store(50, v.data(), v.size());
+    heap.store(0, v.data(), 0);
+    std::vector<std::uint32_t> back(100);
+    heap.load(50, back.data(), back.size());
+    EXPECT_EQ(back, v);
+    expect_error(gpm::errc::invalid_argument, [&] { heap.store(200, v.data(), 57); });
+    expect_error(gpm::errc::invalid_argument, [&] { heap.load(257, back.data(), 0); });
+    expect_error(gpm::errc::invalid_argument, [&] { heap.load(0, back.data(), 257); });
+  }
+  auto again = gpm::tx_heap::open(pool.reopen(), "h", small_options());
+  const auto w = contents(again);
+  EXPECT_EQ(w[49], 0u);
+  EXPECT_EQ(w[50], 1000u);
+  EXPECT_EQ(w[149], 1099u);
+}
+
+TEST_F(TxHeap, LaunchRejectsShapesItCannotRun) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  const auto body = [] __device__(gpm::tx_ref) {};
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(0, 32, body); });
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 0, body); });
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 48, body); });
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 1024, body); });  // + helpers
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(5, 32, body); });    // 4 logs
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(4, 2048, body); });
+  EXPECT_NO_THROW(heap.launch(4, 992, body));  // 992 workers and one helper warp: 1024
+  heap.sync();
+  gpm::tx_options few = small_options(tx_mode::direct);
+  few.max_threads = 256;
+  auto direct = gpm::tx_heap::create(pool.get(), "d", kGeometry, few);
+  expect_error(gpm::errc::invalid_argument, [&] { direct.launch(9, 32, body); });
+  // Without helpers, blocks share logs: 8 blocks on 4 logs.
+  const auto r = run_each(direct, 8, 32, [] __device__(auto& t, std::uint64_t i) {
+    t.write(i % t.words(), static_cast<std::uint32_t>(i));
+  });
+  for (const auto& x : r.r) EXPECT_EQ(x.status, tx_status::committed);
+  EXPECT_EQ(direct.durable_seq(), 256u);
+}
+
+// ---- statuses ---------------------------------------------------------------------------------
+
+TEST_F(TxHeap, EveryStatusHasAName) {
+  for (int s = 0; s < gpm::tx_status_count; ++s) {
+    EXPECT_NE(gpm::to_string(static_cast<tx_status>(s)), "unknown") << s;
+  }
+  EXPECT_EQ(gpm::to_string(tx_status::write_set_full), "write_set_full");
+  EXPECT_EQ(gpm::to_string(static_cast<tx_status>(99)), "unknown");
+  EXPECT_EQ(gpm::to_string(tx_mode::volatile_only), "volatile");
+  EXPECT_EQ(gpm::to_string(tx_mode::direct), "direct");
+  EXPECT_EQ(gpm::to_string(tx_mode::helpers), "helpers");
+}
+
+TEST_F(TxHeap, CommitsGetConsecutiveSequenceNumbersAndEmptyOnesNone) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  const auto r = run_each(heap, 2, 64, [] __device__(auto& t, std::uint64_t i) {
+    if (i % 2 == 0) t.write(i, static_cast<std::uint32_t>(i + 1));  // odd threads write nothing
+  });
+  std::vector<bool> seen(65, false);
+  for (std::uint64_t i = 0; i < 128; ++i) {
+    EXPECT_EQ(r[i].status, tx_status::committed);
+    EXPECT_EQ(r[i].attempts, 1u);
+    if (i % 2 == 1) {
+      EXPECT_EQ(r[i].seq, 0u);
+      continue;
+    }
+    ASSERT_GE(r[i].seq, 1u);
+    ASSERT_LE(r[i].seq, 64u);
+    EXPECT_FALSE(seen[r[i].seq]) << "seq " << r[i].seq << " twice";
+    seen[r[i].seq] = true;
+  }
+  EXPECT_EQ(heap.durable_seq(), 64u);
+  const auto w = contents(heap);
+  for (std::uint64_t i = 0; i < 128; ++i) EXPECT_EQ(w[i], i % 2 == 0 ? i + 1 : 0) << i;
+}
+
+TEST_F(TxHeap, FailedTransactionsReportTheirStatusAndWriteNothing) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  const std::vector<std::uint32_t> ones(256, 1);
+  heap.store(0, ones.data(), ones.size());
+  // Each thread i writes word i first, then fails in its own way.
+  const auto r = run_each<4, 2>(heap, 1, 32, [] __device__(auto& t, std::uint64_t i) {
+    t.write(i, 7);
+    switch (i) {
+      case 0: t.cancel(); break;
+      case 1: t.read(t.words()); break;
+      case 2: t.write(t.words() + 5, 1); break;
+      case 3: t.template read_as<std::uint64_t>(t.words() - 1); break;
+      case 4: t.write(100, 1), t.write(101, 1); break;  // three words: the write set holds 2
+      case 5: t.read(100), t.read(101), t.read(102), t.read(103); break;  // five orecs of 4
+      default: break;
+    }
+  });
+  const tx_status want[] = {tx_status::cancelled,      tx_status::out_of_range,
+                            tx_status::out_of_range,   tx_status::out_of_range,
+                            tx_status::write_set_full, tx_status::read_set_full};
+  for (std::uint64_t i = 0; i < 32; ++i) {
+    const tx_status expected = i < 6 ? want[i] : tx_status::committed;
+    EXPECT_EQ(r[i].status, expected) << "thread " << i << ": " << gpm::to_string(r[i].status);
+    EXPECT_EQ(r[i].seq == 0, i < 6) << i;
+  }
+  const auto w = contents(heap);
+  for (std::uint64_t i = 0; i < 32; ++i) EXPECT_EQ(w[i], i < 6 ? 1u : 7u) << i;
+  EXPECT_EQ(w[100], 1u);
+  EXPECT_EQ(w[101], 1u);
+  EXPECT_EQ(heap.durable_seq(), 26u);
+}
+
+TEST_F(TxHeap, RecordsLargerThanTheRingOrTheLogAreRefused) {
+  gpm::tx_options o = small_options();
+  o.ring_chunks = 4;  // 5 pairs make a record of 4 chunks; 6 pairs of 5
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, o);
+  auto r = run_each(heap, 1, 32, [] __device__(auto& t, std::uint64_t i) {
+    for (std::uint64_t k = 0; k < (i == 0 ? 6 : 5); ++k) t.write(40 * (i % 4) + k, 3);
+  });
+  EXPECT_EQ(r[0].status, tx_status::record_too_large);
+  for (int i = 1; i < 32; ++i) EXPECT_EQ(r[i].status, tx_status::committed) << i;
+  // Direct: a 256-byte log holds 16 chunks; 30 pairs need 17.
+  auto direct = gpm::tx_heap::create(pool.get(), "d", {.words = 64, .logs = 1, .log_bytes = 256},
+                                     small_options(tx_mode::direct));
+  r = run_each<32, 32>(direct, 1, 32, [] __device__(auto& t, std::uint64_t i) {
+    if (i > 1) return;
+    for (std::uint64_t k = 0; k < (i == 0 ? 30 : 29); ++k) t.write(k, 3);
+  });
+  EXPECT_EQ(r[0].status, tx_status::record_too_large);
+  EXPECT_EQ(r[1].status, tx_status::committed);
+}
+
+// A kernel the caller launches itself, with heap.ref(): every thread writes its own word.
+__global__ void write_own_word(gpm::tx_ref tx, gpm::tx_result* out) {
+  const std::uint64_t i = tx.worker_index();
+  out[i] = tx.run([&](auto& t) { t.write(i % t.words(), static_cast<std::uint32_t>(i + 1)); });
+}
+
+TEST_F(TxHeap, KernelsLaunchedByTheCallerCommitDirectly) {
+  gpm::tx_options o = small_options(tx_mode::helpers);
+  o.max_threads = 40;
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, o);
+  gpm::device_buffer<gpm::tx_result> out(64);
+  gpm::launch(write_own_word, 2, 32, 0, nullptr, heap.ref(), out.data());
+  heap.sync();
+  const auto r = gpm::test::to_host(out);
+  for (std::uint64_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(r[i].status, i < 40 ? tx_status::committed : tx_status::too_many_threads) << i;
+  }
+  EXPECT_EQ(heap.durable_seq(), 40u);
+  EXPECT_EQ(heap.stats().persisted_bytes, 40 * 2 * gpm::detail::tx::kChunkBytes);
+  const auto w = contents(heap);
+  for (std::uint64_t i = 0; i < 64; ++i) EXPECT_EQ(w[i], i < 40 ? i + 1 : 0) << i;
+}
+
+TEST_F(TxHeap, GivesUpAfterMaxAttempts) {
+  gpm::tx_options o = small_options(tx_mode::direct);
+  o.max_attempts = 1;
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, o);
+  results r;
+  // Every thread increments word 0, and the seeded schedule interleaves them.
+  with_schedule(7, [&] {
+    r = run_each(heap, 2, 64, [] __device__(auto& t, std::uint64_t) { t.write(0, t.read(0) + 1); });
+  });
+  std::uint32_t committed = 0, gave_up = 0;
+  for (const auto& x : r.r) {
+    ASSERT_TRUE(x.status == tx_status::committed || x.status == tx_status::too_many_aborts)
+        << gpm::to_string(x.status);
+    EXPECT_EQ(x.attempts, 1u);
+    (x.status == tx_status::committed ? committed : gave_up) += 1;
+  }
+  EXPECT_EQ(contents(heap)[0], committed) << "a transaction that gave up wrote nothing";
+  if (GPM_BACKEND_HOST) {
+    EXPECT_GT(gave_up, 0u) << "the seeded schedule should make conflicts";
+  }
+  EXPECT_EQ(heap.stats().aborts, gave_up);
+}
+
+// ---- the transaction's operations -------------------------------------------------------------
+
+struct triple {
+  std::uint32_t a, b, c;
+};
+
+TEST_F(TxHeap, ReadsSeeOwnWritesAndTypedValuesSpanWholeWords) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  gpm::device_buffer<std::uint32_t> seen(8);
+  seen.fill_bytes(0);
+  std::uint32_t* d = seen.data();
+  const auto r = run_each(heap, 1, 32, [=] __device__(auto& t, std::uint64_t i) {
+    if (i != 0) return;
+    t.write(3, 10);
+    d[0] = t.read(3);  // its own write
+    t.write(3, 11);    // a second write of one word keeps one entry
+    d[1] = t.read(3);
+    t.template write_as<std::uint64_t>(10, 0x0123456789abcdefull);
+    d[2] = t.read(10);  // the low word
+    d[3] = t.read(11);
+    t.template write_as<double>(20, 2.5);
+    t.template write_as<triple>(30, triple{7, 8, 9});
+    d[4] = t.template read_as<triple>(30).c;
+    d[5] = t.ok();
+  });
+  EXPECT_EQ(r[0].status, tx_status::committed);
+  EXPECT_EQ(gpm::test::to_host(seen),
+            (std::vector<std::uint32_t>{10, 11, 0x89abcdef, 0x01234567, 9, 1, 0, 0}));
+  const auto w = contents(heap);
+  EXPECT_EQ(w[3], 11u);
+  std::uint64_t u;
+  std::memcpy(&u, &w[10], 8);
+  EXPECT_EQ(u, 0x0123456789abcdefull);
+  double x;
+  std::memcpy(&x, &w[20], 8);
+  EXPECT_EQ(x, 2.5);
+  EXPECT_EQ(w[30] + w[31] + w[32], 24u);
+  // The record holds 1 + 2 + 2 + 3 pairs: 6 chunks.
+  EXPECT_EQ(heap.stats().persisted_bytes, 6 * gpm::detail::tx::kChunkBytes);
+}
+
+TEST_F(TxHeap, OkTurnsFalseOnceAnAttemptIsDoomed) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  gpm::device_buffer<std::uint32_t> seen(4);
+  std::uint32_t* d = seen.data();
+  run_each(heap, 1, 32, [=] __device__(auto& t, std::uint64_t i) {
+    if (i >= 2) return;
+    d[2 * i] = t.ok();
+    if (i == 0) t.cancel();
+    if (i == 1) t.read(1 << 20);
+    d[2 * i + 1] = t.ok() ? 1 : 2;
+    t.write(i, 5);  // ignored
+  });
+  EXPECT_EQ(gpm::test::to_host(seen), (std::vector<std::uint32_t>{1, 2, 1, 2}));
+  EXPECT_EQ(contents(heap)[0], 0u);
+}
+
+// 64-bit counters incremented by many threads: carries cross the word boundary, and a torn
+// 64-bit read or write would lose them.
+TEST_F(TxHeap, SixtyFourBitValuesAreNeverTorn) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  const std::uint64_t start = 0xfffffff0ull;
+  std::uint32_t init[2];
+  std::memcpy(init, &start, 8);
+  heap.store(0, init, 2);
+  with_schedule(11, [&] {
+    run_each(heap, 4, 64, [] __device__(auto& t, std::uint64_t) {
+      t.template write_as<std::uint64_t>(0, t.template read_as<std::uint64_t>(0) + 3);
+    });
+  });
+  std::uint64_t got;
+  const auto w = contents(heap);
+  std::memcpy(&got, w.data(), 8);
+  EXPECT_EQ(got, start + 3 * 256);
+}
+
+// ---- persistence modes ------------------------------------------------------------------------
+
+TEST_F(TxHeap, VolatileModeLogsNothingAndLeavesTheHomeImage) {
+  {
+    auto heap =
+        gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options(tx_mode::volatile_only));
+    const auto r =
+        run_each(heap, 2, 32, [] __device__(auto& t, std::uint64_t i) { t.write(i, 9); });
+    for (const auto& x : r.r) {
+      EXPECT_EQ(x.status, tx_status::committed);
+      EXPECT_EQ(x.seq, 0u);
+    }
+    EXPECT_EQ(contents(heap)[63], 9u);
+    EXPECT_EQ(heap.durable_seq(), 0u);
+    const gpm::tx_stats s = heap.stats();
+    EXPECT_EQ(s.commits, 64u);
+    EXPECT_EQ(s.persisted_bytes, 0u);
+  }
+  auto again = gpm::tx_heap::open(pool.reopen(), "h", small_options());
+  EXPECT_EQ(contents(again)[63], 0u);
+}
+
+TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
+  struct config {
+    tx_mode mode;
+    std::uint32_t helpers;
+  };
+  for (const config c :
+       {config{tx_mode::direct, 0}, config{tx_mode::helpers, 1}, config{tx_mode::helpers, 2}}) {
+    gpm::tx_options o = small_options(c.mode);
+    if (c.helpers != 0) o.helper_warps = c.helpers;
+    const std::string name = std::string(gpm::to_string(c.mode)) + std::to_string(c.helpers);
+    {
+      auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
+      run_each(heap, 4, 64, [] __device__(auto& t, std::uint64_t i) {
+        t.write(i % 200, t.read(i % 200) + static_cast<std::uint32_t>(i));
+        t.write(255, t.read(255) + 1);
+      });
+      EXPECT_EQ(heap.durable_seq(), 256u) << name;
+      const gpm::tx_stats s = heap.stats();
+      EXPECT_EQ(s.commits, 256u) << name;
+      EXPECT_EQ(s.durable_seq, 256u) << name;
+      EXPECT_EQ(s.persisted_bytes, 256 * 3 * gpm::detail::tx::kChunkBytes) << name;
+    }
+    auto again = gpm::tx_heap::open(pool.get(), name, o);
+    const auto w = contents(again);
+    EXPECT_EQ(w[255], 256u) << name;
+    std::uint64_t sum = 0;
+    for (int i = 0; i < 200; ++i) sum += w[i];
+    EXPECT_EQ(sum, 255u * 256 / 2) << name;
+  }
+}
+
+}  // namespace
