@@ -87,19 +87,18 @@ mapping::~mapping() {
   if (fd >= 0) ::close(fd);
 }
 
-std::string default_pm_dir(const pool_options& o) {
-  return !o.pm_dir.empty() ? o.pm_dir : env_or("GPMKIT_PM_DIR", "/dev/shm/gpmkit");
-}
-
-std::string default_snapshot_dir(const pool_options& o) {
-  return !o.snapshot_dir.empty() ? o.snapshot_dir
-                                 : env_or("GPMKIT_SNAPSHOT_DIR", "/var/tmp/gpmkit");
-}
-
-std::string resolve_pool_path(const std::string& path, const pool_options& o) {
-  require(!path.empty(), "pool path is empty");
-  if (path.find('/') != std::string::npos) return path;
-  return (std::filesystem::path(default_pm_dir(o)) / path).string();
+pool_paths locate(const pool_options& o, const std::string& name) {
+  pool_paths p;
+  p.pm_dir = !o.pm_dir.empty() ? o.pm_dir : env_or("GPMKIT_PM_DIR", "/dev/shm/gpmkit");
+  p.snapshot_root =
+      !o.snapshot_dir.empty() ? o.snapshot_dir : env_or("GPMKIT_SNAPSHOT_DIR", "/var/tmp/gpmkit");
+  if (name.empty()) return p;
+  p.pool = name.find('/') != std::string::npos ? name
+                                               : (std::filesystem::path(p.pm_dir) / name).string();
+  p.snapshot = (std::filesystem::path(p.snapshot_root) /
+                (std::filesystem::path(p.pool).filename().string() + ".snapshot"))
+                   .string();
+  return p;
 }
 
 std::string nearest_existing(const std::string& path) {

@@ -29,9 +29,18 @@ struct mapping {
   ~mapping();  // unregisters, unmaps, closes (which releases the lock)
 };
 
-std::string default_pm_dir(const pool_options& o);
-std::string default_snapshot_dir(const pool_options& o);
-std::string resolve_pool_path(const std::string& path, const pool_options& o);
+// Where a pool's files live: worked out here and nowhere else (docs/pool.md).
+struct pool_paths {
+  std::string pm_dir;         // pool_options::pm_dir, else $GPMKIT_PM_DIR, else /dev/shm/gpmkit
+  std::string snapshot_root;  // pool_options::snapshot_dir, else $GPMKIT_SNAPSHOT_DIR, else
+                              // /var/tmp/gpmkit: the directory of all snapshots
+  std::string pool;           // the pool file: `name` itself if it holds a '/', else pm_dir/name
+  std::string snapshot;       // the pool's snapshot directory: snapshot_root/<file name>.snapshot
+};
+
+// The directories `o` names and, for a non-empty `name`, that pool's file and snapshot directory
+// (empty otherwise).
+pool_paths locate(const pool_options& o, const std::string& name = {});
 
 // The path itself if it exists, else its nearest existing ancestor.
 std::string nearest_existing(const std::string& path);

@@ -127,7 +127,7 @@ struct pool::impl {
     if (!snapshots) {
       fs = detail::make_posix_fs();
       snapshots =
-          std::make_unique<detail::snapshot_store>(*fs, detail::snapshot_dir_for(path, options));
+          std::make_unique<detail::snapshot_store>(*fs, detail::locate(options, path).snapshot);
     }
     return *snapshots;
   }
@@ -183,7 +183,7 @@ std::unique_ptr<pool::impl> open_validated(const std::string& path, std::string_
 // Recreates the pool file at `path` from its snapshot; returns the restore result.
 snapshot_result restore_file(const std::string& path, const pool_options& o) {
   auto fs = detail::make_posix_fs();
-  detail::snapshot_store store(*fs, detail::snapshot_dir_for(path, o));
+  detail::snapshot_store store(*fs, detail::locate(o, path).snapshot);
   const std::optional<detail::snapshot_manifest> m = store.manifest();
   if (!m) throw_error(errc::not_found, "no snapshot of pool " + path + " in " + store.dir());
   auto map = detail::create_backing(path, m->pool_bytes);
@@ -201,7 +201,7 @@ snapshot_result restore_file(const std::string& path, const pool_options& o) {
 }
 
 bool snapshot_exists(const std::string& path, const pool_options& o) {
-  return std::filesystem::exists(detail::snapshot_dir_for(path, o) + "/manifest");
+  return std::filesystem::exists(detail::locate(o, path).snapshot + "/manifest");
 }
 
 }  // namespace
@@ -226,19 +226,21 @@ pool::~pool() {
 }
 
 std::string pool::resolve(const std::string& path, const pool_options& options) {
-  return detail::resolve_pool_path(path, options);
+  require(!path.empty(), "pool path is empty");
+  return detail::locate(options, path).pool;
 }
 
 std::string pool::pm_directory(const pool_options& options) {
-  return detail::default_pm_dir(options);
+  return detail::locate(options).pm_dir;
 }
 
 std::string pool::snapshot_directory(const pool_options& options) {
-  return detail::default_snapshot_dir(options);
+  return detail::locate(options).snapshot_root;
 }
 
 std::string pool::snapshot_location(const std::string& path, const pool_options& options) {
-  return detail::snapshot_dir_for(resolve(path, options), options);
+  require(!path.empty(), "pool path is empty");
+  return detail::locate(options, path).snapshot;
 }
 
 void pool::require_gpu_mappable(const std::string& path_in, const pool_options& options) {
@@ -291,7 +293,7 @@ pool pool::create(const std::string& path_in, std::uint64_t bytes, std::string_v
     if (snapshot_exists(path, options)) {
       throw_error(errc::already_exists,
                   "a snapshot of a pool named " + std::filesystem::path(path).filename().string() +
-                      " exists in " + detail::snapshot_dir_for(path, options) +
+                      " exists in " + detail::locate(options, path).snapshot +
                       ": open the pool to restore it, or remove the snapshot first (gpmkit pool "
                       "rm --snapshot)");
     }
@@ -328,12 +330,12 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
                       (snapshot_exists(path, options)
                            ? std::string(" (a snapshot exists; open it writable to restore it)")
                            : std::string(" and has no snapshot in ") +
-                                 detail::snapshot_dir_for(path, options)));
+                                 detail::locate(options, path).snapshot));
     }
     const snapshot_result r = restore_file(path, options);
     early_notes.push_back("pool " + path + " was missing (after a reboot?): restored snapshot " +
                           std::to_string(r.seq) + " from " +
-                          detail::snapshot_dir_for(path, options));
+                          detail::locate(options, path).snapshot);
   }
 
   findings f;
@@ -415,7 +417,7 @@ void pool::remove(const std::string& path_in, pool_options options, bool with_sn
   }
   if (with_snapshot) {
     std::error_code ec;
-    std::filesystem::remove_all(detail::snapshot_dir_for(path, options), ec);
+    std::filesystem::remove_all(detail::locate(options, path).snapshot, ec);
     if (ec) throw_error(errc::io, "cannot remove the snapshot of " + path + ": " + ec.message());
   }
 }

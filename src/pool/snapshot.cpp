@@ -204,12 +204,6 @@ std::uint64_t page_checksum(const char* page, std::uint64_t page_index) {
   return checksum64(page, kPage, page_index);
 }
 
-std::string snapshot_dir_for(const std::string& pool_path, const pool_options& o) {
-  return (std::filesystem::path(default_snapshot_dir(o)) /
-          (std::filesystem::path(pool_path).filename().string() + ".snapshot"))
-      .string();
-}
-
 snapshot_store::snapshot_store(snapshot_fs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
 std::string snapshot_store::path(const std::string& name) const { return dir_ + "/" + name; }

@@ -84,9 +84,6 @@ class snapshot_store {
   std::uint64_t table_seq_ = 0;
 };
 
-// Where the snapshots of the pool at `pool_path` live.
-std::string snapshot_dir_for(const std::string& pool_path, const pool_options& o);
-
 // Checksum of one page as recorded in snapshot tables.
 std::uint64_t page_checksum(const char* page, std::uint64_t page_index);
 
