@@ -1,10 +1,7 @@
 // The heap object's header, root and records on the host (see media.hpp).
 #include "media.hpp"
 
-#include <sys/random.h>
-
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstring>
 
@@ -17,12 +14,6 @@ namespace gpm::detail::tx {
 namespace {
 
 constexpr std::uint64_t kMinLogBytes = 256;
-
-std::uint64_t header_checksum(const heap_header& h) {
-  heap_header copy = h;
-  copy.common.checksum = 0;
-  return checksum64(&copy, sizeof copy);
-}
 
 root_record* roots(char* object) { return reinterpret_cast<root_record*>(object + kRootOffset); }
 
@@ -43,66 +34,24 @@ heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t l
           "tx_heap: log_bytes must be a multiple of 16 and at least 256, got " +
               std::to_string(log_bytes));
   heap_header h{};
-  std::memcpy(h.common.magic, kMagic, sizeof kMagic);
-  h.common.major = kMajor;
-  h.common.minor = kMinor;
-  h.common.header_bytes = sizeof(heap_header);
   h.words = words;
   h.logs = logs;
   h.log_chunks = log_bytes / kChunkBytes;
-  h.common.object_bytes = heap_layout{h.words, h.log_chunks, h.logs}.object_bytes();
-  if (getrandom(h.common.uuid, sizeof h.common.uuid, 0) != sizeof h.common.uuid) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    std::memcpy(h.common.uuid, &now, sizeof now);  // the uuid only tells heaps apart
-  }
-  h.common.created_ns =
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-  h.common.checksum = header_checksum(h);
+  h.common = format::make_header(kHeapKind, heap_layout{words, h.log_chunks, logs}.object_bytes());
+  format::seal_header(&h);
   return h;
 }
 
 heap_header validate_header(const void* object, std::uint64_t object_bytes,
                             const std::string& what) {
-  if (object_bytes < sizeof(heap_header)) {
-    throw_error(errc::corrupt, what + " is " + std::to_string(object_bytes) +
-                                   " bytes, too small for a heap header: it is not a heap");
-  }
+  format::validate_header(object, object_bytes, kHeapKind, what);
   heap_header h;
   std::memcpy(&h, object, sizeof h);
-  static constexpr char kNoMagic[8] = {};
-  if (std::memcmp(h.common.magic, kNoMagic, sizeof kNoMagic) == 0) {
-    throw_error(errc::corrupt, what +
-                                   " has no header: its creation was interrupted by a crash. "
-                                   "Free the object and create the heap again");
-  }
-  if (std::memcmp(h.common.magic, kMagic, sizeof kMagic) != 0) {
-    throw_error(errc::corrupt,
-                what +
-                    " is not a transactional heap (wrong magic): the name belongs to another "
-                    "kind of object, or it was overwritten");
-  }
-  if (h.common.major != kMajor) {
-    throw_error(errc::version, what + " has heap format version " + std::to_string(h.common.major) +
-                                   "." + std::to_string(h.common.minor) + "; this gpmkit reads " +
-                                   std::to_string(kMajor) + ".x: open it with a matching gpmkit");
-  }
-  if (h.common.header_bytes != sizeof(heap_header) || h.common.checksum != header_checksum(h)) {
-    throw_error(errc::corrupt, what +
-                                   " has a corrupt header (checksum mismatch): restore the pool "
-                                   "from its snapshot, or create the heap again");
-  }
-  if (h.common.incompat_features != 0) {
-    throw_error(errc::version, what +
-                                   " uses format features this gpmkit does not know: "
-                                   "upgrade gpmkit");
-  }
   const heap_layout layout{h.words, h.log_chunks, h.logs};
   const bool geometry_ok = h.words >= 1 && h.words <= kMaxWords && h.logs >= 1 &&
                            h.log_chunks * kChunkBytes >= kMinLogBytes &&
                            layout.object_bytes() == h.common.object_bytes;
-  if (!geometry_ok || h.common.object_bytes != object_bytes) {
+  if (!geometry_ok) {
     throw_error(errc::corrupt, what + " has inconsistent sizes (" +
                                    std::to_string(h.common.object_bytes) +
                                    " bytes recorded for its geometry, object of " +

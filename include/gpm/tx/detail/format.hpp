@@ -1,7 +1,7 @@
 // The on-media format of a transactional heap (gpm::tx_heap), version 1.0; docs/transactions.md
 // ("On-media format") describes it for humans. A heap is one named pool object:
 //
-//   [0, 128)          header: the common object header (magic "GPMTXHP", version, object size,
+//   [0, 128)          header: gpm::format::object_header (magic "GPMTXHP", version, object size,
 //                     uuid, checksum) and the geometry (words, logs, chunks per log); immutable
 //   [128, 256)        two root records: the `applied` root (applied_seq, epoch), double-buffered
 //   control_offset()  one 128-byte control line per log: head (host), persisted (device)
@@ -28,10 +28,10 @@
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/hash.hpp>
 #include <gpm/platform/macros.hpp>
+#include <gpm/pool/object_header.hpp>
 
 namespace gpm::detail::tx {
 
-inline constexpr char kMagic[8] = {'G', 'P', 'M', 'T', 'X', 'H', 'P', '\0'};
 inline constexpr std::uint16_t kMajor = 1;
 inline constexpr std::uint16_t kMinor = 0;
 inline constexpr std::uint64_t kTypeTag = 0x6770747868656170ull;  // pool type tag: "gptxheap"
@@ -40,30 +40,22 @@ inline constexpr std::uint64_t kLineBytes = 128;
 inline constexpr std::uint64_t kChunkBytes = 16;        // what one lane stores at once
 inline constexpr std::uint64_t kMaxWords = 1ull << 32;  // record pairs hold 32-bit word indices
 
-// The common header every gpmkit on-media structure starts with (64 bytes; the pool layer is
-// adopting one shape for all modules: magic, version, sizes, identity, checksum).
-struct object_header {
-  char magic[8];
-  std::uint16_t major;
-  std::uint16_t minor;
-  std::uint32_t header_bytes;       // bytes the checksum covers: sizeof(heap_header)
-  std::uint64_t object_bytes;       // the pool object's size
-  std::uint64_t incompat_features;  // none defined
-  std::uint8_t uuid[16];
-  std::uint64_t created_ns;
-  std::uint64_t checksum;  // checksum64 of header_bytes bytes with this field read as zero
-};
-static_assert(sizeof(object_header) == 64);
-
 struct heap_header {
-  object_header common;
-  std::uint64_t words;       // 32-bit words in the heap (1 .. 2^32)
-  std::uint64_t log_chunks;  // 16-byte chunks per log
-  std::uint32_t logs;        // redo logs (one per block of a helpers launch)
+  format::object_header common;  // kind "transactional heap"; header_bytes = sizeof(heap_header)
+  std::uint64_t words;           // 32-bit words in the heap (1 .. 2^32)
+  std::uint64_t log_chunks;      // 16-byte chunks per log
+  std::uint32_t logs;            // redo logs (one per block of a helpers launch)
   std::uint32_t reserved0;
   std::uint64_t reserved[5];
 };
 static_assert(sizeof(heap_header) == kLineBytes && std::is_trivially_copyable_v<heap_header>);
+
+// What the common validator checks a heap's header against.
+inline constexpr format::object_kind kHeapKind{"transactional heap",
+                                               {'G', 'P', 'M', 'T', 'X', 'H', 'P', '\0'},
+                                               kMajor,
+                                               kMinor,
+                                               sizeof(heap_header)};
 
 // Mutable root, double-buffered: an update writes the slot not holding the newest record, with
 // seq + 1; the valid slot with the higher seq is the root.
