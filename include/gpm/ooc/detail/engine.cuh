@@ -1,0 +1,264 @@
+// The GPU cache engine of gpm::ooc, shared by every element type and tile size: the cache as
+// kernels see it, the per-line directory and slot words, clock eviction, the call to the host
+// I/O threads on a miss, and warp-level deduplication of misses. Public entry points are
+// gpm::ooc::array (array.cuh); docs/out-of-core.md describes the protocol.
+//
+// directory[line] (one word per line of the mapping, GPU memory): kNoSlot, kPending (a thread is
+// filling the line) or the slot holding it. A direct map rather than a hash table: one word per
+// line costs 4 bytes per 64 KiB-2 MiB of file (3 MiB for 48 GiB of 64 KiB lines), never probes,
+// never needs tombstones, and a single CAS claims a line, so a line is fetched once however many
+// threads miss on it.
+// slot_word[slot]: tag (line + 1; 0 = empty) << 32 | kBusy | kAccessed | reference count. A thread
+// holds a line by a CAS that raises the count of a non-busy slot carrying the line's tag; clock
+// eviction claims a slot by a CAS from count 0, not busy, to busy, skipping slots whose accessed
+// bit is set (clearing it: a second chance).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <gpm/ooc/detail/protocol.hpp>
+#include <gpm/ooc/status.hpp>
+#include <gpm/platform/kernel.cuh>
+
+namespace gpm::detail::ooc {
+
+using gpm::ooc::mode;
+using gpm::ooc::status;
+
+inline constexpr std::uint32_t kNoSlot = 0xffffffffu;
+inline constexpr std::uint32_t kPending = 0xfffffffeu;
+inline constexpr std::uint64_t kBusy = 1ull << 31;
+inline constexpr std::uint64_t kAccessed = 1ull << 30;
+inline constexpr std::uint64_t kRefMask = kAccessed - 1;
+
+// dirty[slot]: what of the line must go back when it leaves the GPU.
+inline constexpr std::uint32_t kClean = 0;
+inline constexpr std::uint32_t kDirtyMasked = 1;  // mode::write: the bytes named in its mask
+inline constexpr std::uint32_t kDirtyWhole = 2;   // the whole line
+
+// Telemetry counters, sharded by block so that concurrent warps rarely add to the same word.
+enum counter : std::uint32_t { kHits, kMisses, kWaitCycles, kIoErrors, kCounters };
+inline constexpr std::uint32_t kCounterShards = 32;
+inline constexpr std::uint32_t kShardStride = 16;  // 128 bytes per shard
+
+struct cache_view {
+  std::byte* lines = nullptr;            // capacity * line bytes
+  std::uint64_t* slot_word = nullptr;    // per slot
+  std::uint32_t* dirty = nullptr;        // per slot
+  std::uint32_t* mask = nullptr;         // mode::write: mask_words per slot
+  std::uint32_t* directory = nullptr;    // per line of the mapping
+  std::uint32_t* clock_hand = nullptr;
+  unsigned long long* counters = nullptr;  // kCounterShards * kShardStride
+  queue_view queue;
+  std::uint64_t bytes = 0;  // the mapping's size
+  std::uint64_t line_count = 0;
+  std::uint32_t line_shift = 0;  // log2 of the line size
+  std::uint32_t capacity = 0;    // slots
+  std::uint32_t mask_words = 0;
+  mode mapping_mode = mode::read_write;
+};
+
+GPM_HOST_DEVICE inline std::uint64_t tag_of(std::uint64_t word) { return word >> 32; }
+
+__device__ inline void count(const cache_view& v, counter c, unsigned long long n) {
+  unsigned long long& word = v.counters[(blockIdx.x % kCounterShards) * kShardStride + c];
+  atomic_ref<unsigned long long>(word).fetch_add(n, memory_order_relaxed);
+}
+
+// Sleeps between polls of a word that another agent will change, doubling up to ~2 us: fewer
+// PCIe reads on a GPU, and on the host emulator a yield to the block's other threads.
+__device__ inline void backoff(unsigned& ns) {
+  __nanosleep(ns);
+  if (ns < 2048) ns *= 2;
+}
+
+// Asks the host I/O threads to evict and/or fill GPU cache slot `slot` and waits for the answer
+// (a result_flag set).
+__device__ inline std::uint32_t call_host(const queue_view& q, std::uint32_t slot,
+                                          std::uint32_t flags, std::uint64_t evict_line,
+                                          std::uint64_t fill_line) {
+  auto k = static_cast<std::uint32_t>(fill_line % q.slots);
+  unsigned ns = 32;
+  for (std::uint32_t tried = 1;; ++tried) {
+    std::uint32_t expected = 0;
+    if (atomic_ref<std::uint32_t>(q.owner[k]).compare_exchange_strong(expected, 1,
+                                                                      memory_order_acquire)) {
+      break;
+    }
+    k = (k + 1) % q.slots;
+    if (tried % q.slots == 0) backoff(ns);  // every slot is in use
+  }
+  const std::uint64_t seq = q.next_seq[k] + 1;
+  q.next_seq[k] = seq;
+  request& r = q.requests[k];
+  r.evict_line = evict_line;
+  r.fill_line = fill_line;
+  r.slot = slot;
+  r.flags = flags;
+  atomic_ref<std::uint64_t, thread_scope::system>(r.seq).store(seq, memory_order_release);
+  atomic_ref<std::uint64_t, thread_scope::system> done(q.responses[k].seq);
+  ns = 32;
+  while (done.load(memory_order_acquire) != seq) backoff(ns);
+  const std::uint32_t result = atomic_ref<std::uint32_t, thread_scope::system>(
+                                   q.responses[k].result)
+                                   .load(memory_order_relaxed);
+  atomic_ref<std::uint32_t>(q.owner[k]).store(0, memory_order_release);
+  return result;
+}
+
+// Claims a slot for reuse with the clock: returns it busy, unreferenced, with its old tag.
+__device__ inline std::uint32_t claim_victim(const cache_view& v) {
+  unsigned ns = 32;
+  for (std::uint64_t scanned = 1;; ++scanned) {
+    const std::uint32_t s =
+        atomic_ref<std::uint32_t>(*v.clock_hand).fetch_add(1, memory_order_relaxed) % v.capacity;
+    atomic_ref<std::uint64_t> word(v.slot_word[s]);
+    std::uint64_t w = word.load(memory_order_relaxed);
+    if ((w & (kBusy | kRefMask)) == 0) {
+      if ((w & kAccessed) != 0) {
+        word.compare_exchange_strong(w, w & ~kAccessed, memory_order_relaxed);
+      } else if (word.compare_exchange_strong(w, w | kBusy, memory_order_acquire)) {
+        return s;
+      }
+    }
+    if (scanned % (2ull * v.capacity) == 0) backoff(ns);  // every line is held or being filled
+  }
+}
+
+// The caller has set directory[line] to kPending: finds a slot, has the host write its old line
+// back if dirty and fill it with `line`, and publishes it holding one reference for the caller.
+__device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint32_t& slot) {
+  const std::uint32_t s = claim_victim(v);
+  atomic_ref<std::uint64_t> word(v.slot_word[s]);
+  atomic_ref<std::uint32_t> dir(v.directory[line]);
+  atomic_ref<std::uint32_t> dirty(v.dirty[s]);
+  const std::uint64_t w = word.load(memory_order_relaxed);
+  const std::uint64_t old = tag_of(w) == 0 ? kNoLine : tag_of(w) - 1;
+  const std::uint32_t d = dirty.load(memory_order_relaxed);
+  std::uint32_t flags = v.mapping_mode == mode::write ? kZero : kFetch;
+  if (old != kNoLine && d != kClean) flags |= kEvict | (d == kDirtyWhole ? kEvictWhole : 0u);
+  const std::uint32_t result = call_host(v.queue, s, flags, old, line);
+  if ((flags & kEvict) != 0 && (result & kEvicted) == 0) {
+    word.store(w & ~kBusy, memory_order_release);  // the old line stays, dirty
+    dir.store(kNoSlot, memory_order_release);
+    return status::io_error;
+  }
+  if (old != kNoLine) atomic_ref<std::uint32_t>(v.directory[old]).store(kNoSlot, memory_order_relaxed);
+  dirty.store(kClean, memory_order_relaxed);
+  if ((result & kFilled) == 0) {
+    word.store(0, memory_order_release);
+    dir.store(kNoSlot, memory_order_release);
+    return status::io_error;
+  }
+  word.store((line + 1) << 32 | kAccessed | 1, memory_order_release);
+  dir.store(s, memory_order_release);
+  slot = s;
+  return status::ok;
+}
+
+// One thread takes a reference on `line`, filling it on a miss; `slot` holds it on ok.
+__device__ inline status acquire_line(const cache_view& v, std::uint64_t line,
+                                      std::uint32_t& slot) {
+  atomic_ref<std::uint32_t> dir(v.directory[line]);
+  long long waiting_since = 0;
+  unsigned ns = 32;
+  auto account_wait = [&] {
+    if (waiting_since != 0) count(v, kWaitCycles, static_cast<unsigned long long>(clock64() - waiting_since));
+  };
+  for (;;) {
+    const std::uint32_t d = dir.load(memory_order_acquire);
+    if (d == kNoSlot) {
+      std::uint32_t expected = kNoSlot;
+      if (dir.compare_exchange_strong(expected, kPending, memory_order_acq_rel)) {
+        if (waiting_since == 0) waiting_since = clock64();
+        const status st = fill(v, line, slot);
+        account_wait();
+        count(v, st == status::ok ? kMisses : kIoErrors, 1);
+        return st;
+      }
+      continue;
+    }
+    if (d != kPending) {
+      atomic_ref<std::uint64_t> word(v.slot_word[d]);
+      std::uint64_t w = word.load(memory_order_relaxed);
+      if (tag_of(w) == line + 1 && (w & kBusy) == 0) {
+        if (word.compare_exchange_weak(w, (w + 1) | kAccessed, memory_order_acquire)) {
+          slot = d;
+          account_wait();
+          count(v, kHits, 1);
+          return status::ok;
+        }
+        continue;
+      }
+    }
+    if (waiting_since == 0) waiting_since = clock64();
+    backoff(ns);  // the line is being filled or evicted
+  }
+}
+
+__device__ inline void release_line(const cache_view& v, std::uint32_t slot) {
+  atomic_ref<std::uint64_t>(v.slot_word[slot]).fetch_sub(1, memory_order_release);
+}
+
+__device__ inline void mark_dirty(const cache_view& v, std::uint32_t slot, std::uint32_t kind) {
+  atomic_ref<std::uint32_t> d(v.dirty[slot]);
+  if (d.load(memory_order_relaxed) < kind) d.fetch_max(kind, memory_order_relaxed);
+}
+
+// mode::write: records that bytes [first, first + bytes) of the slot's line were written.
+__device__ inline void mark_written(const cache_view& v, std::uint32_t slot, std::uint32_t first,
+                                    std::uint32_t bytes) {
+  std::uint32_t* row = v.mask + static_cast<std::size_t>(slot) * v.mask_words;
+  std::uint32_t bit = first / kMaskGranule;
+  const std::uint32_t end = (first + bytes + kMaskGranule - 1) / kMaskGranule;
+  while (bit < end) {
+    const std::uint32_t lo = bit % 32;
+    const std::uint32_t n = end - bit < 32 - lo ? end - bit : 32 - lo;
+    const std::uint32_t bits = (n == 32 ? ~0u : (1u << n) - 1) << lo;
+    atomic_ref<std::uint32_t>(row[bit / 32]).fetch_or(bits, memory_order_relaxed);
+    bit += n;
+  }
+}
+
+// What the dirty word must become when a line is stored to under `m`.
+GPM_HOST_DEVICE inline std::uint32_t dirty_kind(mode m) {
+  return m == mode::write ? kDirtyMasked : kDirtyWhole;
+}
+
+// A warp's lanes that access the same line, and the reference their leader took for them.
+struct warp_hold {
+  std::uint32_t slot;
+  unsigned peers;
+  unsigned leader;
+  status st;
+};
+
+// Called by every lane that accesses `line` now (any subset of the warp): lanes on the same line
+// are grouped with __match_any_sync and only the group's lowest lane takes the reference (and
+// fills the line on a miss), so a warp asks for each line once. `dirty` (non-zero for stores) is
+// marked by the leader while it holds the line.
+__device__ inline warp_hold warp_acquire(const cache_view& v, std::uint64_t line,
+                                         std::uint32_t dirty) {
+  const unsigned active = __activemask();
+  const unsigned peers = __match_any_sync(active, static_cast<unsigned long long>(line));
+  const unsigned leader = static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1);
+  std::uint32_t slot = 0;
+  std::uint32_t st = 0;
+  if (lane_id() == leader) {
+    st = static_cast<std::uint32_t>(acquire_line(v, line, slot));
+    if (st == 0 && dirty != kClean) mark_dirty(v, slot, dirty);
+  }
+  slot = __shfl_sync(peers, slot, static_cast<int>(leader));
+  st = __shfl_sync(peers, st, static_cast<int>(leader));
+  return {slot, peers, leader, static_cast<status>(st)};
+}
+
+// Every lane of the group calls this after its access; `stored`: the lane wrote to the line.
+__device__ inline void warp_release(const cache_view& v, const warp_hold& h, bool stored) {
+  if (stored) atomic_thread_fence<thread_scope::device>(memory_order_release);
+  __syncwarp(h.peers);
+  if (lane_id() == h.leader && h.st == status::ok) release_line(v, h.slot);
+}
+
+}  // namespace gpm::detail::ooc

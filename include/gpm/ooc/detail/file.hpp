@@ -1,0 +1,56 @@
+// The file under a gpm::ooc mapping (and under the DRAGON compatibility API): opens and validates
+// a byte range of a regular file, locks it against overlapping writers (open-file-description
+// locks, so two mappings conflict within one process as across processes), and moves bytes with
+// pread/pwrite, using O_DIRECT for aligned transfers where the file system supports it and the
+// page cache otherwise. Every failure is a gpm::error naming the file and what to do. Host only.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpm::detail::ooc {
+
+// Alignment of O_DIRECT transfers (file offset, length, buffer): the largest logical block size
+// in use, so it holds on every device.
+inline constexpr std::uint64_t kDirectAlign = 4096;
+
+class backing_file {
+ public:
+  // Opens bytes [offset, offset + size) of `path`, for writing or reading only. `create` makes the
+  // file if missing and extends it to offset + size if shorter (writing only). Throws
+  // invalid_argument (empty range, overflow, special file, file too short), not_found, io, busy.
+  backing_file(const std::string& path, std::uint64_t size, std::uint64_t offset, bool writable,
+               bool create, bool direct_io);
+  // A private, already unlinked file in `dir` for data that must never outlive the process.
+  static backing_file temporary(const std::string& dir);
+  ~backing_file();
+  backing_file(backing_file&& o) noexcept;
+  backing_file& operator=(backing_file&&) = delete;
+  backing_file(const backing_file&) = delete;
+  backing_file& operator=(const backing_file&) = delete;
+
+  // Reads `bytes` at byte `at` of the range into `buf`, which has room for `capacity` bytes (an
+  // O_DIRECT read may fill up to `bytes` rounded up to kDirectAlign). Throws io.
+  void read(std::uint64_t at, void* buf, std::size_t bytes, std::size_t capacity) const;
+  // Writes `bytes` from `buf` at byte `at` of the range. Throws io (ENOSPC: says the disk is full).
+  void write(std::uint64_t at, const void* buf, std::size_t bytes) const;
+  void datasync() const;
+
+  const std::string& path() const { return path_; }
+  bool direct() const { return direct_fd_ >= 0 && !direct_refused_.load(); }
+
+ private:
+  backing_file() = default;
+  bool direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const;
+
+  std::string path_;
+  std::uint64_t offset_ = 0;
+  int fd_ = -1;
+  int direct_fd_ = -1;
+  // Set when the file system took O_DIRECT at open but refused a transfer: page cache from then.
+  mutable std::atomic<bool> direct_refused_{false};
+};
+
+}  // namespace gpm::detail::ooc

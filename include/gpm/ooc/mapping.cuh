@@ -1,0 +1,145 @@
+// gpm::ooc::mapping: a byte range of a file mapped for GPU kernels that may be larger than GPU and
+// host memory (DRAGON, SC'18), done in user space without a fault path: kernels access the data
+// through gpm::ooc::array<T> (array.cuh), a software cache of lines in GPU memory; misses go
+// through a queue in pinned host memory to host I/O threads, which serve them from a bounded
+// pinned host cache and the file (pread/pwrite, O_DIRECT where the file system takes it), read
+// ahead of sequential streams, and write dirty lines back. Design: docs/out-of-core.md.
+//
+//   gpm::ooc::mapping in("input.bin", n * sizeof(float));                     // read-write
+//   gpm::ooc::mapping out("output.bin", n * sizeof(float), 0,
+//                         {.mode = gpm::ooc::mode::write, .create = true});
+//   gpm::launch(scale, blocks, 256, 0, stream, in.ref<float>(), out.ref<float>());
+//   out.sync();   // the written bytes are in the file (fdatasync)
+//
+// Durability: sync() and unmap() (and the destructor) write every dirty byte back and fdatasync
+// the file; data written by kernels since the last sync() is lost by a crash, and a crash during
+// sync() may leave the file with some lines new and some old (no epoch commit yet).
+// Host calls (sync, prefetch, stats, unmap) must not run while a kernel uses the mapping; sync and
+// unmap wait for the device first. Thread-compatible: one host thread at a time per mapping.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <gpm/ooc/array.cuh>
+#include <gpm/ooc/status.hpp>
+#include <gpm/platform/runtime.hpp>
+
+namespace gpm::ooc {
+
+enum class access_hint : std::uint8_t {
+  sequential,  // read ahead of sequential streams of misses
+  random,      // no read-ahead
+};
+
+struct mapping_options {
+  ooc::mode mode = ooc::mode::read_write;
+  // Create the file if it is missing and extend it to offset + size if it is shorter.
+  bool create = false;
+  // Bytes per cache line: a power of two, 64 KiB to 2 MiB on a GPU (256 bytes up on the host
+  // emulator, for tests).
+  std::uint64_t line_bytes = 1u << 20;
+  // GPU cache (0: the whole mapping if it takes at most a quarter of free GPU memory, else that
+  // quarter). At least one line; rounded down to lines.
+  std::uint64_t gpu_cache_bytes = 0;
+  // Pinned host cache, a hard cap (0: the whole mapping, at most 1 GiB). Rounded down to lines;
+  // at least 2 lines per I/O thread plus 2.
+  std::uint64_t host_cache_bytes = 0;
+  access_hint hint = access_hint::sequential;
+  // Lines read ahead when a sequential stream is seen (0: 8 MiB worth, at least 2 lines).
+  std::uint32_t read_ahead_lines = 0;
+  std::uint32_t io_threads = 2;   // 1..64
+  std::uint32_t queue_slots = 128;  // misses in flight to the host at once (1..65536)
+  bool direct_io = true;            // O_DIRECT where the file system supports it
+  // mode::volatile_data: directory of the private temporary file that holds lines spilled from
+  // the host cache (default: the mapped file's directory, or the system's temporary directory).
+  std::string spill_dir;
+};
+
+// Telemetry since the mapping was made. GPU hits and misses count line acquisitions (the lanes of
+// a warp on one line acquire it once); host hits and misses count the GPU misses that the host
+// cache did or did not hold.
+struct mapping_stats {
+  std::uint64_t gpu_hits = 0;
+  std::uint64_t gpu_misses = 0;
+  std::uint64_t gpu_evictions = 0;     // dirty lines copied out of the GPU cache
+  std::uint64_t gpu_io_errors = 0;     // accesses that returned status::io_error
+  double gpu_wait_seconds = 0;         // kernel time waiting for lines, summed over leaders
+  std::uint64_t bytes_to_gpu = 0;      // copied into the GPU cache
+  std::uint64_t bytes_from_gpu = 0;    // copied out of it
+  std::uint64_t host_hits = 0;
+  std::uint64_t host_misses = 0;
+  std::uint64_t host_evictions = 0;
+  std::uint64_t read_ahead_lines = 0;  // lines read ahead into the host cache
+  std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
+  std::uint64_t file_bytes_read = 0;
+  std::uint64_t file_bytes_written = 0;
+  std::uint64_t spill_bytes_written = 0;  // mode::volatile_data
+  std::uint64_t syncs = 0;                // fdatasync calls
+  std::string last_io_error;              // the most recent I/O failure, empty if none
+};
+
+class mapping {
+ public:
+  // Maps bytes [offset, offset + size) of the file at `path`. Throws gpm::error:
+  //   invalid_argument  size 0, offset + size overflows, a bad option, a special file (directory,
+  //                     FIFO, device, socket), the file shorter than offset + size, or the
+  //                     offset past its end (without create)
+  //   not_found         the file is missing and create is off
+  //   io                the file cannot be opened or created (e.g. read-only for a writing mode)
+  //   busy              the range overlaps one mapped for writing, or is mapped for writing and
+  //                     overlaps any other mapping (this or another process)
+  //   out_of_memory     the GPU or host cache cannot be allocated
+  // mode::volatile_data takes an empty path for zero-initialised scratch data.
+  mapping(const std::string& path, std::uint64_t size, std::uint64_t offset = 0,
+          const mapping_options& options = {});
+  // Unmaps (see unmap()); if that fails, names on stderr what could not be written back.
+  ~mapping();
+  mapping(mapping&&) noexcept;
+  mapping& operator=(mapping&&) noexcept;
+
+  // The device view over the whole mapping as elements of T. Throws invalid_argument unless T's
+  // size divides the mapping and the line size and, for mode::write, is a multiple of 4 bytes
+  // (the granularity at which written bytes are tracked).
+  template <class T>
+  array<T> ref() const {
+    check_element(sizeof(T));
+    return array<T>(view());
+  }
+
+  // Writes every dirty byte of [offset, offset + bytes) of the mapping back to the file and
+  // fdatasyncs it (mode::volatile_data: nothing to do). Waits for the device first. Throws
+  // gpm::error (io) if a write fails, e.g. the disk is full: the dirty data is kept, so sync()
+  // can be called again once the cause is fixed.
+  void sync();
+  void sync(std::uint64_t offset, std::uint64_t bytes);
+
+  // Starts bringing [offset, offset + bytes) of the mapping into the host cache (read-ahead) and,
+  // in `stream`, into the GPU cache (its first GPU-cache-capacity lines). mode::write: nothing.
+  void prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t stream = nullptr);
+
+  // sync(), then stops the I/O threads and frees the caches; a volatile mapping's data is gone.
+  // On failure the mapping stays mapped and usable. Idempotent.
+  void unmap();
+  bool mapped() const;
+
+  mapping_stats stats() const;
+
+  const std::string& path() const;
+  std::uint64_t size() const;
+  std::uint64_t offset() const;
+  const mapping_options& options() const;
+  std::uint64_t gpu_cache_lines() const;
+  std::uint64_t host_cache_lines() const;
+  bool direct_io() const;  // whether whole lines move with O_DIRECT
+
+  struct impl;
+
+ private:
+  void check_element(std::size_t bytes) const;
+  detail::ooc::cache_view view() const;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gpm::ooc

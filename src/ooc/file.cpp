@@ -1,0 +1,234 @@
+// The file under a mapping (see include/gpm/ooc/detail/file.hpp).
+#include <gpm/ooc/detail/file.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include <gpm/platform/error.hpp>
+
+namespace gpm::detail::ooc {
+
+namespace {
+
+std::string sys_reason(int err) { return std::strerror(err); }
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+void require_regular(const struct stat& st, const std::string& path) {
+  if (!S_ISREG(st.st_mode)) {
+    throw_error(errc::invalid_argument, path + " is " + kind_of(st.st_mode) +
+                                            ": gpm::ooc maps byte ranges of regular files");
+  }
+}
+
+std::string range_text(std::uint64_t offset, std::uint64_t size) {
+  return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) + ")";
+}
+
+// An open-file-description lock on the range: shared for readers, exclusive for writers, so a
+// writer's range overlaps no other mapping's, in this process or another.
+void lock_range(int fd, std::uint64_t offset, std::uint64_t size, bool writable,
+                const std::string& path) {
+  struct flock fl {};
+  fl.l_type = writable ? F_WRLCK : F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(offset);
+  fl.l_len = static_cast<off_t>(size);
+  if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return;
+  const int err = errno;
+  if (err == EAGAIN || err == EACCES) {
+    throw_error(errc::busy, range_text(offset, size) + " of " + path +
+                                (writable ? " overlap a range that is mapped already"
+                                          : " overlap a range that is mapped for writing") +
+                                " (by this or another process): unmap it first, or map "
+                                "disjoint ranges");
+  }
+  throw_error(errc::io, "cannot lock " + range_text(offset, size) + " of " + path + ": " +
+                            sys_reason(err));
+}
+
+}  // namespace
+
+backing_file::backing_file(const std::string& path, std::uint64_t size, std::uint64_t offset,
+                           bool writable, bool create, bool direct_io)
+    : path_(path), offset_(offset) {
+  if (path.empty()) throw_error(errc::invalid_argument, "gpm::ooc: the file path is empty");
+  if (size == 0) throw_error(errc::invalid_argument, "gpm::ooc: cannot map 0 bytes of " + path);
+  constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(LLONG_MAX);
+  if (offset > kMaxOffset || size > kMaxOffset - offset) {
+    throw_error(errc::invalid_argument,
+                "gpm::ooc: offset " + std::to_string(offset) + " + size " + std::to_string(size) +
+                    " of " + path + " overflows the largest file offset");
+  }
+  if (create && !writable) {
+    throw_error(errc::invalid_argument,
+                "gpm::ooc: create needs a writing mode (read_write or write) for " + path);
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err != ENOENT) throw_error(errc::io, "cannot stat " + path + ": " + sys_reason(err));
+    if (!create) {
+      throw_error(errc::not_found,
+                  path + " does not exist: create it first, or map it with create = true");
+    }
+  } else {
+    require_regular(st, path);  // before open: opening a FIFO could block
+  }
+  // O_NONBLOCK: should a FIFO replace the file between stat and open, open does not block on it
+  // (and the fstat below refuses it); it changes nothing for regular files.
+  const int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                    (create ? O_CREAT : 0);
+  fd_ = ::open(path.c_str(), flags, 0644);
+  if (fd_ < 0) {
+    const int err = errno;
+    if (err == ENOENT) throw_error(errc::not_found, path + " does not exist");
+    if (writable && (err == EACCES || err == EROFS || err == EPERM || err == ETXTBSY)) {
+      throw_error(errc::io, path + " cannot be opened for writing (" + sys_reason(err) +
+                                "): map it with mode::read, or make it writable");
+    }
+    throw_error(errc::io, "cannot open " + path + ": " + sys_reason(err));
+  }
+  try {
+    if (::fstat(fd_, &st) != 0) throw_error(errc::io, "cannot stat " + path + ": " + sys_reason(errno));
+    require_regular(st, path);
+    lock_range(fd_, offset, size, writable, path);
+    const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+    if (file_bytes < offset + size) {
+      if (create) {
+        if (::ftruncate(fd_, static_cast<off_t>(offset + size)) != 0) {
+          throw_error(errc::io, "cannot extend " + path + " to " + std::to_string(offset + size) +
+                                    " bytes: " + sys_reason(errno));
+        }
+      } else if (offset >= file_bytes) {
+        throw_error(errc::invalid_argument,
+                    "offset " + std::to_string(offset) + " is past the end of " + path + " (" +
+                        std::to_string(file_bytes) + " bytes)");
+      } else {
+        throw_error(errc::invalid_argument,
+                    path + " holds " + std::to_string(file_bytes) + " bytes, fewer than the " +
+                        std::to_string(offset + size) + " that offset + size need: map a shorter "
+                        "range, or use create = true to extend it");
+      }
+    }
+    if (direct_io) {
+      // EINVAL: the file system does not take O_DIRECT (older tmpfs): the page cache serves.
+      direct_fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_DIRECT);
+    }
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+backing_file backing_file::temporary(const std::string& dir) {
+  backing_file f;
+  f.path_ = dir + "/(gpm::ooc spill file)";
+  f.fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (f.fd_ < 0) {
+    // File systems without O_TMPFILE: a named file, unlinked at once.
+    std::string name = dir + "/.gpm-ooc-spill-XXXXXX";
+    f.fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+    if (f.fd_ < 0) {
+      throw_error(errc::io, "cannot create a spill file in " + dir + ": " + sys_reason(errno) +
+                                ": name a writable directory in mapping_options::spill_dir");
+    }
+    ::unlink(name.c_str());
+  }
+  return f;
+}
+
+backing_file::~backing_file() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+backing_file::backing_file(backing_file&& o) noexcept
+    : path_(std::move(o.path_)),
+      offset_(o.offset_),
+      fd_(std::exchange(o.fd_, -1)),
+      direct_fd_(std::exchange(o.direct_fd_, -1)),
+      direct_refused_(o.direct_refused_.load()) {}
+
+bool backing_file::direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const {
+  return direct() && (offset_ + at) % kDirectAlign == 0 && bytes % kDirectAlign == 0 &&
+         reinterpret_cast<std::uintptr_t>(buf) % kDirectAlign == 0;
+}
+
+void backing_file::read(std::uint64_t at, void* buf, std::size_t bytes,
+                        std::size_t capacity) const {
+  const std::size_t rounded = (bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  const bool direct = rounded <= capacity && direct_ok(at, buf, rounded);
+  const int fd = direct ? direct_fd_ : fd_;
+  const std::size_t want = direct ? rounded : bytes;
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(buf) + done, want - done,
+                              static_cast<off_t>(offset_ + at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && direct) {
+      direct_refused_ = true;
+      return read(at, buf, bytes, capacity);
+    }
+    if (n < 0) {
+      throw_error(errc::io, "cannot read " + std::to_string(bytes) + " bytes at " +
+                                std::to_string(offset_ + at) + " of " + path_ + ": " +
+                                sys_reason(errno));
+    }
+    if (n == 0) {
+      throw_error(errc::io, path_ + " ends before byte " + std::to_string(offset_ + at + bytes) +
+                                ": it was truncated while mapped");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) const {
+  const bool direct = direct_ok(at, buf, bytes);
+  const int fd = direct ? direct_fd_ : fd_;
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pwrite(fd, static_cast<const char*>(buf) + done, bytes - done,
+                               static_cast<off_t>(offset_ + at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && direct && done == 0) {
+      direct_refused_ = true;
+      return write(at, buf, bytes);
+    }
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      const std::string what = "cannot write " + std::to_string(bytes) + " bytes at " +
+                               std::to_string(offset_ + at) + " of " + path_ + ": " +
+                               sys_reason(err);
+      if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+        throw_error(errc::io, what + ": the file system is full (or the file size limit is "
+                                     "reached); the data stays in memory: make room, then sync "
+                                     "again");
+      }
+      throw_error(errc::io, what);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void backing_file::datasync() const {
+  if (::fdatasync(fd_) != 0) {
+    throw_error(errc::io, "fdatasync of " + path_ + " failed: " + sys_reason(errno));
+  }
+}
+
+}  // namespace gpm::detail::ooc

@@ -1,0 +1,121 @@
+// The host tier of a gpm::ooc mapping: a bounded cache of lines in pinned host memory (the copy
+// engines transfer to and from it directly) over the mapped file, or for mode::volatile_data over
+// the source file and a private spill file. Entries are chosen for reuse by a clock that prefers
+// clean entries; a dirty entry is written to the file before its memory is reused, and on a
+// write failure (disk full) it stays dirty, so nothing is lost. Shared by the I/O threads, sync()
+// and read-ahead; one mutex guards the bookkeeping and no I/O runs under it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <gpm/ooc/detail/file.hpp>
+#include <gpm/ooc/detail/protocol.hpp>
+#include <gpm/ooc/status.hpp>
+#include <gpm/platform/pinned_buffer.hpp>
+
+namespace gpm::detail::ooc {
+
+struct host_cache_config {
+  gpm::ooc::mode mode = gpm::ooc::mode::read_write;
+  std::uint64_t line_bytes = 0;
+  std::uint64_t mapping_bytes = 0;
+  std::uint64_t lines = 0;  // entries (the cap)
+};
+
+struct host_cache_counters {
+  std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> misses{0};
+  std::atomic<std::uint64_t> evictions{0};
+  std::atomic<std::uint64_t> read_ahead_lines{0};
+  std::atomic<std::uint64_t> read_ahead_hits{0};
+  std::atomic<std::uint64_t> file_bytes_read{0};
+  std::atomic<std::uint64_t> file_bytes_written{0};
+  std::atomic<std::uint64_t> spill_bytes_written{0};
+};
+
+class host_cache {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  // Why an entry is pinned: to send it to the GPU (filled from the file if absent; counted as a
+  // hit or miss), or to receive a line leaving the GPU (never read from the file).
+  enum class purpose { fetch, store };
+
+  // `file`: the mapped file (null for volatile scratch data); `spill`: volatile data only.
+  host_cache(const host_cache_config& config, const backing_file* file,
+             const backing_file* spill);
+
+  // Pins the entry of `line`, making room (writing a dirty entry back if it must) and, for
+  // purpose::fetch, filling it. Throws gpm::error (io) if no room can be made or the read fails:
+  // then nothing changed.
+  std::uint32_t pin(std::uint64_t line, purpose why);
+  // Undoes pin(). `discard`: the entry's contents are unreliable (a copy into it failed): a clean
+  // entry is dropped.
+  void unpin(std::uint32_t entry, bool discard = false);
+  std::byte* data(std::uint32_t entry) const;
+  // The line that left the GPU is now in pinned entry `entry`: at data(entry) already (`src`
+  // null; the whole line), or at `src` with the bytes written marked in `mask` (one bit per 4
+  // bytes; null: the whole line), merged over what the entry held.
+  void store(std::uint32_t entry, const std::byte* src, const std::uint32_t* mask);
+
+  // Reads `line` into a free or clean entry unless present; never writes. False when there was
+  // nothing to do or no clean room.
+  bool read_ahead(std::uint64_t line);
+  bool contains(std::uint64_t line) const;
+
+  // Writes the dirty entries of lines [first, last] back. Throws gpm::error (io) naming the first
+  // failure after trying them all; failed entries stay dirty.
+  void write_back(std::uint64_t first, std::uint64_t last);
+
+  std::uint64_t valid_bytes(std::uint64_t line) const;
+  const host_cache_counters& counters() const { return counters_; }
+  std::uint64_t lines() const { return entries_.size(); }
+  std::uint64_t dirty_lines() const;
+
+ private:
+  struct entry {
+    std::uint64_t line = kNoLine;
+    std::uint32_t pins = 0;
+    bool busy = false;        // I/O in progress on it, outside the lock
+    bool dirty = false;
+    bool whole = false;       // mode::write: every byte of the line is valid
+    bool referenced = false;  // the clock's second chance
+    bool read_ahead = false;  // filled by read-ahead and not used yet
+    std::vector<std::uint32_t> mask;  // mode::write: bytes valid, one bit per 4 bytes
+  };
+
+  std::uint32_t find_victim(bool clean_only);
+  // Installs `line` in free entry e (lock held), pinned or for read-ahead, busy if it must be read.
+  void install(std::uint32_t e, std::uint64_t line, bool fill, bool by_read_ahead);
+  // Runs `io` on entry e outside the lock with e busy; rethrows its failure after `undo`.
+  template <class Io, class Undo>
+  void unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io, Undo&& undo);
+  // Makes a dirty victim clean by writing it back (lock held on entry and return).
+  void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
+  void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
+  void write_entry(const entry& x, const std::byte* src);
+  bool in_spill(std::uint64_t line) const;
+
+  host_cache_config config_;
+  const backing_file* file_;
+  const backing_file* spill_;
+  pinned_buffer<std::byte> memory_;
+  std::uint32_t mask_words_;
+
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<entry> entries_;
+  std::unordered_map<std::uint64_t, std::uint32_t> index_;
+  std::vector<bool> spilled_;  // volatile data: lines whose newest copy is in the spill file
+  std::uint64_t hand_ = 0;
+  host_cache_counters counters_;
+};
+
+}  // namespace gpm::detail::ooc

@@ -1,0 +1,212 @@
+// The host I/O threads of a mapping (see io_service.hpp).
+#include "io_service.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <gpm/platform/error.hpp>
+
+namespace gpm::detail::ooc {
+
+namespace {
+
+constexpr std::size_t kRecentMisses = 64;
+// Polls before an idle thread starts sleeping, and its longest sleep: a kernel's first miss after
+// an idle spell waits at most this long for a thread to notice it.
+constexpr unsigned kSpinPolls = 64;
+constexpr unsigned kMaxSleepUs = 1000;
+
+void idle_wait(unsigned idle) {
+  if (idle < kSpinPolls) {
+    std::this_thread::yield();
+  } else {
+    const unsigned shift = std::min(idle - kSpinPolls, 10u);
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << shift)));
+  }
+}
+
+}  // namespace
+
+io_service::io_service(const io_config& config, const gpu_cache_geometry& gpu, host_cache& cache,
+                       request* requests, response* responses, std::uint32_t slots)
+    : config_(config),
+      gpu_(gpu),
+      cache_(cache),
+      requests_(requests),
+      responses_(responses),
+      slots_(slots),
+      claimed_(slots),
+      recent_(kRecentMisses, kNoLine) {
+  for (auto& c : claimed_) c.store(0);
+  try {
+    for (std::uint32_t t = 0; t < config_.threads; ++t) threads_.emplace_back([this] { run(); });
+  } catch (...) {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    throw;
+  }
+}
+
+io_service::~io_service() {
+  stop_ = true;
+  for (auto& t : threads_) t.join();
+}
+
+io_service::channel io_service::make_channel() const {
+  channel ch;
+  if (gpu_.mode == gpm::ooc::mode::write) {
+    ch.staging = pinned_buffer<std::byte>(gpu_.line_bytes + gpu_.mask_words * sizeof(std::uint32_t));
+  }
+  return ch;
+}
+
+void io_service::record(const std::string& what) {
+  std::lock_guard lock(error_m_);
+  last_error_ = what;
+}
+
+std::string io_service::last_error() const {
+  std::lock_guard lock(error_m_);
+  return last_error_;
+}
+
+void io_service::run() {
+  std::uint32_t start = 0;
+  try {
+    check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+    channel ch = make_channel();
+    unsigned idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      if (serve_requests(ch, start) || read_ahead_one()) {
+        idle = 0;
+      } else {
+        idle_wait(idle++);
+      }
+    }
+  } catch (const std::exception& e) {
+    // Only the thread's setup can fail here (serve() answers its own failures): the other
+    // threads serve on, and stats() reports it.
+    record(std::string("an I/O thread stopped: ") + e.what());
+  }
+}
+
+bool io_service::serve_requests(channel& ch, std::uint32_t& start) {
+  bool served = false;
+  for (std::uint32_t n = 0; n < slots_; ++n) {
+    const std::uint32_t k = (start + n) % slots_;
+    const std::uint64_t seq =
+        std::atomic_ref<std::uint64_t>(requests_[k].seq).load(std::memory_order_acquire);
+    std::uint64_t taken = claimed_[k].load(std::memory_order_relaxed);
+    if (seq == taken || !claimed_[k].compare_exchange_strong(taken, seq)) continue;
+    serve(ch, k, seq, requests_[k]);
+    served = true;
+    start = k + 1;  // the next poll starts after this slot: no slot starves
+  }
+  return served;
+}
+
+void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r) {
+  std::uint32_t result = 0;
+  try {
+    if ((r.flags & kEvict) != 0) {
+      copy_out(ch, r.slot, r.evict_line, (r.flags & kEvictWhole) != 0);
+      result |= kEvicted;
+    }
+    std::byte* dst = gpu_.lines + static_cast<std::uint64_t>(r.slot) * gpu_.line_bytes;
+    if ((r.flags & kFetch) != 0) {
+      const std::uint32_t e = cache_.pin(r.fill_line, host_cache::purpose::fetch);
+      try {
+        check_cuda(cudaMemcpyAsync(dst, cache_.data(e), gpu_.line_bytes, cudaMemcpyHostToDevice,
+                                   ch.copies),
+                   "cudaMemcpyAsync");
+        ch.copies.synchronize();
+      } catch (...) {
+        cache_.unpin(e);
+        throw;
+      }
+      cache_.unpin(e);
+      counters_.bytes_to_gpu += gpu_.line_bytes;
+      result |= kFilled;
+      if (config_.read_ahead) note_miss(r.fill_line);
+    } else if ((r.flags & kZero) != 0) {
+      check_cuda(cudaMemsetAsync(dst, 0, gpu_.line_bytes, ch.copies), "cudaMemsetAsync");
+      ch.copies.synchronize();
+      result |= kFilled;
+    }
+  } catch (const std::exception& e) {
+    record(e.what());
+  }
+  std::atomic_ref<std::uint32_t>(responses_[k].result).store(result, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(responses_[k].seq).store(seq, std::memory_order_release);
+}
+
+void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, bool whole) {
+  const std::byte* src = gpu_.lines + static_cast<std::uint64_t>(slot) * gpu_.line_bytes;
+  const std::uint32_t e = cache_.pin(line, host_cache::purpose::store);
+  try {
+    if (gpu_.mode == gpm::ooc::mode::write) {
+      // The line holds only what kernels wrote: bring it and its mask to the staging area, clear
+      // the mask for the slot's next line, then merge the written bytes into the host entry.
+      std::uint32_t* mask = gpu_.mask + static_cast<std::uint64_t>(slot) * gpu_.mask_words;
+      const std::size_t mask_bytes = gpu_.mask_words * sizeof(std::uint32_t);
+      std::byte* staged = ch.staging.data();
+      auto* staged_mask = reinterpret_cast<std::uint32_t*>(staged + gpu_.line_bytes);
+      check_cuda(cudaMemcpyAsync(staged, src, gpu_.line_bytes, cudaMemcpyDeviceToHost, ch.copies),
+                 "cudaMemcpyAsync");
+      check_cuda(cudaMemcpyAsync(staged_mask, mask, mask_bytes, cudaMemcpyDeviceToHost, ch.copies),
+                 "cudaMemcpyAsync");
+      check_cuda(cudaMemsetAsync(mask, 0, mask_bytes, ch.copies), "cudaMemsetAsync");
+      ch.copies.synchronize();
+      cache_.store(e, staged, whole ? nullptr : staged_mask);
+    } else {
+      check_cuda(cudaMemcpyAsync(cache_.data(e), src, gpu_.line_bytes, cudaMemcpyDeviceToHost,
+                                 ch.copies),
+                 "cudaMemcpyAsync");
+      ch.copies.synchronize();
+      cache_.store(e, nullptr, nullptr);
+    }
+  } catch (...) {
+    cache_.unpin(e, true);
+    throw;
+  }
+  cache_.unpin(e);
+  ++counters_.gpu_evictions;
+  counters_.bytes_from_gpu += gpu_.line_bytes;
+}
+
+void io_service::note_miss(std::uint64_t line) {
+  std::lock_guard lock(ra_m_);
+  const bool sequential =
+      line > 0 && std::find(recent_.begin(), recent_.end(), line - 1) != recent_.end();
+  recent_[recent_next_++ % recent_.size()] = line;
+  if (!sequential) return;
+  for (std::uint64_t l = line + 1; l <= line + config_.read_ahead_lines; ++l) {
+    if (ra_queued_.insert(l).second) ra_queue_.push_back(l);
+  }
+}
+
+void io_service::schedule_read_ahead(std::uint64_t first, std::uint64_t last) {
+  std::lock_guard lock(ra_m_);
+  for (std::uint64_t l = first; l <= last; ++l) {
+    if (ra_queued_.insert(l).second) ra_queue_.push_back(l);
+  }
+}
+
+bool io_service::read_ahead_one() {
+  std::uint64_t line;
+  {
+    std::lock_guard lock(ra_m_);
+    if (ra_queue_.empty()) return false;
+    line = ra_queue_.front();
+    ra_queue_.pop_front();
+    ra_queued_.erase(line);
+  }
+  try {
+    cache_.read_ahead(line);
+  } catch (const std::exception& e) {
+    record(std::string("read-ahead: ") + e.what());
+  }
+  return true;
+}
+
+}  // namespace gpm::detail::ooc

@@ -1,0 +1,106 @@
+// The host I/O threads of a gpm::ooc mapping. Each thread polls the request queue in pinned host
+// memory (claiming requests among the threads in host memory), serves a request with copy-engine
+// transfers between the GPU cache slot and the host cache on its own non-blocking stream, waits
+// for them, then answers; between requests it reads ahead of sequential streams of misses. It
+// backs off from polling to sleeping when idle, so idle mappings cost no CPU and, on the host
+// emulator, the kernels' threads and the I/O threads share the cores.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include <gpm/ooc/detail/protocol.hpp>
+#include <gpm/ooc/status.hpp>
+#include <gpm/platform/pinned_buffer.hpp>
+#include <gpm/platform/runtime.hpp>
+
+#include "host_cache.hpp"
+
+namespace gpm::detail::ooc {
+
+// Where the GPU cache lives, as the host addresses it with copies.
+struct gpu_cache_geometry {
+  std::byte* lines = nullptr;
+  std::uint32_t* mask = nullptr;  // mode::write
+  std::uint64_t line_bytes = 0;
+  std::uint32_t mask_words = 0;
+  gpm::ooc::mode mode = gpm::ooc::mode::read_write;
+};
+
+struct io_config {
+  std::uint32_t threads = 2;
+  int device = 0;
+  bool read_ahead = true;
+  std::uint32_t read_ahead_lines = 2;
+};
+
+struct io_counters {
+  std::atomic<std::uint64_t> gpu_evictions{0};
+  std::atomic<std::uint64_t> bytes_to_gpu{0};
+  std::atomic<std::uint64_t> bytes_from_gpu{0};
+};
+
+class io_service {
+ public:
+  // What one thread needs to copy lines: a stream and, for mode::write, a staging area for a line
+  // and its mask.
+  struct channel {
+    stream copies{true};  // non-blocking: never waits for the kernels on the default stream
+    pinned_buffer<std::byte> staging;
+  };
+
+  io_service(const io_config& config, const gpu_cache_geometry& gpu, host_cache& cache,
+             request* requests, response* responses, std::uint32_t slots);
+  ~io_service();  // stops and joins the threads
+  io_service(const io_service&) = delete;
+  io_service& operator=(const io_service&) = delete;
+
+  channel make_channel() const;
+  // Copies GPU cache slot `slot`, holding dirty `line`, into the host cache (and clears its mask).
+  // Throws gpm::error when the host cache has no room (disk full) or a copy fails.
+  void copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, bool whole);
+  // Queues lines [first, last] for reading ahead into the host cache.
+  void schedule_read_ahead(std::uint64_t first, std::uint64_t last);
+
+  const io_counters& counters() const { return counters_; }
+  std::string last_error() const;
+
+ private:
+  void run();
+  bool serve_requests(channel& ch, std::uint32_t& start);
+  void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);
+  bool read_ahead_one();
+  // Sequential-stream detection: line - 1 among the recent misses means a stream; queues the
+  // next read_ahead_lines lines.
+  void note_miss(std::uint64_t line);
+  void record(const std::string& what);
+
+  io_config config_;
+  gpu_cache_geometry gpu_;
+  host_cache& cache_;
+  request* requests_;
+  response* responses_;
+  std::uint32_t slots_;
+  std::vector<std::atomic<std::uint64_t>> claimed_;  // per slot: the last seq a thread took
+  io_counters counters_;
+
+  std::mutex ra_m_;
+  std::deque<std::uint64_t> ra_queue_;
+  std::unordered_set<std::uint64_t> ra_queued_;
+  std::vector<std::uint64_t> recent_;  // ring of recent misses
+  std::size_t recent_next_ = 0;
+
+  mutable std::mutex error_m_;
+  std::string last_error_;
+
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace gpm::detail::ooc

@@ -1,0 +1,448 @@
+// gpm::ooc::mapping host side: validating a mapping, sizing and allocating the GPU cache, its
+// request queue and the host cache, starting the I/O threads, and sync / prefetch / unmap /
+// stats. The device side is include/gpm/ooc/detail/engine.cuh.
+#include <gpm/ooc/mapping.cuh>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include <gpm/ooc/detail/file.hpp>
+#include <gpm/platform/kernel.cuh>
+
+#include "host_cache.hpp"
+#include "io_service.hpp"
+
+namespace gpm::ooc {
+
+const char* to_string(mode m) noexcept {
+  switch (m) {
+    case mode::read_write: return "read_write";
+    case mode::read: return "read";
+    case mode::write: return "write";
+    case mode::volatile_data: return "volatile_data";
+  }
+  return "unknown";
+}
+
+const char* to_string(status s) noexcept {
+  switch (s) {
+    case status::ok: return "ok";
+    case status::out_of_range: return "out_of_range";
+    case status::read_only: return "read_only";
+    case status::write_only: return "write_only";
+    case status::io_error: return "io_error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using namespace gpm::detail::ooc;
+
+constexpr std::uint64_t kMaxLineBytes = 2ull << 20;
+constexpr std::uint64_t kMinGpuLineBytes = 64ull << 10;
+constexpr std::uint64_t kMinEmulatedLineBytes = 256;
+constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
+constexpr std::uint64_t kDefaultReadAheadBytes = 8ull << 20;
+// Tags hold line + 1 in 32 bits; the directory reserves two slot values.
+constexpr std::uint64_t kMaxLines = 0xffffffffull - 1;
+constexpr std::uint32_t kTouchThreads = 128;
+constexpr std::uint32_t kMaxTouchBlocks = 1024;
+
+// Brings lines [first, first + n) into the GPU cache (prefetch).
+__global__ void touch_lines(cache_view v, std::uint64_t first, std::uint64_t n) {
+  for (std::uint64_t l : grid_stride(n)) {
+    std::uint32_t slot = 0;
+    if (acquire_line(v, first + l, slot) == status::ok) release_line(v, slot);
+  }
+}
+
+std::string spill_directory(const std::string& path, const mapping_options& o) {
+  if (!o.spill_dir.empty()) return o.spill_dir;
+  if (!path.empty()) {
+    const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+    if (!parent.empty()) return parent.string();
+  }
+  return std::filesystem::temp_directory_path().string();
+}
+
+std::string mib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+// What a mapping holds while mapped; destroyed members in reverse order, the I/O threads first.
+struct live_state {
+  std::unique_ptr<backing_file> file;
+  std::unique_ptr<backing_file> spill;
+  device_buffer<std::byte> lines;
+  device_buffer<std::uint64_t> slot_word;
+  device_buffer<std::uint32_t> dirty;
+  device_buffer<std::uint32_t> mask;
+  device_buffer<std::uint32_t> directory;
+  device_buffer<std::uint32_t> clock_hand;
+  device_buffer<unsigned long long> counters;
+  device_buffer<std::uint32_t> owner;
+  device_buffer<std::uint64_t> next_seq;
+  pinned_buffer<request> requests;
+  pinned_buffer<response> responses;
+  std::unique_ptr<host_cache> cache;
+  std::unique_ptr<io_service::channel> sync_channel;
+  std::unique_ptr<io_service> io;
+  cache_view view;
+  std::uint64_t syncs = 0;
+};
+
+struct mapping::impl {
+  std::string path;
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;
+  mapping_options options;
+  std::uint32_t line_shift = 0;
+  std::uint64_t line_count = 0;
+  std::uint32_t capacity = 0;
+  std::uint64_t host_lines = 0;
+  int clock_khz = 0;
+  std::unique_ptr<live_state> live;
+
+  live_state& state() const {
+    if (!live) throw_error(errc::invalid_argument, "gpm::ooc::mapping of " + path + " is unmapped");
+    return *live;
+  }
+  std::uint64_t line_bytes() const { return options.line_bytes; }
+  // Lines [first, last] covering bytes [off, off + bytes) of the mapping; {1, 0} when empty.
+  std::pair<std::uint64_t, std::uint64_t> lines_of(std::uint64_t off, std::uint64_t bytes) const {
+    if (off > size || bytes > size - off) {
+      throw_error(errc::invalid_argument,
+                  "range [" + std::to_string(off) + ", +" + std::to_string(bytes) +
+                      ") lies outside the mapping of " + std::to_string(size) + " bytes of " + path);
+    }
+    if (bytes == 0) return {1, 0};
+    return {off >> line_shift, (off + bytes - 1) >> line_shift};
+  }
+};
+
+namespace {
+
+void validate(const mapping_options& o, const std::string& path, std::uint64_t size,
+              bool emulated) {
+  const std::string what = "gpm::ooc::mapping of " + (path.empty() ? "scratch data" : path) + ": ";
+  const std::uint64_t min_line = emulated ? kMinEmulatedLineBytes : kMinGpuLineBytes;
+  if (o.line_bytes < min_line || o.line_bytes > kMaxLineBytes ||
+      (o.line_bytes & (o.line_bytes - 1)) != 0) {
+    throw_error(errc::invalid_argument,
+                what + "line_bytes " + std::to_string(o.line_bytes) + " must be a power of two from " +
+                    std::to_string(min_line) + " to " + std::to_string(kMaxLineBytes));
+  }
+  if (o.io_threads < 1 || o.io_threads > 64) {
+    throw_error(errc::invalid_argument, what + "io_threads must be 1 to 64");
+  }
+  if (o.queue_slots < 1 || o.queue_slots > 65536) {
+    throw_error(errc::invalid_argument, what + "queue_slots must be 1 to 65536");
+  }
+  if (path.empty() && o.mode != mode::volatile_data) {
+    throw_error(errc::invalid_argument, what + "the file path is empty (only mode::volatile_data "
+                                               "maps scratch data without a file)");
+  }
+  if (o.create && (o.mode == mode::read || o.mode == mode::volatile_data)) {
+    throw_error(errc::invalid_argument,
+                what + "create needs mode::read_write or mode::write, not mode::" + to_string(o.mode));
+  }
+  if (size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
+  if ((size - 1) / o.line_bytes + 1 > kMaxLines) {
+    throw_error(errc::invalid_argument, what + std::to_string(size) + " bytes make more than " +
+                                            std::to_string(kMaxLines) + " lines: use larger lines");
+  }
+}
+
+}  // namespace
+
+mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offset,
+                 const mapping_options& options)
+    : impl_(std::make_unique<impl>()) {
+  impl& m = *impl_;
+  m.path = path;
+  m.size = size;
+  m.offset = offset;
+  m.options = options;
+  const device_info dev = query_device();
+  if (!dev.present) {
+    throw_error(errc::no_device, "gpm::ooc::mapping needs a GPU: " + dev.absent_reason);
+  }
+  validate(options, path, size, dev.emulated);
+  m.line_shift = static_cast<std::uint32_t>(__builtin_ctzll(options.line_bytes));
+  m.line_count = (size - 1) / options.line_bytes + 1;
+  const std::uint64_t lb = options.line_bytes;
+
+  auto s = std::make_unique<live_state>();
+  const mode md = options.mode;
+  if (!path.empty()) {
+    const bool writable = md == mode::read_write || md == mode::write;
+    s->file = std::make_unique<backing_file>(path, size, offset, writable, options.create,
+                                             options.direct_io);
+  }
+  if (md == mode::volatile_data) {
+    s->spill = std::make_unique<backing_file>(backing_file::temporary(spill_directory(path, options)));
+  }
+
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&m.clock_khz, cudaDevAttrClockRate, device),
+             "cudaDeviceGetAttribute");
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  std::uint64_t capacity = 0;
+  if (options.gpu_cache_bytes == 0) {
+    capacity = std::min<std::uint64_t>(m.line_count, free_bytes / 4 / lb);
+    if (capacity == 0) {
+      throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + path + ": a quarter of the free GPU "
+                                       "memory (" + mib(free_bytes) + ") holds no line of " +
+                                       std::to_string(lb) + " bytes");
+    }
+  } else {
+    capacity = std::min<std::uint64_t>(m.line_count, options.gpu_cache_bytes / lb);
+    if (capacity == 0) {
+      throw_error(errc::invalid_argument,
+                  "gpm::ooc::mapping of " + path + ": gpu_cache_bytes " +
+                      std::to_string(options.gpu_cache_bytes) + " holds no line of " +
+                      std::to_string(lb) + " bytes");
+    }
+  }
+  m.capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, kPending - 1));
+
+  const std::uint64_t min_host = 2ull * options.io_threads + 2;
+  if (options.host_cache_bytes == 0) {
+    m.host_lines = std::max(min_host, std::min(m.line_count, kDefaultHostCacheBytes / lb));
+  } else {
+    m.host_lines = options.host_cache_bytes / lb;
+    if (m.host_lines < min_host) {
+      throw_error(errc::invalid_argument,
+                  "gpm::ooc::mapping of " + path + ": host_cache_bytes " +
+                      std::to_string(options.host_cache_bytes) + " must hold at least " +
+                      std::to_string(min_host) + " lines of " + std::to_string(lb) +
+                      " bytes (2 per I/O thread and 2 more)");
+    }
+    m.host_lines = std::max(min_host, std::min(m.host_lines, m.line_count));
+  }
+  std::uint64_t ra = options.read_ahead_lines != 0
+                         ? options.read_ahead_lines
+                         : std::max<std::uint64_t>(2, kDefaultReadAheadBytes / lb);
+  ra = std::max<std::uint64_t>(1, std::min(ra, m.host_lines / 2));
+
+  const std::uint32_t mask_words =
+      md == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
+  const std::uint64_t gpu_bytes = m.capacity * (lb + 12 + mask_words * 4ull) + m.line_count * 4;
+  if (gpu_bytes > free_bytes) {
+    throw_error(errc::out_of_memory,
+                "gpm::ooc::mapping of " + path + ": the GPU cache needs " + mib(gpu_bytes) +
+                    " and " + mib(free_bytes) + " are free: lower gpu_cache_bytes");
+  }
+  try {
+    s->lines = device_buffer<std::byte>(m.capacity * lb);
+    s->slot_word = device_buffer<std::uint64_t>(m.capacity);
+    s->dirty = device_buffer<std::uint32_t>(m.capacity);
+    s->mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
+    s->directory = device_buffer<std::uint32_t>(m.line_count);
+    s->clock_hand = device_buffer<std::uint32_t>(1);
+    s->counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
+    s->owner = device_buffer<std::uint32_t>(options.queue_slots);
+    s->next_seq = device_buffer<std::uint64_t>(options.queue_slots);
+    s->requests = pinned_buffer<request>(options.queue_slots, true);
+    s->responses = pinned_buffer<response>(options.queue_slots, true);
+  } catch (const gpm::error& e) {
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + path +
+                                         ": cannot allocate its GPU cache and queue: " + e.what());
+  }
+  s->slot_word.fill_bytes(0);
+  s->dirty.fill_bytes(0);
+  s->mask.fill_bytes(0);
+  s->directory.fill_bytes(0xff);  // kNoSlot
+  s->clock_hand.fill_bytes(0);
+  s->counters.fill_bytes(0);
+  s->owner.fill_bytes(0);
+  s->next_seq.fill_bytes(0);
+  std::memset(static_cast<void*>(s->requests.data()), 0, s->requests.bytes());
+  std::memset(static_cast<void*>(s->responses.data()), 0, s->responses.bytes());
+
+  cache_view& v = s->view;
+  v.lines = s->lines.data();
+  v.slot_word = s->slot_word.data();
+  v.dirty = s->dirty.data();
+  v.mask = s->mask.data();
+  v.directory = s->directory.data();
+  v.clock_hand = s->clock_hand.data();
+  v.counters = s->counters.data();
+  v.queue = queue_view{s->requests.device_data(), s->responses.device_data(), s->owner.data(),
+                       s->next_seq.data(), options.queue_slots};
+  v.bytes = size;
+  v.line_count = m.line_count;
+  v.line_shift = m.line_shift;
+  v.capacity = m.capacity;
+  v.mask_words = mask_words;
+  v.mapping_mode = md;
+
+  try {
+    s->cache = std::make_unique<host_cache>(host_cache_config{md, lb, size, m.host_lines},
+                                            s->file.get(), s->spill.get());
+  } catch (const gpm::error& e) {
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + path + ": cannot allocate " +
+                                         mib(m.host_lines * lb) + " of pinned host cache (" +
+                                         e.what() + "): lower host_cache_bytes");
+  }
+  const gpu_cache_geometry geometry{v.lines, v.mask, lb, mask_words, md};
+  const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
+  s->io = std::make_unique<io_service>(
+      io_config{options.io_threads, device, read_ahead, static_cast<std::uint32_t>(ra)}, geometry,
+      *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
+  s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
+  m.live = std::move(s);
+}
+
+mapping::~mapping() {
+  if (!impl_ || !impl_->live) return;
+  try {
+    unmap();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "gpm::ooc: unmapping %s failed and its unwritten changes are lost: %s\n",
+                 impl_->path.c_str(), e.what());
+  }
+}
+
+mapping::mapping(mapping&&) noexcept = default;
+
+mapping& mapping::operator=(mapping&& o) noexcept {
+  if (this != &o) {
+    mapping old(std::move(*this));  // unmaps the current one as it goes
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+
+void mapping::check_element(std::size_t bytes) const {
+  const impl& m = *impl_;
+  m.state();
+  const std::string what = "gpm::ooc::mapping of " + m.path + ": ";
+  if (m.size % bytes != 0) {
+    throw_error(errc::invalid_argument, what + "its " + std::to_string(m.size) +
+                                            " bytes are not a whole number of " +
+                                            std::to_string(bytes) + "-byte elements");
+  }
+  if (m.line_bytes() % bytes != 0) {
+    throw_error(errc::invalid_argument, what + "its lines of " + std::to_string(m.line_bytes()) +
+                                            " bytes are not a whole number of " +
+                                            std::to_string(bytes) + "-byte elements");
+  }
+  if (m.options.mode == mode::write && bytes % kMaskGranule != 0) {
+    throw_error(errc::invalid_argument,
+                what + "mode::write tracks written bytes in 4-byte granules: elements of " +
+                    std::to_string(bytes) + " bytes would write neighbours' bytes back");
+  }
+}
+
+detail::ooc::cache_view mapping::view() const { return impl_->state().view; }
+
+void mapping::sync() { sync(0, impl_->size); }
+
+void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
+  impl& m = *impl_;
+  live_state& s = m.state();
+  const auto [first, last] = m.lines_of(offset, bytes);
+  if (bytes == 0 || m.options.mode == mode::read || m.options.mode == mode::volatile_data) return;
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  // Dirty lines in the GPU cache go to the host cache first; those copied are clean from then on.
+  std::vector<std::uint64_t> words(m.capacity);
+  std::vector<std::uint32_t> dirty(m.capacity);
+  s.slot_word.copy_to_host(words.data(), words.size());
+  s.dirty.copy_to_host(dirty.data(), dirty.size());
+  std::string failure;
+  for (std::uint32_t slot = 0; slot < m.capacity && failure.empty(); ++slot) {
+    const std::uint64_t tag = tag_of(words[slot]);
+    if (dirty[slot] == kClean || tag == 0 || tag - 1 < first || tag - 1 > last) continue;
+    try {
+      s.io->copy_out(*s.sync_channel, slot, tag - 1, dirty[slot] == kDirtyWhole);
+      dirty[slot] = kClean;
+    } catch (const gpm::error& e) {
+      failure = e.what();
+    }
+  }
+  s.dirty.copy_from_host(dirty.data(), dirty.size());
+  if (!failure.empty()) throw_error(errc::io, failure);
+  s.cache->write_back(first, last);
+  s.file->datasync();
+  ++s.syncs;
+}
+
+void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t stream) {
+  impl& m = *impl_;
+  live_state& s = m.state();
+  const auto [first, last] = m.lines_of(offset, bytes);
+  if (bytes == 0 || m.options.mode == mode::write) return;
+  s.io->schedule_read_ahead(first, std::min(last, first + m.host_lines - 1));
+  const std::uint64_t n = std::min<std::uint64_t>(last - first + 1, m.capacity);
+  const auto blocks = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>((n + kTouchThreads - 1) / kTouchThreads, kMaxTouchBlocks));
+  launch(touch_lines, blocks, kTouchThreads, 0, stream, s.view, first, n);
+}
+
+void mapping::unmap() {
+  if (!impl_ || !impl_->live) return;
+  const mode md = impl_->options.mode;
+  if (md == mode::read_write || md == mode::write) sync();
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  impl_->live.reset();
+}
+
+bool mapping::mapped() const { return impl_ && impl_->live; }
+
+mapping_stats mapping::stats() const {
+  const impl& m = *impl_;
+  const live_state& s = m.state();
+  std::vector<unsigned long long> shards(kCounterShards * kShardStride);
+  s.counters.copy_to_host(shards.data(), shards.size());
+  std::uint64_t sum[kCounters] = {};
+  for (std::uint32_t sh = 0; sh < kCounterShards; ++sh) {
+    for (std::uint32_t c = 0; c < kCounters; ++c) sum[c] += shards[sh * kShardStride + c];
+  }
+  mapping_stats r;
+  r.gpu_hits = sum[kHits];
+  r.gpu_misses = sum[kMisses];
+  r.gpu_io_errors = sum[kIoErrors];
+  r.gpu_wait_seconds = m.clock_khz > 0 ? static_cast<double>(sum[kWaitCycles]) / (m.clock_khz * 1e3) : 0;
+  const io_counters& io = s.io->counters();
+  r.gpu_evictions = io.gpu_evictions;
+  r.bytes_to_gpu = io.bytes_to_gpu;
+  r.bytes_from_gpu = io.bytes_from_gpu;
+  const host_cache_counters& h = s.cache->counters();
+  r.host_hits = h.hits;
+  r.host_misses = h.misses;
+  r.host_evictions = h.evictions;
+  r.read_ahead_lines = h.read_ahead_lines;
+  r.read_ahead_hits = h.read_ahead_hits;
+  r.file_bytes_read = h.file_bytes_read;
+  r.file_bytes_written = h.file_bytes_written;
+  r.spill_bytes_written = h.spill_bytes_written;
+  r.syncs = s.syncs;
+  r.last_io_error = s.io->last_error();
+  return r;
+}
+
+const std::string& mapping::path() const { return impl_->path; }
+std::uint64_t mapping::size() const { return impl_->size; }
+std::uint64_t mapping::offset() const { return impl_->offset; }
+const mapping_options& mapping::options() const { return impl_->options; }
+std::uint64_t mapping::gpu_cache_lines() const { return impl_->capacity; }
+std::uint64_t mapping::host_cache_lines() const { return impl_->host_lines; }
+bool mapping::direct_io() const {
+  const live_state& s = impl_->state();
+  return s.file && s.file->direct();
+}
+
+}  // namespace gpm::ooc
