@@ -1,0 +1,250 @@
+// Recovery of a transactional heap from logs written by hand in the on-media format (what a
+// crash leaves behind): replay in sequence order across logs, the first gap or torn record ends
+// the replay, records of other epochs or heaps and records already applied are ignored, records
+// wrap around the end of their log, discarded records never come back, recovery is idempotent.
+#include <gpm/pool/pool.hpp>
+#include <gpm/tx/detail/format.hpp>
+#include <gpm/tx/tx_heap.cuh>
+
+#include <utility>
+
+#include "tx_test_support.hpp"
+
+namespace {
+
+namespace F = gpm::detail::tx;
+
+constexpr gpm::tx_geometry kGeometry{.words = 64, .logs = 2, .log_bytes = 256};  // 16 chunks
+
+gpm::tx_options options() {
+  gpm::tx_options o;
+  o.mode = gpm::tx_mode::direct;
+  o.max_threads = 256;
+  return o;
+}
+
+// The heap object of a heap no process has open, read and written like a crash left it.
+class media {
+ public:
+  media(gpm::pool& p, const char* name) : object_(p.host_ptr<char>(p.get(name).offset)) {
+    std::memcpy(&header_, object_, sizeof header_);
+    layout_ = {header_.words, header_.log_chunks, header_.logs};
+  }
+  F::root_record root() const {
+    const F::root_record* r = roots();
+    const bool first = r[0].checksum == F::root_checksum(r[0]);
+    const bool second = r[1].checksum == F::root_checksum(r[1]);
+    return second && (!first || r[1].seq > r[0].seq) ? r[1] : r[0];
+  }
+  // Writes the next root record, as the reproducer does.
+  void set_applied(std::uint64_t applied) {
+    F::root_record r = root();
+    r.seq += 1;
+    r.applied_seq = applied;
+    r.checksum = F::root_checksum(r);
+    roots()[r.seq % 2] = r;
+  }
+  std::uint64_t& head(std::uint32_t log) const {
+    return reinterpret_cast<F::log_control*>(object_ + layout_.control_offset())[log].head;
+  }
+  std::uint32_t* home() const {
+    return reinterpret_cast<std::uint32_t*>(object_ + layout_.home_offset());
+  }
+  // Writes a record of (word, value) pairs at stream position `pos` of `log`; returns the
+  // position after it. `epoch` 0: the heap's current epoch; `salt` 0: the heap's own.
+  std::uint64_t put(std::uint32_t log, std::uint64_t pos, std::uint64_t seq,
+                    const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs,
+                    std::uint64_t epoch = 0, std::uint64_t salt = 0) const {
+    std::vector<std::uint32_t> words, values;
+    for (const auto& [w, v] : pairs) words.push_back(w), values.push_back(v);
+    F::record_source rec{seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(),
+                         0};
+    rec.checksum = F::record_checksum(rec, rec.count,
+                                      F::record_seed(salt != 0 ? salt : F::salt_of(header_),
+                                                     epoch != 0 ? epoch : root().epoch, log, pos));
+    const std::uint64_t chunks = F::record_chunks(rec.count);
+    auto* data = reinterpret_cast<std::uint64_t*>(object_ + layout_.log_offset()) +
+                 2 * layout_.log_chunks * log;
+    for (std::uint64_t j = 0; j < chunks; ++j) {
+      const std::uint64_t at = (pos + j) % layout_.log_chunks;
+      data[2 * at] = rec.slot(2 * j);
+      data[2 * at + 1] = rec.slot(2 * j + 1);
+    }
+    return pos + chunks;
+  }
+  // Flips one bit of the slot `slot` of the record at `pos` of `log`.
+  void tear(std::uint32_t log, std::uint64_t pos, std::uint64_t slot) const {
+    auto* data = reinterpret_cast<std::uint64_t*>(object_ + layout_.log_offset()) +
+                 2 * layout_.log_chunks * log;
+    data[2 * ((pos + slot / 2) % layout_.log_chunks) + slot % 2] ^= 1ull << 40;
+  }
+
+ private:
+  F::root_record* roots() const {
+    return reinterpret_cast<F::root_record*>(object_ + F::kRootOffset);
+  }
+  char* object_;
+  F::heap_header header_{};
+  F::heap_layout layout_{};
+};
+
+// Creates the heap `h` and closes it again, so that no reproducer runs while a test writes logs.
+gpm::pool& with_heap(gpm::pool& p) {
+  gpm::tx_heap::create(p, "h", kGeometry, options());
+  return p;
+}
+
+class TxRecovery : public ::testing::Test {
+ protected:
+  // Opens the heap (recovering it) and returns its working copy.
+  std::vector<std::uint32_t> recover(gpm::tx_recovery* report = nullptr) {
+    auto heap = gpm::tx_heap::open(pool.get(), "h", kGeometry, options());
+    if (report != nullptr) *report = heap.last_recovery();
+    std::vector<std::uint32_t> w(kGeometry.words);
+    heap.load(0, w.data(), w.size());
+    return w;
+  }
+
+  gpm::test::scratch_pool pool{"tx-recovery"};
+  media m{with_heap(pool.get()), "h"};
+};
+
+TEST_F(TxRecovery, ReplaysTheLogsInSequenceOrderAndOnlyOnce) {
+  std::uint64_t at0 = m.put(0, 0, 1, {{0, 10}});
+  std::uint64_t at1 = m.put(1, 0, 2, {{0, 20}, {2, 22}});
+  at0 = m.put(0, at0, 3, {{0, 30}, {1, 31}});
+  m.put(1, at1, 4, {{3, 4}});
+  gpm::tx_recovery rec;
+  std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 4u);
+  EXPECT_EQ(rec.discarded, 0u);
+  EXPECT_EQ(rec.applied_seq, 4u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 4)),
+            (std::vector<std::uint32_t>{30, 31, 22, 4}));
+  EXPECT_EQ(m.home()[0], 30u) << "the replay is in the home image";
+  EXPECT_EQ(m.root().applied_seq, 4u);
+  EXPECT_EQ(m.head(0), 0u) << "a new epoch starts with empty logs";
+  // Recovering again finds nothing to do and changes nothing.
+  EXPECT_EQ(recover(&rec), w);
+  EXPECT_EQ(rec.replayed, 0u);
+  EXPECT_EQ(rec.applied_seq, 4u);
+}
+
+TEST_F(TxRecovery, StopsAtTheFirstGapAndDropsWhatFollows) {
+  std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
+  at = m.put(0, at, 2, {{1, 2}});
+  m.put(1, 0, 4, {{3, 4}});
+  m.put(1, 4, 5, {{4, 5}});  // a record after a hole in log 1: never reached
+  m.put(0, at, 5, {{5, 5}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 2u);
+  EXPECT_EQ(rec.discarded, 2u);  // seq 4 of log 1, seq 5 of log 0
+  EXPECT_EQ(rec.applied_seq, 2u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 6)),
+            (std::vector<std::uint32_t>{1, 2, 0, 0, 0, 0}));
+  // A later recovery must not find them: they belong to the epoch recovery ended.
+  m.put(0, 0, 3, {{2, 3}});  // the new epoch's seq 3, where the old records lay
+  EXPECT_EQ(recover(&rec)[2], 3u);
+  EXPECT_EQ(rec.replayed, 1u);
+  EXPECT_EQ(rec.discarded, 0u);
+}
+
+TEST_F(TxRecovery, ATornRecordEndsTheReplay) {
+  for (const std::uint64_t slot : {0, 1, 3, 4}) {  // seq, count, a pair, the checksum
+    SCOPED_TRACE("torn slot " + std::to_string(slot));
+    const std::string name = "t" + std::to_string(slot);
+    gpm::tx_heap::create(pool.get(), name, kGeometry, options());
+    media t(pool.get(), name.c_str());
+    const std::uint64_t torn = t.put(0, 0, 1, {{0, 1}});
+    const std::uint64_t at = t.put(0, torn, 2, {{1, 2}, {2, 2}});
+    t.put(0, at, 4, {{4, 4}});
+    t.put(1, 0, 3, {{3, 3}});
+    t.tear(0, torn, slot);
+    auto heap = gpm::tx_heap::open(pool.get(), name, kGeometry, options());
+    EXPECT_EQ(heap.last_recovery().replayed, 1u);
+    EXPECT_EQ(heap.last_recovery().discarded, 1u);  // seq 3; seq 4 lies behind the torn one
+    std::vector<std::uint32_t> w(5);
+    heap.load(0, w.data(), w.size());
+    EXPECT_EQ(w, (std::vector<std::uint32_t>{1, 0, 0, 0, 0}));
+  }
+}
+
+TEST_F(TxRecovery, IgnoresRecordsOfOtherEpochsAndOtherHeaps) {
+  const std::uint64_t epoch = m.root().epoch;
+  m.put(0, 0, 1, {{0, 1}}, epoch - 1);
+  m.put(1, 0, 1, {{1, 1}}, 0, F::salt_of(F::heap_header{}) ^ 0x5a5a);
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 0u);
+  EXPECT_EQ(rec.discarded, 0u);
+  EXPECT_EQ(w[0] + w[1], 0u);
+}
+
+TEST_F(TxRecovery, RecordsWrapAroundTheEndOfTheirLog) {
+  // Log 0's head stands 1 chunk before the end: the record's other chunks lie at its start.
+  m.head(0) = 31;  // 16-chunk log: position 31 is its last chunk, 32 its first
+  const std::uint64_t at = m.put(0, 31, 1, {{7, 70}, {8, 80}, {9, 90}, {10, 100}});
+  m.put(0, at, 2, {{11, 110}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 2u);
+  EXPECT_EQ(w[7] + w[8] + w[9] + w[10] + w[11], 450u);
+}
+
+TEST_F(TxRecovery, SkipsRecordsTheHomeImageAlreadyHas) {
+  // A crash after the reproducer applied seq 1 and 2 and flipped the root, before it freed
+  // their log space: the home image has them; replaying them again would undo seq 3's write.
+  std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
+  at = m.put(0, at, 2, {{0, 2}});
+  at = m.put(0, at, 3, {{0, 3}, {1, 3}});
+  m.put(0, at, 4, {{1, 4}});
+  m.home()[0] = 2;
+  m.set_applied(2);
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 2u);
+  EXPECT_EQ(rec.applied_seq, 4u);
+  EXPECT_EQ(w[0], 3u);
+  EXPECT_EQ(w[1], 4u);
+}
+
+TEST_F(TxRecovery, AValidRecordNamingAWordOutsideTheHeapIsNotTrusted) {
+  const std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
+  m.put(0, at, 2, {{64, 1}});  // word 64 of 64
+  gpm::tx_recovery rec;
+  recover(&rec);
+  EXPECT_EQ(rec.replayed, 1u);
+  EXPECT_EQ(rec.applied_seq, 1u);
+}
+
+// Recovery after real transactions whose records the reproducer has not applied yet: a
+// kernel's commits are replayed from the logs alone.
+TEST_F(TxRecovery, ReplaysWhatKernelsLeftInTheLogs) {
+  gpm::test::tx::atm w{.accounts = 8, .transactions = 300, .seed = 5};
+  std::vector<std::uint32_t> expect;
+  {
+    auto heap =
+        gpm::tx_heap::create(pool.get(), "bank", {.words = w.words(), .logs = 4}, options());
+    const auto init = w.initial(100);
+    heap.store(0, init.data(), init.size());
+    gpm::device_buffer<std::uint64_t> seq(w.transactions);
+    gpm::device_buffer<gpm::tx_status> status(w.transactions);
+    gpm::test::tx::launch_atm<1>(heap, w, 0, w.transactions, 4, 32, {seq.data(), status.data()});
+    heap.sync();
+    expect.resize(w.words());
+    heap.load(0, expect.data(), expect.size());
+    // Undo the reproducer's work: back to the initial home image and root, logs as written.
+    media b(pool.get(), "bank");
+    std::memcpy(b.home(), init.data(), init.size() * sizeof init[0]);
+    b.set_applied(0);
+    for (std::uint32_t log = 0; log < 4; ++log) b.head(log) = 0;
+  }
+  auto heap = gpm::tx_heap::open(pool.get(), "bank", options());
+  EXPECT_EQ(heap.last_recovery().replayed, w.transactions);
+  std::vector<std::uint32_t> got(w.words());
+  heap.load(0, got.data(), got.size());
+  EXPECT_EQ(got, expect);
+}
+
+}  // namespace
