@@ -56,83 +56,22 @@ bool all_zero(const void* p, std::size_t n) {
   return std::all_of(b, b + n, [](unsigned char c) { return c == 0; });
 }
 
-// The predictor of HeteroCheckpoint (DSN'14, Fig. 4), per chunk: a saturating 2-bit counter that
-// a changed checksum moves towards "not redundant" and an unchanged one towards "redundant".
-// Chunks in the two redundant states are checksummed first and copied only if changed; the others
-// are copied at once, their checksum computed by the copy.
-enum predictor : std::uint8_t { redundant, likely_redundant, unlikely_redundant, not_redundant };
+// ---- commit records ---------------------------------------------------------------------------
 
-// What a checkpoint does with one chunk.
-enum class action { digest_first, copy };
-
-struct chunk_state {
-  fmt::chunk_entry* entry = nullptr;  // in the pool
-  void* device = nullptr;             // the registered buffer (nullptr: not attached)
-  std::optional<gpm::stream> stream;
-  std::uint8_t prediction = not_redundant;
-  // What a precopy() hint started on the stream, and into which slot.
-  std::optional<action> precopy;
-  std::uint32_t precopy_slot = 0;
-  device_buffer<unsigned char> shadow;  // the capture of checkpoint_async
-  const void* source = nullptr;         // what the running checkpoint reads
-};
-
-}  // namespace
-
-struct checkpointer::impl {
-  pool* p = nullptr;
-  std::string name;
-  checkpoint_options options;
+// The checkpoint's object in the pool, "cp.<name>" (format.hpp): its header, its chunk table and
+// its two commit records. The record in force is the valid one with the higher seq; the other,
+// if valid, is the previous state (used only to repair a corrupt copy at restore). Knows nothing
+// of chunks' buffers or of the GPU.
+struct record_store {
   char* object = nullptr;  // the host's view of "cp.<name>"
-  fmt::header* header = nullptr;
-  std::vector<chunk_state> chunks;  // by table index
-  // The two commit records: in_force is the valid one with the higher seq; the other, if
-  // valid, is the previous state (used only to repair a corrupt copy at restore).
+  const fmt::header* header = nullptr;
+  std::string who;          // "checkpoint "<name>" in <pool>", for messages
+  std::string object_name;  // "cp.<name>"
   std::uint32_t in_force = 0;
   std::vector<fmt::record_entry> current;   // in_force's entries
   std::vector<fmt::record_entry> previous;  // the other record's entries, if valid
   bool previous_valid = false;
   std::uint64_t seq = 0;
-  std::uint64_t commits_since_snapshot = 0;
-  copy_path path = copy_path::automatic;
-  int multiprocessors = 1;
-  device_buffer<unsigned long long> sums;   // per chunk: the digest sum being computed
-  unsigned long long* host_sums = nullptr;  // pinned, per chunk
-  std::mutex mutex;                         // one operation at a time
-  std::shared_future<checkpoint_result> pending;
-
-  ~impl() {
-    wait_pending_quietly();
-    if (host_sums != nullptr) cudaFreeHost(host_sums);
-  }
-
-  void wait_pending_quietly() {
-    if (pending.valid()) pending.wait();
-  }
-  void wait_pending() {
-    if (pending.valid()) {
-      auto f = std::move(pending);
-      pending = {};
-      f.get();  // a failure surfaces to the next caller if nobody asked for it
-    }
-  }
-
-  // One operation at a time, after the pending asynchronous checkpoint: that one takes the lock
-  // itself, so it is waited for before locking.
-  std::unique_lock<std::mutex> exclusive() {
-    wait_pending();
-    return std::unique_lock(mutex);
-  }
-
-  void notice(const std::string& text) const {
-    if (options.notice) {
-      options.notice(text);
-    } else {
-      std::fprintf(stderr, "gpmkit: %s\n", text.c_str());
-    }
-  }
-
-  std::string who() const { return "checkpoint \"" + name + "\" in " + p->path(); }
 
   fmt::chunk_entry* table() const {
     return reinterpret_cast<fmt::chunk_entry*>(object + header->table_offset);
@@ -141,13 +80,6 @@ struct checkpointer::impl {
     return object + header->records_offset + r * header->record_bytes;
   }
   std::uint32_t max_chunks() const { return header->max_chunks; }
-
-  static std::string object_name(std::string_view cp) { return "cp." + std::string(cp); }
-  std::string copy_name(std::uint32_t index, int slot) const {
-    return object_name(name) + "." + std::to_string(index) + (slot == 0 ? ".a" : ".b");
-  }
-
-  // ---- commit records ---------------------------------------------------------------------
 
   std::uint64_t record_checksum(const char* rec) const {
     fmt::record_head h;
@@ -175,18 +107,18 @@ struct checkpointer::impl {
     return std::make_pair(h.seq, std::move(e));
   }
 
-  void load_records() {
+  void load() {
     auto r0 = read_record(0), r1 = read_record(1);
     if (!r0 && !r1) {
       // Until a first commit succeeds only record 0 is written (a torn first commit leaves it
       // invalid and record 1 zero). Once record 1 was written, record 0 was valid, and every
       // flip rewrites one record while the other stays valid: both invalid is damage.
       if (!all_zero(record_at(1), header->record_bytes)) {
-        throw_error(errc::corrupt, who() +
+        throw_error(errc::corrupt, who +
                                        ": both commit records fail their checksums; the "
                                        "checkpoint cannot be trusted. Delete it (free the "
-                                       "pool objects \"cp." +
-                                       name + "*\") and start over.");
+                                       "pool objects \"" +
+                                       object_name + "*\") and start over.");
       }
       current.assign(max_chunks(), fmt::record_entry{});
       seq = 0;
@@ -224,6 +156,171 @@ struct checkpointer::impl {
     seq = next_seq;
     in_force = target;
   }
+};
+
+// ---- GPU work ---------------------------------------------------------------------------------
+
+// What a checkpoint does with one chunk.
+enum class action { digest_first, copy };
+
+// One chunk as the copy engine sees it: its bytes in GPU memory and the stream its work runs on.
+struct copy_job {
+  std::uint32_t index;  // its table index, which names its digest word
+  const void* source;
+  std::uint64_t bytes;
+  const gpm::stream& stream;
+};
+
+// The checkpoint's GPU work: a chunk's digest, or its copy into one of its copies in the pool
+// together with the digest, by GPU stores or by DMA, on the chunk's stream; and the choice
+// between the two paths, by measuring them. Knows nothing of commit records.
+class copy_engine {
+ public:
+  copy_engine(pool& p, std::uint32_t max_chunks, copy_path path)
+      : p_(&p),
+        path_(path),
+        multiprocessors_(std::max(query_device().multiprocessors, 1)),
+        sums_(max_chunks) {
+    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&host_sums_),
+                             max_chunks * sizeof(unsigned long long), cudaHostAllocDefault),
+               "cudaHostAlloc");
+  }
+  ~copy_engine() {
+    if (host_sums_ != nullptr) cudaFreeHost(host_sums_);
+  }
+  copy_engine(const copy_engine&) = delete;
+  copy_engine& operator=(const copy_engine&) = delete;
+
+  // Enqueues `a` for the chunk on its stream; a copy goes into the copy at `copy_offset` in the
+  // pool, by `via`.
+  void enqueue(action a, const copy_job& j, std::uint64_t copy_offset, copy_path via) {
+    const cudaStream_t s = j.stream.get();
+    unsigned long long* sum = sums_.data() + j.index;
+    check_cuda(cudaMemsetAsync(sum, 0, sizeof(unsigned long long), s), "cudaMemsetAsync");
+    if (a == action::digest_first || via == copy_path::dma) {
+      if (a == action::copy) {
+        check_cuda(cudaMemcpyAsync(p_->host_ptr<void>(copy_offset), j.source, j.bytes,
+                                   cudaMemcpyDeviceToHost, s),
+                   "cudaMemcpyAsync (checkpoint copy)");
+      }
+      kd::enqueue_digest(j.source, j.bytes, sum, multiprocessors_, s);
+    } else {
+      void* dst = p_->ref().ptr<void>(copy_offset);
+      kd::enqueue_copy_digest(dst, j.source, j.bytes, sum, multiprocessors_, s);
+    }
+    check_cuda(cudaMemcpyAsync(host_sums_ + j.index, sum, sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync (digest)");
+  }
+
+  // Waits for the chunk's stream; the digest of what its last enqueue read.
+  std::uint64_t finish(const copy_job& j) {
+    j.stream.synchronize();
+    return chunk_digest_finish(host_sums_[j.index], j.bytes);
+  }
+
+  // Times both copy paths on the chunk, copying it into the copy at `copy_offset` (which no
+  // record may reference), and keeps the faster: which one wins depends on the GPU, the link and
+  // the pool's pages (docs/checkpointing.md, "How it works").
+  void measure(const copy_job& j, std::uint64_t copy_offset) {
+    double best = 0;
+    for (copy_path via : {copy_path::gpu_stores, copy_path::dma}) {
+      double t = 0;
+      for (int round = 0; round < 2; ++round) {  // the first round warms up
+        const auto t0 = clock::now();
+        enqueue(action::copy, j, copy_offset, via);
+        finish(j);
+        t = seconds_since(t0);
+      }
+      if (path_ == copy_path::automatic || t < best) {
+        path_ = via;
+        best = t;
+      }
+    }
+  }
+
+  // The path asked for or measured; automatic until measured.
+  copy_path path() const { return path_; }
+  // Until measured, GPU stores: the path that needs no measurement to be correct.
+  copy_path effective_path() const {
+    return path_ == copy_path::automatic ? copy_path::gpu_stores : path_;
+  }
+
+ private:
+  pool* p_;
+  copy_path path_;
+  int multiprocessors_;
+  device_buffer<unsigned long long> sums_;   // per chunk: the digest sum being computed
+  unsigned long long* host_sums_ = nullptr;  // pinned, per chunk
+};
+
+// ---- a chunk in this process -------------------------------------------------------------------
+
+// The predictor of HeteroCheckpoint (DSN'14, Fig. 4), per chunk: a saturating 2-bit counter that
+// a changed checksum moves towards "not redundant" and an unchanged one towards "redundant".
+// Chunks in the two redundant states are checksummed first and copied only if changed; the others
+// are copied at once, their checksum computed by the copy.
+enum predictor : std::uint8_t { redundant, likely_redundant, unlikely_redundant, not_redundant };
+
+struct chunk_state {
+  fmt::chunk_entry* entry = nullptr;  // in the pool
+  void* device = nullptr;             // the registered buffer (nullptr: not attached)
+  std::optional<gpm::stream> stream;
+  std::uint8_t prediction = not_redundant;
+  // What a precopy() hint started on the stream, and into which slot.
+  std::optional<action> precopy;
+  std::uint32_t precopy_slot = 0;
+  device_buffer<unsigned char> shadow;  // the capture of checkpoint_async
+  const void* source = nullptr;         // what the running checkpoint reads
+};
+
+}  // namespace
+
+struct checkpointer::impl {
+  pool* p = nullptr;
+  std::string name;
+  checkpoint_options options;
+  std::vector<chunk_state> chunks;  // by table index
+  record_store records;
+  std::optional<copy_engine> engine;  // once the records and the chunk table are loaded
+  std::uint64_t commits_since_snapshot = 0;
+  std::mutex mutex;  // one operation at a time
+  std::shared_future<checkpoint_result> pending;
+
+  ~impl() { wait_pending_quietly(); }
+
+  void wait_pending_quietly() {
+    if (pending.valid()) pending.wait();
+  }
+  void wait_pending() {
+    if (pending.valid()) {
+      auto f = std::move(pending);
+      pending = {};
+      f.get();  // a failure surfaces to the next caller if nobody asked for it
+    }
+  }
+
+  // One operation at a time, after the pending asynchronous checkpoint: that one takes the lock
+  // itself, so it is waited for before locking.
+  std::unique_lock<std::mutex> exclusive() {
+    wait_pending();
+    return std::unique_lock(mutex);
+  }
+
+  void notice(const std::string& text) const {
+    if (options.notice) {
+      options.notice(text);
+    } else {
+      std::fprintf(stderr, "gpmkit: %s\n", text.c_str());
+    }
+  }
+
+  std::string who() const { return "checkpoint \"" + name + "\" in " + p->path(); }
+
+  static std::string object_name(std::string_view cp) { return "cp." + std::string(cp); }
+  std::string copy_name(std::uint32_t index, int slot) const {
+    return object_name(name) + "." + std::to_string(index) + (slot == 0 ? ".a" : ".b");
+  }
 
   // ---- chunks -----------------------------------------------------------------------------
 
@@ -244,9 +341,9 @@ struct checkpointer::impl {
   }
 
   void load_table() {
-    chunks.resize(max_chunks());
-    for (std::uint32_t i = 0; i < max_chunks(); ++i) {
-      fmt::chunk_entry& e = table()[i];
+    chunks.resize(records.max_chunks());
+    for (std::uint32_t i = 0; i < records.max_chunks(); ++i) {
+      fmt::chunk_entry& e = records.table()[i];
       if (all_zero(&e, sizeof e)) continue;
       const bool valid = e.used == 1 && e.index == i && e.checksum == entry_checksum(e) &&
                          e.name[fmt::kChunkNameMax] == '\0' && e.copy_offset[0] != 0 &&
@@ -260,7 +357,7 @@ struct checkpointer::impl {
           }
         }
         chunks[i].entry = &e;
-      } else if (current[i].written_seq != 0) {
+      } else if (records.current[i].written_seq != 0) {
         // A committed chunk's entry was complete before its first checkpoint: this is damage.
         throw_error(errc::corrupt, who() + ": the chunk table entry " + std::to_string(i) +
                                        " fails its checksum although checkpoints hold its data; "
@@ -298,7 +395,7 @@ struct checkpointer::impl {
   }
 
   std::uint32_t working_slot(std::uint32_t i) const {
-    return current[i].written_seq == 0 ? 0 : 1 - current[i].slot;
+    return records.current[i].written_seq == 0 ? 0 : 1 - records.current[i].slot;
   }
   void* copy_host(std::uint32_t i, std::uint32_t slot) const {
     return p->host_ptr<void>(chunks[i].entry->copy_offset[slot]);
@@ -306,39 +403,20 @@ struct checkpointer::impl {
 
   // ---- GPU work ---------------------------------------------------------------------------
 
+  copy_job job(std::uint32_t i) const {
+    const chunk_state& c = chunks[i];
+    return {i, c.source, c.entry->bytes, *c.stream};
+  }
   void enqueue(action a, std::uint32_t i, std::uint32_t slot, copy_path via) {
-    chunk_state& c = chunks[i];
-    const std::uint64_t bytes = c.entry->bytes;
-    check_cuda(cudaMemsetAsync(sums.data() + i, 0, sizeof(unsigned long long), *c.stream),
-               "cudaMemsetAsync");
-    if (a == action::digest_first || via == copy_path::dma) {
-      if (a == action::copy) {
-        check_cuda(
-            cudaMemcpyAsync(copy_host(i, slot), c.source, bytes, cudaMemcpyDeviceToHost, *c.stream),
-            "cudaMemcpyAsync (checkpoint copy)");
-      }
-      kd::enqueue_digest(c.source, bytes, sums.data() + i, multiprocessors, *c.stream);
-    } else {
-      void* dst = p->ref().ptr<void>(c.entry->copy_offset[slot]);
-      kd::enqueue_copy_digest(dst, c.source, bytes, sums.data() + i, multiprocessors, *c.stream);
-    }
-    check_cuda(cudaMemcpyAsync(host_sums + i, sums.data() + i, sizeof(unsigned long long),
-                               cudaMemcpyDeviceToHost, *c.stream),
-               "cudaMemcpyAsync (digest)");
+    engine->enqueue(a, job(i), chunks[i].entry->copy_offset[slot], via);
   }
+  std::uint64_t finish(std::uint32_t i) { return engine->finish(job(i)); }
 
-  std::uint64_t finish(std::uint32_t i) {
-    chunks[i].stream->synchronize();
-    return chunk_digest_finish(host_sums[i], chunks[i].entry->bytes);
-  }
-
-  // Times both copy paths on the group's largest chunk (into its working copy, which no record
-  // references) and keeps the faster: which one wins depends on the GPU, the link and the pool's
-  // pages (docs/checkpointing.md, "How it works"). A pre-copied chunk's working copy holds its
-  // checkpoint already: it is not measured on; with nothing else to measure on, the choice waits
-  // for a later checkpoint.
+  // Measures the copy paths on the group's largest chunk, into its working copy, which no record
+  // references. A pre-copied chunk's working copy holds its checkpoint already: it is not
+  // measured on; with nothing else to measure on, the choice waits for a later checkpoint.
   void choose_path(const std::vector<std::uint32_t>& members) {
-    if (path != copy_path::automatic) return;
+    if (engine->path() != copy_path::automatic) return;
     std::vector<std::uint32_t> candidates;
     for (std::uint32_t i : members) {
       if (!chunks[i].precopy) candidates.push_back(i);
@@ -348,38 +426,21 @@ struct checkpointer::impl {
         candidates.begin(), candidates.end(), [&](std::uint32_t a, std::uint32_t b) {
           return chunks[a].entry->bytes < chunks[b].entry->bytes;
         });
-    double best = 0;
-    for (copy_path via : {copy_path::gpu_stores, copy_path::dma}) {
-      double t = 0;
-      for (int round = 0; round < 2; ++round) {  // the first round warms up
-        const auto t0 = clock::now();
-        enqueue(action::copy, big, working_slot(big), via);
-        finish(big);
-        t = seconds_since(t0);
-      }
-      if (path == copy_path::automatic || t < best) {
-        path = via;
-        best = t;
-      }
-    }
-    notice(who() + ": copies chunks by " + std::string(to_string(path)) + " (measured on \"" +
-           chunks[big].entry->name + "\", " + std::to_string(chunks[big].entry->bytes) + " bytes)");
-  }
-
-  // Until measured, GPU stores: the path that needs no measurement to be correct.
-  copy_path effective_path() const {
-    return path == copy_path::automatic ? copy_path::gpu_stores : path;
+    engine->measure(job(big), chunks[big].entry->copy_offset[working_slot(big)]);
+    notice(who() + ": copies chunks by " + std::string(to_string(engine->path())) +
+           " (measured on \"" + chunks[big].entry->name + "\", " +
+           std::to_string(chunks[big].entry->bytes) + " bytes)");
   }
 
   // The checkpoint itself; the chunks' sources are set and ordered after the data's producers.
   checkpoint_result run(std::uint32_t group, const std::vector<std::uint32_t>& members,
                         clock::time_point t0) {
     checkpoint_result r;
-    r.seq = seq + 1;
+    r.seq = records.seq + 1;
     r.chunks = static_cast<std::uint32_t>(members.size());
     choose_path(members);
-    r.path = effective_path();
-    std::vector<fmt::record_entry> next = current;
+    r.path = engine->effective_path();
+    std::vector<fmt::record_entry> next = records.current;
     std::vector<action> todo(chunks.size(), action::copy);
     std::vector<std::uint32_t> slot(chunks.size());
     for (std::uint32_t i : members) {
@@ -391,7 +452,7 @@ struct checkpointer::impl {
         ++r.precopied;
         continue;  // already on its stream
       }
-      todo[i] = options.eliminate_redundant && current[i].written_seq != 0 &&
+      todo[i] = options.eliminate_redundant && records.current[i].written_seq != 0 &&
                         c.prediction <= likely_redundant
                     ? action::digest_first
                     : action::copy;
@@ -403,7 +464,7 @@ struct checkpointer::impl {
     for (std::uint32_t i : members) {
       if (todo[i] != action::digest_first) continue;
       digest[i] = finish(i);
-      if (digest[i] == current[i].digest) {
+      if (digest[i] == records.current[i].digest) {
         next[i].confirmed_seq = r.seq;
         ++r.redundant;
       } else {
@@ -424,13 +485,14 @@ struct checkpointer::impl {
         ++r.copied;
         r.bytes_copied += c.entry->bytes;
       }
-      const bool same = current[i].written_seq != 0 && digest[i] == current[i].digest;
+      const bool same =
+          records.current[i].written_seq != 0 && digest[i] == records.current[i].digest;
       c.prediction = same ? (c.prediction > redundant ? c.prediction - 1 : redundant)
                           : (c.prediction < not_redundant ? c.prediction + 1 : not_redundant);
       c.precopy.reset();
     }
     crash_point("checkpoint.copied");
-    commit(next, r.seq);
+    records.commit(next, r.seq);
     if (options.snapshot_every != 0 && ++commits_since_snapshot >= options.snapshot_every) {
       p->snapshot();
       commits_since_snapshot = 0;
@@ -468,19 +530,15 @@ std::unique_ptr<checkpointer::impl> attach(pool& p, std::string_view name,
   m->p = &p;
   m->name = std::string(name);
   m->options = std::move(options);
-  m->path = m->options.path;
-  m->object = p.host_ptr<char>(offset);
-  m->header = reinterpret_cast<fmt::header*>(m->object);
-  const device_info dev = query_device();
-  m->multiprocessors = std::max(dev.multiprocessors, 1);
+  m->records.object = p.host_ptr<char>(offset);
+  m->records.header = reinterpret_cast<const fmt::header*>(m->records.object);
+  m->records.who = m->who();
+  m->records.object_name = checkpointer::impl::object_name(name);
   return m;
 }
 
 void finish_attach(checkpointer::impl& m) {
-  m.sums = device_buffer<unsigned long long>(m.max_chunks());
-  check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&m.host_sums),
-                           m.max_chunks() * sizeof(unsigned long long), cudaHostAllocDefault),
-             "cudaHostAlloc");
+  m.engine.emplace(*m.p, m.records.max_chunks(), m.options.path);
 }
 
 }  // namespace
@@ -510,7 +568,7 @@ checkpointer checkpointer::create(pool& p, std::string_view name, checkpoint_opt
   persist(dst, sizeof h);
   // A crash before this point leaves an object whose header fails validation; open says so.
   auto m = attach(p, name, std::move(options), offset);
-  m->load_records();
+  m->records.load();
   m->load_table();
   finish_attach(*m);
   return checkpointer(std::move(m));
@@ -538,7 +596,7 @@ checkpointer checkpointer::open(pool& p, std::string_view name, checkpoint_optio
                                    "the checkpoint's name; the checkpoint is damaged.");
   }
   auto m = attach(p, name, std::move(options), obj->offset);
-  m->load_records();
+  m->records.load();
   m->load_table();
   finish_attach(*m);
   return checkpointer(std::move(m));
@@ -598,10 +656,10 @@ void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t by
     return;
   }
   std::uint32_t index = 0;
-  while (index < m.max_chunks() && m.chunks[index].entry != nullptr) ++index;
-  if (index == m.max_chunks()) {
+  while (index < m.records.max_chunks() && m.chunks[index].entry != nullptr) ++index;
+  if (index == m.records.max_chunks()) {
     throw_error(errc::out_of_memory,
-                m.who() + " holds its maximum of " + std::to_string(m.max_chunks()) +
+                m.who() + " holds its maximum of " + std::to_string(m.records.max_chunks()) +
                     " chunks; create it with a larger checkpoint_options::max_chunks.");
   }
   // The copies first (each crash-atomic; a crash leaves them for the next add to find), then
@@ -621,10 +679,11 @@ void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t by
   }
   crash_point("checkpoint.add.copies_allocated");
   e.checksum = entry_checksum(e);
-  fmt::chunk_entry& slot = m.table()[index];
+  fmt::chunk_entry& slot = m.records.table()[index];
   std::memcpy(&slot, &e, sizeof e);
   persist(&slot, sizeof slot);
-  m.current[index] = fmt::record_entry{};  // a torn earlier registration left nothing committed
+  m.records.current[index] =
+      fmt::record_entry{};  // a torn earlier registration left nothing committed
   chunk_state& c = m.chunks[index];
   c.entry = &slot;
   c.device = device_ptr;
@@ -643,11 +702,12 @@ void checkpointer::precopy(std::string_view name, cudaStream_t after) {
   if (c.precopy) return;  // already started since the last checkpoint
   m.order_after(after, {i});
   c.source = c.device;
-  const bool digest_first = m.options.eliminate_redundant && m.current[i].written_seq != 0 &&
+  const bool digest_first = m.options.eliminate_redundant &&
+                            m.records.current[i].written_seq != 0 &&
                             c.prediction <= likely_redundant;
   c.precopy = digest_first ? action::digest_first : action::copy;
   c.precopy_slot = m.working_slot(i);
-  m.enqueue(*c.precopy, i, c.precopy_slot, m.effective_path());
+  m.enqueue(*c.precopy, i, c.precopy_slot, m.engine->effective_path());
 }
 
 checkpoint_result checkpointer::checkpoint(std::uint32_t group, cudaStream_t stream) {
@@ -716,7 +776,7 @@ restore_result checkpointer::restore(std::uint32_t group, cudaStream_t stream) {
   restore_result r;
   r.chunks = static_cast<std::uint32_t>(members.size());
   for (std::uint32_t i : members) {
-    if (m.current[i].written_seq == 0) {
+    if (m.records.current[i].written_seq == 0) {
       throw_error(errc::not_found, m.who() + ": chunk \"" + m.chunks[i].entry->name +
                                        "\" of group " + std::to_string(group) +
                                        " has never been checkpointed; nothing to restore" +
@@ -733,9 +793,9 @@ restore_result checkpointer::restore(std::uint32_t group, cudaStream_t stream) {
     c.source = c.device;
     m.enqueue(action::digest_first, i, slot, copy_path::dma);
   };
-  for (std::uint32_t i : members) load(i, m.current[i].slot);
+  for (std::uint32_t i : members) load(i, m.records.current[i].slot);
   for (std::uint32_t i : members) {
-    const fmt::record_entry& e = m.current[i];
+    const fmt::record_entry& e = m.records.current[i];
     r.bytes += m.chunks[i].entry->bytes;
     r.seq = std::max(r.seq, e.confirmed_seq);
     if (m.finish(i) == e.digest) continue;
@@ -743,7 +803,7 @@ restore_result checkpointer::restore(std::uint32_t group, cudaStream_t stream) {
     std::string what = "chunk \"" + chunk + "\": its copy from checkpoint " +
                        std::to_string(e.written_seq) + " fails its checksum";
     // The other copy holds an older state of the chunk if the previous record vouches for it.
-    const fmt::record_entry* older = m.previous_valid ? &m.previous[i] : nullptr;
+    const fmt::record_entry* older = m.records.previous_valid ? &m.records.previous[i] : nullptr;
     if (older != nullptr && older->written_seq != 0 && older->slot != e.slot) {
       load(i, older->slot);
       if (m.finish(i) == older->digest) {
@@ -776,7 +836,8 @@ std::uint64_t checkpointer::last_checkpoint(std::uint32_t group) const {
   std::uint64_t last = 0;
   bool first = true;
   for (std::uint32_t i : m.group_members(group)) {
-    last = first ? m.current[i].confirmed_seq : std::min(last, m.current[i].confirmed_seq);
+    last = first ? m.records.current[i].confirmed_seq
+                 : std::min(last, m.records.current[i].confirmed_seq);
     first = false;
   }
   return last;
@@ -790,12 +851,12 @@ std::vector<chunk_info> checkpointer::chunks() const {
     const chunk_state& c = m.chunks[i];
     if (c.entry == nullptr) continue;
     out.push_back({c.entry->name, c.entry->bytes, c.entry->type_tag, c.entry->group,
-                   m.current[i].confirmed_seq, c.device != nullptr});
+                   m.records.current[i].confirmed_seq, c.device != nullptr});
   }
   return out;
 }
 
-copy_path checkpointer::chosen_path() const { return live().path; }
+copy_path checkpointer::chosen_path() const { return live().engine->path(); }
 
 snapshot_result checkpointer::snapshot() {
   impl& m = live();
