@@ -11,13 +11,13 @@
 #include <cstring>
 #include <mutex>
 
-#include <gpm/checkpoint/digest.hpp>
 #include <gpm/checkpoint/format.hpp>
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/persist.hpp>
 
-#include "kernels.hpp"
+#include "copy_engine.hpp"
+#include "record_store.hpp"
 
 namespace gpm {
 
@@ -39,220 +39,19 @@ bool pending_checkpoint::ready() const {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
-double seconds_since(clock::time_point t0) {
-  return std::chrono::duration<double>(clock::now() - t0).count();
-}
-
 std::uint64_t entry_checksum(const fmt::chunk_entry& e) {
   fmt::chunk_entry c = e;
   c.checksum = 0;
   return checksum64(&c, sizeof c, e.index);
 }
 
-bool all_zero(const void* p, std::size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  return std::all_of(b, b + n, [](unsigned char c) { return c == 0; });
-}
-
-// ---- commit records ---------------------------------------------------------------------------
-
-// The checkpoint's object in the pool, "cp.<name>" (format.hpp): its header, its chunk table and
-// its two commit records. The record in force is the valid one with the higher seq; the other,
-// if valid, is the previous state (used only to repair a corrupt copy at restore). Knows nothing
-// of chunks' buffers or of the GPU.
-struct record_store {
-  char* object = nullptr;  // the host's view of "cp.<name>"
-  const fmt::header* header = nullptr;
-  std::string who;          // "checkpoint "<name>" in <pool>", for messages
-  std::string object_name;  // "cp.<name>"
-  std::uint32_t in_force = 0;
-  std::vector<fmt::record_entry> current;   // in_force's entries
-  std::vector<fmt::record_entry> previous;  // the other record's entries, if valid
-  bool previous_valid = false;
-  std::uint64_t seq = 0;
-
-  fmt::chunk_entry* table() const {
-    return reinterpret_cast<fmt::chunk_entry*>(object + header->table_offset);
-  }
-  char* record_at(std::uint32_t r) const {
-    return object + header->records_offset + r * header->record_bytes;
-  }
-  std::uint32_t max_chunks() const { return header->max_chunks; }
-
-  std::uint64_t record_checksum(const char* rec) const {
-    fmt::record_head h;
-    std::memcpy(&h, rec, sizeof h);
-    h.checksum = 0;
-    const std::uint64_t c = checksum64(&h, sizeof h, h.seq);
-    return checksum64(rec + sizeof h, std::uint64_t{max_chunks()} * sizeof(fmt::record_entry), c);
-  }
-
-  // The entries of record r if it is valid.
-  std::optional<std::pair<std::uint64_t, std::vector<fmt::record_entry>>> read_record(
-      std::uint32_t r) const {
-    const char* rec = record_at(r);
-    fmt::record_head h;
-    std::memcpy(&h, rec, sizeof h);
-    if (h.magic != fmt::kRecordMagic || h.max_chunks != max_chunks() ||
-        h.checksum != record_checksum(rec)) {
-      return std::nullopt;
-    }
-    std::vector<fmt::record_entry> e(max_chunks());
-    std::memcpy(e.data(), rec + sizeof h, e.size() * sizeof(fmt::record_entry));
-    for (const fmt::record_entry& x : e) {
-      if (x.slot > 1) return std::nullopt;
-    }
-    return std::make_pair(h.seq, std::move(e));
-  }
-
-  void load() {
-    auto r0 = read_record(0), r1 = read_record(1);
-    if (!r0 && !r1) {
-      // Until a first commit succeeds only record 0 is written (a torn first commit leaves it
-      // invalid and record 1 zero). Once record 1 was written, record 0 was valid, and every
-      // flip rewrites one record while the other stays valid: both invalid is damage.
-      if (!all_zero(record_at(1), header->record_bytes)) {
-        throw_error(errc::corrupt, who +
-                                       ": both commit records fail their checksums; the "
-                                       "checkpoint cannot be trusted. Delete it (free the "
-                                       "pool objects \"" +
-                                       object_name + "*\") and start over.");
-      }
-      current.assign(max_chunks(), fmt::record_entry{});
-      seq = 0;
-      in_force = 1;  // the first commit writes record 0
-      return;
-    }
-    const bool use0 = r0 && (!r1 || r0->first > r1->first);
-    auto& mine = use0 ? r0 : r1;
-    auto& other = use0 ? r1 : r0;
-    in_force = use0 ? 0 : 1;
-    seq = mine->first;
-    current = std::move(mine->second);
-    previous_valid = other.has_value();
-    if (previous_valid) previous = std::move(other->second);
-  }
-
-  // Writes `next` into the record not in force and persists it: the atomic flip.
-  void commit(const std::vector<fmt::record_entry>& next, std::uint64_t next_seq) {
-    const std::uint32_t target = 1 - in_force;
-    char* rec = record_at(target);
-    fmt::record_head h{};
-    h.magic = fmt::kRecordMagic;
-    h.seq = next_seq;
-    h.max_chunks = max_chunks();
-    std::memcpy(rec + sizeof h, next.data(), next.size() * sizeof(fmt::record_entry));
-    crash_point("checkpoint.record.entries_written");
-    std::memcpy(rec, &h, sizeof h);  // checksum still zero: invalid until the next store
-    h.checksum = record_checksum(rec);
-    std::memcpy(rec, &h, sizeof h);
-    persist(rec, header->record_bytes);
-    crash_point("checkpoint.committed");
-    previous = std::move(current);
-    previous_valid = true;
-    current = next;
-    seq = next_seq;
-    in_force = target;
-  }
-};
-
-// ---- GPU work ---------------------------------------------------------------------------------
-
-// What a checkpoint does with one chunk.
-enum class action { digest_first, copy };
-
-// One chunk as the copy engine sees it: its bytes in GPU memory and the stream its work runs on.
-struct copy_job {
-  std::uint32_t index;  // its table index, which names its digest word
-  const void* source;
-  std::uint64_t bytes;
-  const gpm::stream& stream;
-};
-
-// The checkpoint's GPU work: a chunk's digest, or its copy into one of its copies in the pool
-// together with the digest, by GPU stores or by DMA, on the chunk's stream; and the choice
-// between the two paths, by measuring them. Knows nothing of commit records.
-class copy_engine {
- public:
-  copy_engine(pool& p, std::uint32_t max_chunks, copy_path path)
-      : p_(&p),
-        path_(path),
-        multiprocessors_(std::max(query_device().multiprocessors, 1)),
-        sums_(max_chunks) {
-    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&host_sums_),
-                             max_chunks * sizeof(unsigned long long), cudaHostAllocDefault),
-               "cudaHostAlloc");
-  }
-  ~copy_engine() {
-    if (host_sums_ != nullptr) cudaFreeHost(host_sums_);
-  }
-  copy_engine(const copy_engine&) = delete;
-  copy_engine& operator=(const copy_engine&) = delete;
-
-  // Enqueues `a` for the chunk on its stream; a copy goes into the copy at `copy_offset` in the
-  // pool, by `via`.
-  void enqueue(action a, const copy_job& j, std::uint64_t copy_offset, copy_path via) {
-    const cudaStream_t s = j.stream.get();
-    unsigned long long* sum = sums_.data() + j.index;
-    check_cuda(cudaMemsetAsync(sum, 0, sizeof(unsigned long long), s), "cudaMemsetAsync");
-    if (a == action::digest_first || via == copy_path::dma) {
-      if (a == action::copy) {
-        check_cuda(cudaMemcpyAsync(p_->host_ptr<void>(copy_offset), j.source, j.bytes,
-                                   cudaMemcpyDeviceToHost, s),
-                   "cudaMemcpyAsync (checkpoint copy)");
-      }
-      kd::enqueue_digest(j.source, j.bytes, sum, multiprocessors_, s);
-    } else {
-      void* dst = p_->ref().ptr<void>(copy_offset);
-      kd::enqueue_copy_digest(dst, j.source, j.bytes, sum, multiprocessors_, s);
-    }
-    check_cuda(cudaMemcpyAsync(host_sums_ + j.index, sum, sizeof(unsigned long long),
-                               cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync (digest)");
-  }
-
-  // Waits for the chunk's stream; the digest of what its last enqueue read.
-  std::uint64_t finish(const copy_job& j) {
-    j.stream.synchronize();
-    return chunk_digest_finish(host_sums_[j.index], j.bytes);
-  }
-
-  // Times both copy paths on the chunk, copying it into the copy at `copy_offset` (which no
-  // record may reference), and keeps the faster: which one wins depends on the GPU, the link and
-  // the pool's pages (docs/checkpointing.md, "How it works").
-  void measure(const copy_job& j, std::uint64_t copy_offset) {
-    double best = 0;
-    for (copy_path via : {copy_path::gpu_stores, copy_path::dma}) {
-      double t = 0;
-      for (int round = 0; round < 2; ++round) {  // the first round warms up
-        const auto t0 = clock::now();
-        enqueue(action::copy, j, copy_offset, via);
-        finish(j);
-        t = seconds_since(t0);
-      }
-      if (path_ == copy_path::automatic || t < best) {
-        path_ = via;
-        best = t;
-      }
-    }
-  }
-
-  // The path asked for or measured; automatic until measured.
-  copy_path path() const { return path_; }
-  // Until measured, GPU stores: the path that needs no measurement to be correct.
-  copy_path effective_path() const {
-    return path_ == copy_path::automatic ? copy_path::gpu_stores : path_;
-  }
-
- private:
-  pool* p_;
-  copy_path path_;
-  int multiprocessors_;
-  device_buffer<unsigned long long> sums_;   // per chunk: the digest sum being computed
-  unsigned long long* host_sums_ = nullptr;  // pinned, per chunk
-};
+using kd::action;
+using kd::all_zero;
+using kd::clock;
+using kd::copy_engine;
+using kd::copy_job;
+using kd::record_store;
+using kd::seconds_since;
 
 // ---- a chunk in this process -------------------------------------------------------------------
 
