@@ -20,7 +20,7 @@
 #include "gpm_test.hpp"
 #include "kvs_test_support.hpp"
 #include "workloads/kvs/kvs_cpu.hpp"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/undo_logs.cuh"
 
 namespace {
 

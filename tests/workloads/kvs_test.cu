@@ -12,8 +12,8 @@
 #include "gpm_test.hpp"
 #include "kvs_test_support.hpp"
 #include "workloads/kvs/kvs_cpu.hpp"
-#include "workloads/kvs/object_header.hpp"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/object_header.hpp"
+#include "workloads/common/undo_logs.cuh"
 
 namespace {
 

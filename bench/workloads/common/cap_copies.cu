@@ -1,5 +1,5 @@
 // The CAP baselines' double copies (cap_copies.hpp).
-#include "workloads/kvs/cap_copies.hpp"
+#include "workloads/common/cap_copies.hpp"
 
 #include <cstring>
 #include <filesystem>
@@ -7,7 +7,7 @@
 
 #include <gpm/platform/persist.hpp>
 
-#include "workloads/kvs/object_header.hpp"
+#include "workloads/common/object_header.hpp"
 
 namespace gpmbench {
 

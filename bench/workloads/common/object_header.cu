@@ -1,5 +1,5 @@
 // Writing and validating object_header (object_header.hpp).
-#include "workloads/kvs/object_header.hpp"
+#include "workloads/common/object_header.hpp"
 
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/error.hpp>

@@ -1,6 +1,6 @@
 // The host side of the workloads' undo logs (undo_logs.cuh): conv_undo_batch's begin / commit /
 // recover around a gpm::conv_log, and flat_undo, the CPU-persisted log of gpm-ndp and cpu.
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/undo_logs.cuh"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/kernel.cuh>
 
-#include "workloads/kvs/object_header.hpp"
+#include "workloads/common/object_header.hpp"
 
 namespace gpmbench {
 

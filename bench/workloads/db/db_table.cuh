@@ -18,8 +18,8 @@
 #include <gpm/pool/pool.hpp>
 #include <gpm/pool/pool_ref.hpp>
 
-#include "workloads/kvs/object_header.hpp"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/object_header.hpp"
+#include "workloads/common/undo_logs.cuh"
 
 namespace gpmbench::db {
 

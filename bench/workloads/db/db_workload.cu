@@ -27,9 +27,9 @@
 #include "gpmbench/timing.hpp"
 #include "gpmbench/workload.hpp"
 #include "workloads/db/db_table.cuh"
-#include "workloads/kvs/batch_modes.hpp"
-#include "workloads/kvs/cap_copies.hpp"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/batch_modes.hpp"
+#include "workloads/common/cap_copies.hpp"
+#include "workloads/common/undo_logs.cuh"
 
 namespace gpmbench {
 

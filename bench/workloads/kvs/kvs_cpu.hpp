@@ -10,7 +10,7 @@
 #include "gpmbench/baselines.hpp"
 #include "workloads/kvs/kvs_kernels.cuh"
 #include "workloads/kvs/kvs_table.cuh"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/undo_logs.cuh"
 
 namespace gpmbench::kvs {
 

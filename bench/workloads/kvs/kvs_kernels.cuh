@@ -14,7 +14,7 @@
 #include <gpm/platform/runtime.hpp>
 
 #include "workloads/kvs/kvs_table.cuh"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/undo_logs.cuh"
 
 namespace gpmbench::kvs {
 

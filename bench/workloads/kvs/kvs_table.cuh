@@ -20,7 +20,7 @@
 #include <gpm/pool/pool.hpp>
 
 #include "gpmbench/zipf.hpp"
-#include "workloads/kvs/object_header.hpp"
+#include "workloads/common/object_header.hpp"
 
 namespace gpmbench::kvs {
 

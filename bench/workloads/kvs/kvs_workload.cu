@@ -28,12 +28,12 @@
 #include "gpmbench/resources.hpp"
 #include "gpmbench/timing.hpp"
 #include "gpmbench/workload.hpp"
-#include "workloads/kvs/batch_modes.hpp"
-#include "workloads/kvs/cap_copies.hpp"
+#include "workloads/common/batch_modes.hpp"
+#include "workloads/common/cap_copies.hpp"
 #include "workloads/kvs/kvs_cpu.hpp"
 #include "workloads/kvs/kvs_kernels.cuh"
 #include "workloads/kvs/kvs_table.cuh"
-#include "workloads/kvs/undo_logs.cuh"
+#include "workloads/common/undo_logs.cuh"
 
 namespace gpmbench {
 
