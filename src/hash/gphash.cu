@@ -1,9 +1,11 @@
-// gpm::gphash host side: creating and opening tables in a pool, bulk operations, resize,
-// recovery, the volatile value allocator and BktCache management. Explicitly instantiated for
-// the two key types, so users compile only the device view.
+// gpm::gphash host side: creating and opening tables in a pool, bulk operations, resize and
+// recovery, using its owned parts: the volatile value allocator (value_area) and BktCache
+// (bucket_cache). Explicitly instantiated for the key types, so users compile only the device
+// view.
 #include <gpm/hash/gphash.cuh>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -102,6 +104,167 @@ void ensure(device_buffer<T>& b, std::size_t count) {
   if (b.size() < count) b = device_buffer<T>(std::max<std::size_t>(count, 2 * b.size()));
 }
 
+// ---- value area --------------------------------------------------------------------------------
+
+// The value area's volatile allocator: a bitmap of taken cells (1 = taken), rebuilt from the
+// published slots whenever the table is opened, recovered or resized, and a bitmap of retired
+// cells (table_view::retired) that reclaim() folds into it in stream order.
+class value_area {
+ public:
+  // Both bitmaps for `cells` cells: none retired, none taken but the bits past the last cell.
+  void reset(std::uint64_t cells) {
+    cells_ = cells;
+    bitmap_words_ = (cells + 63) / 64;
+    std::vector<std::uint64_t> init(bitmap_words_, 0);
+    if (cells % 64 != 0) init.back() = ~0ull << (cells % 64);  // cells past the end are taken
+    bitmap_ = device_buffer<std::uint64_t>(bitmap_words_);
+    bitmap_.copy_from_host(init.data(), init.size());
+    retired_ = device_buffer<std::uint64_t>(bitmap_words_);
+    retired_.fill_bytes(0);
+  }
+
+  // Its part of the kernels' view.
+  void fill(table_view& v) const {
+    v.bitmap = bitmap_.data();
+    v.bitmap_words = bitmap_words_;
+    v.retired = retired_.data();
+  }
+
+  // Stream-ordered: kernels that follow on `stream` may reuse the cells. `v` is the table's view.
+  void reclaim(const table_view& v, cudaStream_t stream) const {
+    launch(reclaim_kernel, blocks_for(bitmap_words_, kScanThreads), kScanThreads, 0, stream, v);
+  }
+
+  std::uint64_t cells() const { return cells_; }
+
+ private:
+  device_buffer<std::uint64_t> bitmap_;
+  std::uint64_t bitmap_words_ = 0;
+  std::uint64_t cells_ = 0;
+  device_buffer<std::uint64_t> retired_;  // a bit per value cell
+};
+
+// ---- BktCache ----------------------------------------------------------------------------------
+
+// BktCache (FAST'25 §3.3) on the host: its GPU buffers for one geometry of the table, its own
+// stream, and the reload, whose kernels (kernels.cuh) run on that stream concurrently with
+// operations. Built when the cache is enabled and again whenever the table's levels change.
+class bucket_cache {
+ public:
+  // Holds `options.fraction` of the `buckets` buckets of the live levels (at least one), each of
+  // `slots` slots of `slot_words` words.
+  bucket_cache(const cache_options& options, std::uint64_t buckets, std::uint32_t slots,
+               std::uint32_t slot_words)
+      : options_(options),
+        capacity_(std::max<std::uint64_t>(
+            1, std::min<std::uint64_t>(
+                   buckets,
+                   static_cast<std::uint64_t>(options.fraction * static_cast<double>(buckets))))) {
+    const std::uint64_t K = slots;
+    map_ = device_buffer<std::uint32_t>(buckets);
+    map_.fill_bytes(0);
+    freq_ = device_buffer<std::uint32_t>(buckets);
+    freq_.fill_bytes(0);
+    stamp_ = device_buffer<std::uint32_t>(buckets);
+    stamp_.fill_bytes(0);
+    seq_ = device_buffer<std::uint32_t>(capacity_ * K);
+    seq_.fill_bytes(0);
+    refs_ = device_buffer<std::uint32_t>(capacity_);
+    refs_.fill_bytes(0);
+    slots_ = device_buffer<std::uint64_t>(capacity_ * K * slot_words);
+    owner_ = device_buffer<std::uint64_t>(capacity_);
+    owner_.fill_bytes(0xff);  // kNone
+    counters_.fill_bytes(0);
+    selection_.score = device_buffer<std::uint32_t>(buckets);
+    selection_.hist = device_buffer<std::uint32_t>(kRadixBins);
+    selection_.chosen = device_buffer<chosen_state>(buckets);
+    selection_.free = device_buffer<std::uint64_t>(capacity_);
+    selection_.ys = device_buffer<std::uint64_t>(capacity_);
+    selection_.xs = device_buffer<std::uint64_t>(capacity_);
+    // The fills above are on the default stream; the cache's stream does not wait for it.
+    check_cuda(cudaDeviceSynchronize(), "GPHash cache");
+  }
+  // A reload may still be running on the cache's stream.
+  ~bucket_cache() { wait(); }
+  bucket_cache(const bucket_cache&) = delete;
+  bucket_cache& operator=(const bucket_cache&) = delete;
+
+  // The kernels' view for the live levels [bottom, top] at batch `now` (LRU's clock).
+  cache_view view(std::uint32_t now, std::uint32_t bottom, std::uint32_t top) const {
+    cache_view c;
+    c.map = map_.data();
+    c.owner = owner_.data();
+    c.seq = seq_.data();
+    c.refs = refs_.data();
+    c.slots = slots_.data();
+    c.freq = freq_.data();
+    c.stamp = stamp_.data();
+    c.counters = counters_.data();
+    c.now = now;
+    c.bottom = bottom;
+    c.top = top;
+    c.buckets = (2ull << top) - (1ull << bottom);
+    c.capacity = capacity_;
+    return c;
+  }
+
+  // Chooses the hot buckets by the policy (`salt` seeds the random one) and fetches the changed
+  // ones: kernels on the cache's stream, concurrent with operations; the host waits for nothing.
+  // `v` is the table's live view, with this cache in it.
+  void reload(const table_view& v, std::uint64_t salt) {
+    const std::uint64_t buckets = map_.size();
+    const std::uint64_t keep = std::min(capacity_, buckets);
+    const cache_select sel = selection_.view();
+    const cache_view& c = v.cache;
+    const cudaStream_t cs = stream_.get();
+    const std::uint32_t grid = blocks_for(buckets, kScanThreads);
+    launch(select_begin_kernel, 1, kScanThreads, 0, cs, sel, keep);
+    launch(select_score_kernel, grid, kScanThreads, 0, cs, c, sel, options_.policy, salt);
+    std::uint32_t shift = 32;
+    for (const std::uint32_t width : kRadixBits) {
+      shift -= width;
+      launch(select_histogram_kernel, grid, kScanThreads, kRadixBins * sizeof(std::uint32_t), cs,
+             buckets, sel, shift, width);
+      launch(select_bin_kernel, 1, 1, 0, cs, sel, shift, width);
+    }
+    launch(select_mark_kernel, grid, kScanThreads, 0, cs, buckets, sel);
+    launch(select_free_kernel, blocks_for(capacity_, kScanThreads), kScanThreads, 0, cs, c, sel);
+    launch(select_assign_kernel, grid, kScanThreads, 0, cs, buckets, sel);
+    launch(cache_fetch_kernel, blocks_for(capacity_ * 32, 256), 256, 0, cs, v, sel);
+  }
+
+  void wait() const { stream_.synchronize(); }
+  std::uint64_t capacity() const { return capacity_; }
+  // Slot reads served from the cache ([0]) and from the pool ([1]) since it was built.
+  std::array<unsigned long long, 2> counts() const {
+    std::array<unsigned long long, 2> c{};
+    check_cuda(cudaMemcpy(c.data(), counters_.data(), sizeof c, cudaMemcpyDeviceToHost),
+               "cudaMemcpy");
+    return c;
+  }
+
+ private:
+  // The reload's selection (kernels.cuh, cache_select).
+  struct select_buffers {
+    device_buffer<std::uint32_t> score, hist;
+    device_buffer<chosen_state> chosen;
+    device_buffer<std::uint64_t> free, ys, xs;
+    device_buffer<select_state> state{1};
+    cache_select view() const {
+      return {score.data(), hist.data(), chosen.data(), free.data(),
+              ys.data(),    xs.data(),   state.data()};
+    }
+  };
+
+  cache_options options_;
+  std::uint64_t capacity_;  // cache buckets
+  device_buffer<std::uint32_t> map_, seq_, refs_, freq_, stamp_;
+  device_buffer<std::uint64_t> owner_, slots_;
+  device_buffer<unsigned long long> counters_{2};
+  select_buffers selection_;
+  gpm::stream stream_{true};
+};
+
 }  // namespace
 
 template <class Key>
@@ -115,33 +278,13 @@ struct gphash<Key>::impl {
   gphash_recovery last;
   char* device_base = nullptr;
 
-  device_buffer<std::uint64_t> bitmap;
-  std::uint64_t bitmap_words = 0;
-  std::uint64_t cells = 0;
-  device_buffer<std::uint64_t> retired;           // a bit per value cell (table_view::retired)
+  value_area values;
   device_buffer<unsigned long long> counters{2};  // [0] retries, [1] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
 
-  // BktCache.
-  bool cache_on = false;
   cache_options cache_opts;
-  std::uint64_t cache_buckets = 0;
-  device_buffer<std::uint32_t> c_map, c_seq, c_refs, c_freq, c_stamp;
-  device_buffer<std::uint64_t> c_owner, c_slots;
-  device_buffer<unsigned long long> c_counters{2};
-  // The reload's selection (kernels.cuh, cache_select).
-  struct select_buffers {
-    device_buffer<std::uint32_t> score, hist;
-    device_buffer<chosen_state> chosen;
-    device_buffer<std::uint64_t> free, ys, xs;
-    device_buffer<select_state> state{1};
-    cache_select view() {
-      return {score.data(), hist.data(), chosen.data(), free.data(),
-              ys.data(),    xs.data(),   state.data()};
-    }
-  } selection;
-  std::unique_ptr<gpm::stream> cache_stream;
-  std::uint32_t now = 1;
+  std::unique_ptr<bucket_cache> cache;  // null while the cache is off
+  std::uint32_t now = 1;                // batches served with the cache on: LRU's clock
   std::uint64_t batches = 0;
 
   static constexpr bool variable_keys = std::is_same_v<Key, varkey>;
@@ -173,8 +316,7 @@ struct gphash<Key>::impl {
     v.cell_bytes = static_cast<std::uint32_t>(cell_bytes());
     v.max_key_bytes = variable_keys ? config.max_key_bytes : 0;
     v.seed = config.seed;
-    v.bitmap = bitmap.data();
-    v.bitmap_words = bitmap_words;
+    values.fill(v);
     v.segments = state.segments;
     std::uint64_t first = 0;
     for (std::uint32_t s = 0; s < state.segments; ++s) {
@@ -183,23 +325,7 @@ struct gphash<Key>::impl {
       first += state.seg_cells[s];
     }
     v.seg_first[state.segments] = first;
-    v.retired = retired.data();
-    if (with_cache && cache_on) {
-      cache_view& c = v.cache;
-      c.map = c_map.data();
-      c.owner = c_owner.data();
-      c.seq = c_seq.data();
-      c.refs = c_refs.data();
-      c.slots = c_slots.data();
-      c.freq = c_freq.data();
-      c.stamp = c_stamp.data();
-      c.counters = c_counters.data();
-      c.now = now;
-      c.bottom = bottom();
-      c.top = state.top;
-      c.buckets = (2ull << state.top) - (1ull << bottom());
-      c.capacity = cache_buckets;
-    }
+    if (with_cache && cache) v.cache = cache->view(now, bottom(), state.top);
     return v;
   }
   table_view live_view(bool with_cache = true) const {
@@ -242,15 +368,9 @@ struct gphash<Key>::impl {
   // validates every published value offset, before anything dereferences one (the key records
   // of variable-length keys).
   void rebuild_allocator(std::uint32_t levels) {
-    cells = 0;
+    std::uint64_t cells = 0;
     for (std::uint32_t s = 0; s < state.segments; ++s) cells += state.seg_cells[s];
-    bitmap_words = (cells + 63) / 64;
-    std::vector<std::uint64_t> init(bitmap_words, 0);
-    if (cells % 64 != 0) init.back() = ~0ull << (cells % 64);  // cells past the end are taken
-    bitmap = device_buffer<std::uint64_t>(bitmap_words);
-    bitmap.copy_from_host(init.data(), init.size());
-    retired = device_buffer<std::uint64_t>(bitmap_words);
-    retired.fill_bytes(0);
+    values.reset(cells);
     const unsigned long long bad = scan<scan_op::mark_cells>(levels);
     if (bad != 0) {
       throw_error(errc::corrupt, what() + " has " + std::to_string(bad) +
@@ -260,10 +380,7 @@ struct gphash<Key>::impl {
   }
 
   // Stream-ordered: kernels that follow on `stream` may reuse the cells.
-  void reclaim(cudaStream_t stream) {
-    launch(reclaim_kernel, blocks_for(bitmap_words, kScanThreads), kScanThreads, 0, stream,
-           live_view(false));
-  }
+  void reclaim(cudaStream_t stream) { values.reclaim(live_view(false), stream); }
 
   void finish_resize() {
     const std::uint32_t L = config.level_count;
@@ -337,82 +454,16 @@ struct gphash<Key>::impl {
 
   // ---- BktCache ------------------------------------------------------------------------------
 
-  void build_cache() {
-    const std::uint64_t buckets = (2ull << state.top) - (1ull << bottom());
-    cache_buckets = std::max<std::uint64_t>(
-        1, std::min<std::uint64_t>(
-               buckets,
-               static_cast<std::uint64_t>(cache_opts.fraction * static_cast<double>(buckets))));
-    const std::uint64_t K = config.slots_per_bucket;
-    c_map = device_buffer<std::uint32_t>(buckets);
-    c_map.fill_bytes(0);
-    c_freq = device_buffer<std::uint32_t>(buckets);
-    c_freq.fill_bytes(0);
-    c_stamp = device_buffer<std::uint32_t>(buckets);
-    c_stamp.fill_bytes(0);
-    c_seq = device_buffer<std::uint32_t>(cache_buckets * K);
-    c_seq.fill_bytes(0);
-    c_refs = device_buffer<std::uint32_t>(cache_buckets);
-    c_refs.fill_bytes(0);
-    c_slots = device_buffer<std::uint64_t>(cache_buckets * K * slot_words());
-    c_owner = device_buffer<std::uint64_t>(cache_buckets);
-    c_owner.fill_bytes(0xff);  // kNone
-    c_counters.fill_bytes(0);
-    selection.score = device_buffer<std::uint32_t>(buckets);
-    selection.hist = device_buffer<std::uint32_t>(kRadixBins);
-    selection.chosen = device_buffer<chosen_state>(buckets);
-    selection.free = device_buffer<std::uint64_t>(cache_buckets);
-    selection.ys = device_buffer<std::uint64_t>(cache_buckets);
-    selection.xs = device_buffer<std::uint64_t>(cache_buckets);
-    if (!cache_stream) cache_stream = std::make_unique<gpm::stream>(true);
-    // The fills above are on the default stream; the cache's stream does not wait for it.
-    check_cuda(cudaDeviceSynchronize(), "GPHash cache");
-  }
-
-  // Chooses the hot buckets by the policy and fetches the changed ones: kernels on the cache's
-  // stream (kernels.cuh), concurrent with operations; the host waits for nothing.
   void reload_cache() {
-    const std::uint64_t buckets = c_map.size();
-    const std::uint64_t keep = std::min(cache_buckets, buckets);
-    const cache_select sel = selection.view();
-    const table_view v = live_view();
-    const cache_view& c = v.cache;
-    const cudaStream_t cs = cache_stream->get();
-    const std::uint32_t grid = blocks_for(buckets, kScanThreads);
-    launch(select_begin_kernel, 1, kScanThreads, 0, cs, sel, keep);
-    launch(select_score_kernel, grid, kScanThreads, 0, cs, c, sel, cache_opts.policy,
-           config.seed ^ mix64(batches));
-    std::uint32_t shift = 32;
-    for (const std::uint32_t width : kRadixBits) {
-      shift -= width;
-      launch(select_histogram_kernel, grid, kScanThreads, kRadixBins * sizeof(std::uint32_t), cs,
-             buckets, sel, shift, width);
-      launch(select_bin_kernel, 1, 1, 0, cs, sel, shift, width);
-    }
-    launch(select_mark_kernel, grid, kScanThreads, 0, cs, buckets, sel);
-    launch(select_free_kernel, blocks_for(cache_buckets, kScanThreads), kScanThreads, 0, cs, c,
-           sel);
-    launch(select_assign_kernel, grid, kScanThreads, 0, cs, buckets, sel);
-    launch(cache_fetch_kernel, blocks_for(cache_buckets * 32, 256), 256, 0, cs, v, sel);
+    cache->reload(live_view(), config.seed ^ mix64(batches));
     ++now;
   }
 
   void wait_cache() const {
-    if (cache_stream) cache_stream->synchronize();
+    if (cache) cache->wait();
   }
 
-  void drop_cache() {
-    wait_cache();
-    cache_on = false;
-    c_map = {};
-    c_seq = {};
-    c_refs = {};
-    c_freq = {};
-    c_stamp = {};
-    c_owner = {};
-    c_slots = {};
-    selection = {};
-  }
+  void drop_cache() { cache.reset(); }
 
   // ---- bulk operations -------------------------------------------------------------------------
 
@@ -473,14 +524,14 @@ struct gphash<Key>::impl {
     }
     reclaim(stream);
     ++batches;
-    if (cache_on) {
+    if (cache) {
       ++now;
       if (cache_opts.reload_every != 0 && batches % cache_opts.reload_every == 0) reload_cache();
     }
   }
 
   void grow() {
-    const bool cached = cache_on;
+    const bool cached = cache != nullptr;
     if (cached) drop_cache();
     const std::uint32_t top = state.top + 1;
     if (top > kMaxTop) {
@@ -516,14 +567,14 @@ struct gphash<Key>::impl {
 
   // A fresh cache for the table's current geometry, loaded by the policy.
   void restart_cache() {
-    cache_on = true;
-    build_cache();
+    cache = std::make_unique<bucket_cache>(cache_opts, (2ull << state.top) - (1ull << bottom()),
+                                           config.slots_per_bucket, slot_words());
     reload_cache();
   }
 
   gphash_recovery recover() {
     const auto t0 = std::chrono::steady_clock::now();
-    const bool cached = cache_on;  // the cache is rebuilt from the recovered table
+    const bool cached = cache != nullptr;  // the cache is rebuilt from the recovered table
     if (cached) drop_cache();
     gphash_recovery r;
     const std::uint32_t levels = config.level_count + (state.resizing ? 1 : 0);
@@ -746,13 +797,12 @@ gphash_stats gphash<Key>::stats() const {
   s.level_count = m.config.level_count;
   s.buckets = (2ull << m.state.top) - (1ull << m.bottom());
   s.slots = capacity();
-  s.value_cells = m.cells;
+  s.value_cells = m.values.cells();
   s.resizes = m.state.resizes;
-  s.cache_enabled = m.cache_on;
-  if (m.cache_on) {
-    s.cached_buckets = m.cache_buckets;
-    unsigned long long c[2] = {};
-    check_cuda(cudaMemcpy(c, m.c_counters.data(), sizeof c, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  s.cache_enabled = m.cache != nullptr;
+  if (m.cache) {
+    s.cached_buckets = m.cache->capacity();
+    const auto c = m.cache->counts();
     s.cache_hits = c[0];
     s.cache_misses = c[1];
   }
@@ -840,11 +890,11 @@ void gphash<Key>::disable_cache() {
 }
 template <class Key>
 bool gphash<Key>::cache_enabled() const {
-  return impl_->cache_on;
+  return impl_->cache != nullptr;
 }
 template <class Key>
 void gphash<Key>::reload_cache() {
-  require(impl_->cache_on, "gphash::reload_cache: the bucket cache is not enabled");
+  require(impl_->cache != nullptr, "gphash::reload_cache: the bucket cache is not enabled");
   impl_->reload_cache();
 }
 template <class Key>
