@@ -22,7 +22,7 @@
 namespace {
 
 using namespace gpmbench::db;
-using gpmbench::conv_undo_batch;
+using gpmbench::undo_of;
 
 constexpr unsigned kBlocks = 4;
 constexpr unsigned kThreads = 64;
@@ -67,7 +67,7 @@ struct store {
   std::uint64_t* committed;         // batches committed (updated inside each batch)
   std::uint64_t* committed_device;  // the same word, as kernels address it
   std::optional<gpm::undo_tx> hcl;
-  std::optional<conv_undo_batch> conv;
+  std::optional<gpm::conv_undo_tx> conv;
   gpm::device_buffer<unsigned long long> counts{2};
 
   static void create(const std::string& pm, const std::string& snap, kind k) {
@@ -77,7 +77,7 @@ struct store {
     if (k == kind::update_hcl) {
       gpm::undo_tx::create(p, "undo", {kBlocks, kThreads, 8192});
     } else {
-      conv_undo_batch::create(p, "undo", kBlocks, 128 << 10);
+      gpm::conv_undo_tx::create(p, "undo", {kBlocks, 128 << 10});
     }
     if (k != kind::insert) {  // the UPDATEs' table, full from the start
       gpm::launch(insert_rows<true>, kBlocks, kThreads, 0, nullptr, t.device(), 0, kRows);
@@ -95,7 +95,7 @@ struct store {
     if (k == kind::update_hcl) {
       s.hcl.emplace(gpm::undo_tx::open(*s.pool, "undo"));
     } else {
-      s.conv.emplace(conv_undo_batch::open(*s.pool, "undo"));
+      s.conv.emplace(gpm::conv_undo_tx::open(*s.pool, "undo"));
     }
     gpm::check_cuda(cudaMemset(s.counts.data(), 0, s.counts.bytes()), "cudaMemset");
     return s;
@@ -106,11 +106,11 @@ struct store {
   void run_batch(kind k, std::uint64_t b) {
     if (k == kind::insert) {
       conv->begin();
-      gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, conv->ref(),
+      gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, undo_of(*conv),
                   committed_device, b, counts.data() + 1);
       gpm::launch(insert_rows<true>, kBlocks, kThreads, 0, nullptr, tab.device(),
                   (b - 1) * kInsertRows, kInsertRows);
-      gpm::launch(publish_rows<gpmbench::conv_undo>, 1, 1, 0, nullptr, tab.device(), conv->ref(),
+      gpm::launch(publish_rows<gpmbench::conv_undo>, 1, 1, 0, nullptr, tab.device(), undo_of(*conv),
                   b * kInsertRows, counts.data() + 1);
       gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       gpm::crash_point("db_test.before_commit");
@@ -127,10 +127,10 @@ struct store {
       hcl->commit();
     } else {
       conv->begin();
-      gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, conv->ref(),
+      gpm::launch(count_batch<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, undo_of(*conv),
                   committed_device, b, counts.data() + 1);
       gpm::launch(update_rows<gpmbench::conv_undo>, kBlocks, kThreads, 0, nullptr, tab.device(),
-                  conv->ref(), b, counts.data());
+                  undo_of(*conv), b, counts.data());
       gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       gpm::crash_point("db_test.before_commit");
       conv->commit();
@@ -215,8 +215,7 @@ TEST_P(DbCrash, BatchesAreAllOrNothing) {
 
 TEST_P(DbCrash, RecoveryIsIdempotent) {
   const kind k = GetParam();
-  const char* point =
-      k == kind::update_hcl ? "undo_tx.recover.rolled_back" : "conv_undo.recover.rolled_back";
+  const char* point = "undo_tx.recover.rolled_back";  // every kind: undo_tx or conv_undo_tx
   const int trials = gpm::test::crash_trials(2);
   for (int t = 0; t < trials; ++t) {
     gpm::test::scratch_dirs d(std::string("db-idem-") + name_of(k));

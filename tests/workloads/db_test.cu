@@ -15,10 +15,10 @@
 namespace {
 
 using namespace gpmbench::db;
-using gpmbench::conv_undo_batch;
 using gpmbench::flat_undo;
 using gpmbench::hcl_undo;
 using gpmbench::no_undo;
+using gpmbench::undo_of;
 
 constexpr unsigned kBlocks = 4;
 constexpr unsigned kThreads = 64;
@@ -125,9 +125,9 @@ TEST_F(DbTest, UndoThroughEachLogRestoresTheTable) {
   EXPECT_TRUE(tx.recover());
   EXPECT_EQ(cells(), before);
   // conventional (gpm-conv)
-  conv_undo_batch conv = conv_undo_batch::create(*pool_, "conv", kBlocks, 64 << 10);
+  gpm::conv_undo_tx conv = gpm::conv_undo_tx::create(*pool_, "conv", {kBlocks, 64 << 10});
   conv.begin();
-  update(conv.ref(), 2);
+  update(undo_of(conv), 2);
   ASSERT_NE(cells(), before);
   EXPECT_TRUE(conv.recover());
   EXPECT_EQ(cells(), before);
@@ -149,11 +149,11 @@ TEST_F(DbTest, UndoThroughEachLogRestoresTheTable) {
 
 TEST_F(DbTest, CountLoggedInsertIsUndoneWithItsRows) {
   insert(0, kRows / 2);
-  conv_undo_batch meta = conv_undo_batch::create(*pool_, "meta", 1, 4096);
+  gpm::conv_undo_tx meta = gpm::conv_undo_tx::create(*pool_, "meta", {1, 4096});
   meta.begin();
   gpm::launch(insert_rows<true>, kBlocks, kThreads, 0, nullptr, table_->device(), kRows / 2,
               kRows / 2);
-  gpm::launch(publish_rows<gpmbench::conv_undo>, 1, 1, 0, nullptr, table_->device(), meta.ref(),
+  gpm::launch(publish_rows<gpmbench::conv_undo>, 1, 1, 0, nullptr, table_->device(), undo_of(meta),
               kRows, failures_.data());
   gpm::test::sync_ok();
   EXPECT_EQ(table_->rows(), kRows);

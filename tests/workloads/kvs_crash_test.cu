@@ -19,13 +19,12 @@
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
 #include "kvs_test_support.hpp"
-#include "workloads/kvs/kvs_cpu.hpp"
 #include "workloads/common/undo_logs.cuh"
+#include "workloads/kvs/kvs_cpu.hpp"
 
 namespace {
 
 using namespace gpm::test::kvs;
-using gpmbench::conv_undo_batch;
 using gpmbench::flat_undo;
 
 constexpr std::uint64_t kUniverse = 2048;
@@ -47,8 +46,8 @@ const char* name_of(kind k) {
 }
 const char* recovery_point(kind k) {
   switch (k) {
-    case kind::hcl: return "undo_tx.recover.rolled_back";
-    case kind::conv: return "conv_undo.recover.rolled_back";
+    case kind::hcl:
+    case kind::conv: return "undo_tx.recover.rolled_back";  // undo_tx or conv_undo_tx
     default: return "flat_undo.recover.restored";
   }
 }
@@ -60,7 +59,7 @@ struct store {
   table tab;
   std::uint64_t* committed;  // the last batch whose commit returned
   std::optional<gpm::undo_tx> hcl;
-  std::optional<conv_undo_batch> conv;
+  std::optional<gpm::conv_undo_tx> conv;
   std::optional<flat_undo> flat;
 
   static store create(const std::string& pm_dir, const std::string& snap_dir, kind k) {
@@ -71,7 +70,7 @@ struct store {
       case kind::hcl:
         gpm::undo_tx::create(p, "undo", {kBlocks, kThreads, hcl_bytes_per_thread(kOps)});
         break;
-      case kind::conv: conv_undo_batch::create(p, "undo", kBlocks, kOps * 64); break;
+      case kind::conv: gpm::conv_undo_tx::create(p, "undo", {kBlocks, kOps * 64}); break;
       case kind::ndp: flat_undo::create(p, "undo", 1, kOps, sizeof(bucket)); break;
       case kind::cpu: flat_undo::create(p, "undo", kCpuThreads, kOps, sizeof(slot)); break;
     }
@@ -86,7 +85,7 @@ struct store {
     store s{std::move(p), t, committed, {}, {}, {}};
     switch (k) {
       case kind::hcl: s.hcl.emplace(gpm::undo_tx::open(*s.pool, "undo")); break;
-      case kind::conv: s.conv.emplace(conv_undo_batch::open(*s.pool, "undo")); break;
+      case kind::conv: s.conv.emplace(gpm::conv_undo_tx::open(*s.pool, "undo")); break;
       default: s.flat.emplace(flat_undo::open(*s.pool, "undo")); break;
     }
     return s;
@@ -116,7 +115,7 @@ void run_durable_batch(store& s, kind k, batch_scratch& scratch, gpmbench::kvs::
       break;
     case kind::conv:
       s.conv->begin();
-      launch_batch(s.tab.device(), scratch, s.conv->ref(), o, b, kOps);
+      launch_batch(s.tab.device(), scratch, gpmbench::undo_of(*s.conv), o, b, kOps);
       gpm::crash_point("kvs_test.before_commit");
       s.conv->commit();
       break;

@@ -11,18 +11,18 @@
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
 #include "kvs_test_support.hpp"
-#include "workloads/kvs/kvs_cpu.hpp"
 #include "workloads/common/object_header.hpp"
 #include "workloads/common/undo_logs.cuh"
+#include "workloads/kvs/kvs_cpu.hpp"
 
 namespace {
 
 using namespace gpm::test::kvs;
 using gpmbench::conv_undo;
-using gpmbench::conv_undo_batch;
 using gpmbench::flat_undo;
 using gpmbench::hcl_undo;
 using gpmbench::no_undo;
+using gpmbench::undo_of;
 
 constexpr std::uint64_t kUniverse = 2048;
 constexpr std::uint64_t kBuckets = 2048;  // one key per bucket on average: no evictions
@@ -121,10 +121,10 @@ TEST_F(KvsTest, SetsWithHclUndoMatchTheReferenceAndLogEachSlotOnce) {
 }
 
 TEST_F(KvsTest, SetsWithConventionalUndoMatchTheReference) {
-  conv_undo_batch u = conv_undo_batch::create(*pool_, "undo", kBlocks, kOps * 64);
+  gpm::conv_undo_tx u = gpm::conv_undo_tx::create(*pool_, "undo", {kBlocks, kOps * 64});
   run_sets_and_compare(*table_, scratch_, [&](std::uint64_t, auto run) {
     u.begin();
-    run(u.ref());
+    run(undo_of(u));
     u.commit();
   });
 }
@@ -209,21 +209,21 @@ TEST_F(KvsTest, HclUndoRestoresTheTableBeforeTheBatch) {
 }
 
 TEST_F(KvsTest, ConventionalUndoRestoresTheTableAndIsIdempotent) {
-  conv_undo_batch u = conv_undo_batch::create(*pool_, "undo", kBlocks, kOps * 64);
+  gpm::conv_undo_tx u = gpm::conv_undo_tx::create(*pool_, "undo", {kBlocks, kOps * 64});
   const op_stream ops = sets_only();
   u.begin();
-  launch_batch(table_->device(), scratch_, u.ref(), ops, 1, kOps);
+  launch_batch(table_->device(), scratch_, undo_of(u), ops, 1, kOps);
   u.commit();
   const std::vector<bucket> before = copy_of_table();
   u.begin();
   EXPECT_THROW(u.begin(), gpm::error);  // one batch at a time
-  launch_batch(table_->device(), scratch_, u.ref(), ops, 2, kOps);
+  launch_batch(table_->device(), scratch_, undo_of(u), ops, 2, kOps);
   ASSERT_FALSE(table_equals(before));
   EXPECT_TRUE(u.recover());
   EXPECT_TRUE(table_equals(before));
   EXPECT_FALSE(u.active());
   // Reopened from the pool: the same record and log.
-  conv_undo_batch again = conv_undo_batch::open(*pool_, "undo");
+  gpm::conv_undo_tx again = gpm::conv_undo_tx::open(*pool_, "undo");
   EXPECT_FALSE(again.recover());
 }
 

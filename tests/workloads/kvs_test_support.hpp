@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <gpm/log/undo_tx.cuh>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/pool/pool.hpp>
 
@@ -31,7 +32,7 @@ inline gpm::pool_options options_in(const std::string& pm_dir, const std::string
 
 // Undo entries a thread may write in one batch of `ops` operations: all of its group's.
 inline std::uint64_t hcl_bytes_per_thread(std::uint64_t ops) {
-  return (ops + kGroups - 1) / kGroups * gpm::hcl_log::entry_footprint(16 + sizeof(slot));
+  return (ops + kGroups - 1) / kGroups * gpm::undo_tx::entry_footprint(sizeof(slot));
 }
 
 template <class Undo>

@@ -1,10 +1,12 @@
-// The undo logging that makes a gpKVS or gpDB batch failure-atomic, one type per way the paper
+// The undo logging that makes a gpKVS or gpDB batch failure-atomic, one policy per way the paper
 // compares (GPM, ASPLOS'22 §5.2, §6), each a template argument of the batch kernels:
-//   hcl_undo   gpm::undo_tx on an HCL log: each thread logs into its own striped log, no lock
-//   conv_undo  a conventional partitioned log (gpm::conv_log): a thread takes its partition's
-//              lock to append; conv_undo_batch below is its begin / commit / recover
-//   no_undo    nothing logged, nothing persisted in the kernel: the baselines that make the batch
-//              durable another way (gpm-ndp's flat_undo written back by the CPU, CAP's copies)
+//   tx_undo<Log>  gpm's undo transactions: hcl_undo (gpm::undo_tx, each thread logs into its own
+//                 striped HCL log, no lock) and conv_undo (gpm::conv_undo_tx, the blocks share a
+//                 conventional log's partitions, a thread takes its partition's lock to append);
+//                 the library's begin / commit / recover drives them
+//   no_undo       nothing logged, nothing persisted in the kernel: the baselines that make the
+//   batch
+//                 durable another way (gpm-ndp's flat_undo written back by the CPU, CAP's copies)
 // flat_undo is the CPU-persisted undo log of the gpm-ndp and cpu modes: entries of a fixed size in
 // regions (one per CPU thread), each entry written back before its region's count, which is
 // written back before the data changes. Every log here holds (pool offset, old bytes) entries and
@@ -17,7 +19,6 @@
 #include <string>
 #include <string_view>
 
-#include <gpm/log/conv_log.cuh>
 #include <gpm/log/undo_tx.cuh>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/pool.hpp>
@@ -25,65 +26,41 @@
 
 namespace gpmbench {
 
-// The most bytes one undo entry saves (a gpKVS bucket).
+// The most bytes one flat_undo entry saves (a gpKVS bucket).
 inline constexpr std::uint32_t kMaxUndoBytes = 128;
 
-struct hcl_undo {
+template <class Log>
+struct tx_undo {
   static constexpr bool persistent = true;
-  gpm::undo_tx_ref tx;
+  gpm::basic_undo_tx_ref<Log> tx;
   __device__ bool save(const void* p, std::uint32_t bytes) const {
     return tx.save(p, bytes) == gpm::log_status::ok;
   }
 };
+using hcl_undo = tx_undo<gpm::hcl_log>;
+using conv_undo = tx_undo<gpm::conv_log>;
 
-struct conv_undo {
-  static constexpr bool persistent = true;
-  gpm::conv_log_ref log;
-  gpm::pool_ref pool;
-  // The entry: the pool offset, then the old bytes.
-  __device__ bool save(const void* p, std::uint32_t bytes) const {
-    if (bytes > kMaxUndoBytes || !pool.contains(pool.offset_of(p), bytes)) return false;
-    unsigned char entry[sizeof(std::uint64_t) + kMaxUndoBytes];
-    const std::uint64_t offset = pool.offset_of(p);
-    std::memcpy(entry, &offset, sizeof offset);
-    std::memcpy(entry + sizeof offset, p, bytes);
-    // Partitions shared by the blocks of a kernel, as the paper's conventional log.
-    return log.insert(blockIdx.x % log.partitions(), entry,
-                      static_cast<std::uint32_t>(sizeof offset + bytes)) == gpm::log_status::ok;
-  }
-};
+// The kernels' policy for a batch of `tx`.
+template <class Log>
+tx_undo<Log> undo_of(const gpm::basic_undo_tx<Log>& tx) {
+  return {tx.ref()};
+}
+
+// The shape of an undo transaction's log for batch kernels of geometry g whose threads each log
+// up to `per_thread` bytes: HCL, a stream per thread; conventional, a partition per block, as
+// many bytes as its threads might log.
+inline gpm::hcl_geometry undo_shape(gpm::hcl_log*, unsigned blocks, unsigned threads,
+                                    std::uint64_t per_thread) {
+  return {blocks, threads, per_thread};
+}
+inline gpm::conv_partitions undo_shape(gpm::conv_log*, unsigned blocks, unsigned threads,
+                                       std::uint64_t per_thread) {
+  return {blocks, per_thread * threads};
+}
 
 struct no_undo {
   static constexpr bool persistent = false;
   __device__ bool save(const void*, std::uint32_t) const { return true; }
-};
-
-// Begin / commit / recover around kernels that log with conv_undo: the same protocol as
-// gpm::undo_tx (persisted active mark, log truncated at begin and after commit), on a conv_log.
-class conv_undo_batch {
- public:
-  // Creates the mark `name` and the log `name` + ".log". Errors as gpm::conv_log::create.
-  static conv_undo_batch create(gpm::pool& p, std::string_view name, std::uint32_t partitions,
-                                std::uint64_t bytes_per_partition);
-  // Opens both, validating the mark's header. Does not recover: call recover().
-  static conv_undo_batch open(gpm::pool& p, std::string_view name);
-
-  void begin();   // throws invalid_argument if a batch is active
-  void commit();  // throws (batch left active) if a log operation failed
-  // Undoes an active batch on the GPU (one thread per partition), then ends it; returns whether
-  // one was undone. Throws errc::corrupt on a damaged entry.
-  bool recover(cudaStream_t stream = nullptr);
-  bool active() const;
-  conv_undo ref() const { return {log_.ref(), pool_->ref()}; }
-  const gpm::conv_log& log() const { return log_; }
-
- private:
-  conv_undo_batch(gpm::pool& p, std::uint64_t mark_offset, gpm::conv_log log)
-      : pool_(&p), mark_offset_(mark_offset), log_(std::move(log)) {}
-  void set_active(bool on);
-  gpm::pool* pool_;
-  std::uint64_t mark_offset_;
-  gpm::conv_log log_;
 };
 
 // The CPU-persisted undo log (gpm-ndp, cpu). Host-side recovery; the GPU may fill entries of a

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include <gpm/log/conv_log.cuh>
 #include <gpm/log/undo_tx.cuh>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
@@ -26,10 +25,10 @@
 #include "gpmbench/resources.hpp"
 #include "gpmbench/timing.hpp"
 #include "gpmbench/workload.hpp"
-#include "workloads/db/db_table.cuh"
 #include "workloads/common/batch_modes.hpp"
 #include "workloads/common/cap_copies.hpp"
 #include "workloads/common/undo_logs.cuh"
+#include "workloads/db/db_table.cuh"
 
 namespace gpmbench {
 
@@ -106,70 +105,45 @@ void store_durably(std::uint64_t* word, std::uint64_t value) {
 
 // ---- gpm, gpm-conv, snapshot -------------------------------------------------------------------
 
-hcl_undo policy_of(const gpm::undo_tx& tx) { return {tx.ref()}; }
-conv_undo policy_of(const conv_undo_batch& b) { return b.ref(); }
-
-struct hcl_kind {
-  using batch_type = gpm::undo_tx;
-  static constexpr std::uint64_t kEntry = 16 + 8;  // record (offset, size) and the old cell
-  static std::uint64_t footprint() { return gpm::hcl_log::entry_footprint(kEntry); }
-  static std::uint64_t bytes(const gpu_part& gpu, std::uint64_t per_thread) {
-    return gpm::hcl_log::object_bytes({gpu.g.blocks, gpu.g.threads, per_thread});
-  }
-  static gpm::undo_tx create(gpm::pool& p, const gpu_part& gpu, std::uint64_t per_thread) {
-    return gpm::undo_tx::create(p, "db.undo", {gpu.g.blocks, gpu.g.threads, per_thread});
-  }
-};
-struct conv_kind {
-  using batch_type = conv_undo_batch;
-  static constexpr std::uint64_t kEntry = 8 + 8;  // offset and the old cell
-  static std::uint64_t footprint() { return gpm::conv_log::entry_footprint(kEntry); }
-  static std::uint64_t bytes(const gpu_part& gpu, std::uint64_t per_thread) {
-    return gpm::conv_log::object_bytes(gpu.g.blocks, per_thread * gpu.g.threads);
-  }
-  static conv_undo_batch create(gpm::pool& p, const gpu_part& gpu, std::uint64_t per_thread) {
-    return conv_undo_batch::create(p, "db.undo", gpu.g.blocks, per_thread * gpu.g.threads);
-  }
-};
-
 // The row count's log of INSERTs: one partition, a few entries.
-constexpr std::uint64_t kMetaLogBytes = 4096;
+constexpr gpm::conv_partitions kMetaShape{1, 4096};
 
-template <class Kind>
+// Log is the UPDATEs' undo transaction's: hcl_log (gpm, snapshot) or conv_log (gpm-conv).
+template <class Log>
 class logged_strategy {
  public:
   logged_strategy(const mode_context& ctx, const config& c, const std::string& mode, bool snapshot)
       : gpu_(ctx),
-        per_thread_(entries_per_thread(c.rows, gpu_.threads()) * Kind::footprint()),
+        per_thread_(entries_per_thread(c.rows, gpu_.threads()) * kCellEntryBytes),
         pool_(ctx, c.workload + "-" + mode,
-              pool_bytes(table::object_bytes(c.rows) + Kind::bytes(gpu_, per_thread_) +
-                         gpm::conv_log::object_bytes(1, kMetaLogBytes)),
+              pool_bytes(table::object_bytes(c.rows) + undo_type::object_bytes(undo_shape_()) +
+                         gpm::conv_undo_tx::object_bytes(kMetaShape)),
               bench_pool::kNoObject, 6),
         table_(table::create(pool_.pool(), "db", c.rows)),
-        undo_(Kind::create(pool_.pool(), gpu_, per_thread_)),
-        meta_(conv_undo_batch::create(pool_.pool(), "db.meta", 1, kMetaLogBytes)),
+        undo_(undo_type::create(pool_.pool(), "db.undo", undo_shape_())),
+        meta_(gpm::conv_undo_tx::create(pool_.pool(), "db.meta", kMetaShape)),
         snapshot_(snapshot) {}
 
   void truncate() { table_.set_rows(0); }
   void insert_batch(std::uint64_t first, std::uint64_t n) {
     meta_.begin();
     gpu_.insert<true>(table_.device(), first, n);
-    gpu_.publish(table_.device(), meta_.ref(), first + n);
+    gpu_.publish(table_.device(), undo_of(meta_), first + n);
     meta_.commit();
-    bytes_ += n * kColumns * 8 + gpm::conv_log::entry_footprint(16) + 8;
+    bytes_ += n * kColumns * 8 + gpm::conv_undo_tx::entry_footprint(8) + 8;
     after_batch();
   }
   void update_batch(std::uint64_t b) {
     undo_.begin();
     const auto before = gpu_.read()[0];
-    gpu_.update(table_.device(), policy_of(undo_), b);
+    gpu_.update(table_.device(), undo_of(undo_), b);
     undo_.commit();
-    bytes_ += (gpu_.read()[0] - before) * (8 + Kind::footprint());
+    bytes_ += (gpu_.read()[0] - before) * (8 + kCellEntryBytes);
     after_batch();
   }
   double restore_seconds(std::uint64_t b) {
     undo_.begin();
-    gpu_.update(table_.device(), policy_of(undo_), b);
+    gpu_.update(table_.device(), undo_of(undo_), b);
     return seconds_on_host([&] {
       if (!undo_.recover()) check_failed("db: recovery found no batch to undo");
     });
@@ -179,6 +153,13 @@ class logged_strategy {
   table_view durable_view() { return table_.host(); }
 
  private:
+  using undo_type = gpm::basic_undo_tx<Log>;
+  // An undo entry: a cell's 8 old bytes, with the transaction's record and the log's trailer.
+  static constexpr std::uint64_t kCellEntryBytes = undo_type::entry_footprint(8);
+
+  typename undo_type::shape_type undo_shape_() const {
+    return undo_shape(static_cast<Log*>(nullptr), gpu_.g.blocks, gpu_.g.threads, per_thread_);
+  }
   void after_batch() {
     if (snapshot_) bytes_ += pool_.pool().snapshot().bytes_written;
   }
@@ -186,8 +167,8 @@ class logged_strategy {
   std::uint64_t per_thread_;
   bench_pool pool_;
   table table_;
-  typename Kind::batch_type undo_;
-  conv_undo_batch meta_;
+  undo_type undo_;
+  gpm::conv_undo_tx meta_;
   bool snapshot_;
   std::uint64_t bytes_ = 0;
 };
@@ -561,10 +542,10 @@ workload db_workload(bool update) {
                       "failure-atomic batches (GPM Figures 9-11, Table 4)",
              {}};
   const std::string log = update ? "old cells undo-logged on HCL" : "row count logged";
-  w.modes.push_back(make_mode<logged_strategy<hcl_kind>>(
+  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
       update, "gpm", "GPU stores persisted in the kernel; " + log, std::string("gpm"), false));
   if (update) {
-    w.modes.push_back(make_mode<logged_strategy<conv_kind>>(
+    w.modes.push_back(make_mode<logged_strategy<gpm::conv_log>>(
         update, "gpm-conv", "old cells undo-logged on a conventional partitioned log",
         std::string("gpm-conv"), false));
   }
@@ -578,7 +559,7 @@ workload db_workload(bool update) {
       update, "cap-fs", "as cap-mm into files in the pool directory, with fsync", false));
   w.modes.push_back(make_mode<cap_fs_strategy>(
       update, "cap-fs-disk", "as cap-fs, the files on disk (power-loss durable)", true));
-  w.modes.push_back(make_mode<logged_strategy<hcl_kind>>(
+  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
       update, "snapshot", "gpm, then a pool snapshot to disk after each batch",
       std::string("snapshot"), true));
   w.modes.push_back(make_mode<cpu_strategy>(

@@ -19,7 +19,6 @@
 #include <optional>
 #include <string>
 
-#include <gpm/log/conv_log.cuh>
 #include <gpm/log/undo_tx.cuh>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
@@ -30,10 +29,10 @@
 #include "gpmbench/workload.hpp"
 #include "workloads/common/batch_modes.hpp"
 #include "workloads/common/cap_copies.hpp"
+#include "workloads/common/undo_logs.cuh"
 #include "workloads/kvs/kvs_cpu.hpp"
 #include "workloads/kvs/kvs_kernels.cuh"
 #include "workloads/kvs/kvs_table.cuh"
-#include "workloads/common/undo_logs.cuh"
 
 namespace gpmbench {
 
@@ -109,45 +108,18 @@ struct gpu_part {
 
 // ---- gpm, gpm-conv, snapshot: undo-logged in the kernel --------------------------------------
 
-hcl_undo policy_of(const gpm::undo_tx& tx) { return {tx.ref()}; }
-conv_undo policy_of(const conv_undo_batch& b) { return b.ref(); }
-
-// Undo entries: the slot's pool offset and size (hcl) or offset (conv) and its 16 old bytes.
-constexpr std::uint64_t kHclEntry = 16 + sizeof(slot);
-constexpr std::uint64_t kConvEntry = 8 + sizeof(slot);
-
-struct hcl_log_kind {
-  using batch_type = gpm::undo_tx;
-  static std::uint64_t bytes(const gpu_part& gpu, std::uint64_t per_thread) {
-    return gpm::hcl_log::object_bytes({gpu.g.blocks, gpu.g.threads, per_thread});
-  }
-  static gpm::undo_tx create(gpm::pool& p, const gpu_part& gpu, std::uint64_t per_thread) {
-    return gpm::undo_tx::create(p, "kvs.undo", {gpu.g.blocks, gpu.g.threads, per_thread});
-  }
-  static std::uint64_t entry_bytes() { return gpm::hcl_log::entry_footprint(kHclEntry); }
-};
-struct conv_log_kind {
-  using batch_type = conv_undo_batch;
-  // One partition per block, as many bytes as the block's threads might log.
-  static std::uint64_t bytes(const gpu_part& gpu, std::uint64_t per_thread) {
-    return gpm::conv_log::object_bytes(gpu.g.blocks, per_thread * gpu.g.threads);
-  }
-  static conv_undo_batch create(gpm::pool& p, const gpu_part& gpu, std::uint64_t per_thread) {
-    return conv_undo_batch::create(p, "kvs.undo", gpu.g.blocks, per_thread * gpu.g.threads);
-  }
-  static std::uint64_t entry_bytes() { return gpm::conv_log::entry_footprint(kConvEntry); }
-};
-
-template <class Kind>
+// Log is the undo transaction's: hcl_log (gpm, snapshot) or conv_log (gpm-conv).
+template <class Log>
 class logged_strategy {
  public:
   logged_strategy(const mode_context& ctx, const config& c, const std::string& mode, bool snapshot)
       : gpu_(ctx, table::buckets_for(c.universe)),
         per_thread_(log_bytes_per_thread(c)),
         pool_(ctx, c.workload + "-" + mode,
-              pool_bytes(table_bytes(c) + Kind::bytes(gpu_, per_thread_)), bench_pool::kNoObject),
+              pool_bytes(table_bytes(c) + undo_type::object_bytes(undo_shape_())),
+              bench_pool::kNoObject),
         table_(table::create(pool_.pool(), "kvs", table::buckets_for(c.universe))),
-        log_(Kind::create(pool_.pool(), gpu_, per_thread_)),
+        log_(undo_type::create(pool_.pool(), "kvs.undo", undo_shape_())),
         snapshot_(snapshot) {}
 
   void preload(std::uint64_t universe) {
@@ -156,36 +128,43 @@ class logged_strategy {
   }
   void batch(const op_stream& ops, std::uint64_t b, std::uint64_t count) {
     log_.begin();
-    gpu_.batch(table_.device(), policy_of(log_), ops, b, count);
+    gpu_.batch(table_.device(), undo_of(log_), ops, b, count);
     log_.commit();
     if (snapshot_) snapshot_bytes_ += pool_.pool().snapshot().bytes_written;
   }
   // Runs batch `b` up to just before its commit, then times its recovery (the paper's Table 5).
   double restore_seconds(const op_stream& ops, std::uint64_t b, std::uint64_t count) {
     log_.begin();
-    gpu_.batch(table_.device(), policy_of(log_), ops, b, count);
+    gpu_.batch(table_.device(), undo_of(log_), ops, b, count);
     return seconds_on_host([&] {
       if (!log_.recover()) check_failed("kvs: recovery found no batch to undo");
     });
   }
   batch_counters counters() const { return gpu_.scratch.counters(); }
   std::uint64_t bytes_persisted(const batch_counters& c) const {
-    return c.sets * sizeof(slot) + c.logged * Kind::entry_bytes() + snapshot_bytes_;
+    return c.sets * sizeof(slot) + c.logged * kEntryBytes + snapshot_bytes_;
   }
   table_view durable_view() const { return table_.host(); }
 
  private:
+  using undo_type = gpm::basic_undo_tx<Log>;
+  // An undo entry: the slot's 16 old bytes, with the transaction's record and the log's trailer.
+  static constexpr std::uint64_t kEntryBytes = undo_type::entry_footprint(sizeof(slot));
+
   // A thread may log every operation its group serves (all in one lane, all SETs).
   std::uint64_t log_bytes_per_thread(const config& c) const {
     const std::uint64_t per_group = (c.ops_per_batch + gpu_.groups() - 1) / gpu_.groups();
-    return per_group * Kind::entry_bytes();
+    return per_group * kEntryBytes;
+  }
+  typename undo_type::shape_type undo_shape_() const {
+    return undo_shape(static_cast<Log*>(nullptr), gpu_.g.blocks, gpu_.g.threads, per_thread_);
   }
 
   gpu_part gpu_;
   std::uint64_t per_thread_;
   bench_pool pool_;
   table table_;
-  typename Kind::batch_type log_;
+  undo_type log_;
   bool snapshot_;
   std::uint64_t snapshot_bytes_ = 0;
 };
@@ -359,8 +338,8 @@ template <class Strategy>
 double restore_of(Strategy&, const op_stream&, std::uint64_t, std::uint64_t) {
   return -1;  // modes that do not recover in place
 }
-template <class Kind>
-double restore_of(logged_strategy<Kind>& s, const op_stream& ops, std::uint64_t b,
+template <class Log>
+double restore_of(logged_strategy<Log>& s, const op_stream& ops, std::uint64_t b,
                   std::uint64_t count) {
   return s.restore_seconds(ops, b, count);
 }
@@ -448,9 +427,9 @@ workload kvs_workload(bool mixed) {
                    : "gpKVS: batches of SETs, uniform keys, table starting empty; failure-atomic "
                      "batches (GPM Figures 9-11, Tables 4-5)",
              {}};
-  w.modes.push_back(make_mode<logged_strategy<hcl_log_kind>>(
+  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
       mixed, "gpm", "undo log on HCL, persisted in the kernel", std::string("gpm"), false));
-  w.modes.push_back(make_mode<logged_strategy<conv_log_kind>>(
+  w.modes.push_back(make_mode<logged_strategy<gpm::conv_log>>(
       mixed, "gpm-conv", "undo log on a conventional partitioned log", std::string("gpm-conv"),
       false));
   w.modes.push_back(make_mode<ndp_strategy>(
@@ -461,7 +440,7 @@ workload kvs_workload(bool mixed) {
       mixed, "cap-fs", "table in GPU memory, written whole into one of two files + fsync", false));
   w.modes.push_back(make_mode<cap_strategy<cap_fs_target>>(
       mixed, "cap-fs-disk", "as cap-fs, the files on disk (power-loss durable)", true));
-  w.modes.push_back(make_mode<logged_strategy<hcl_log_kind>>(
+  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
       mixed, "snapshot", "gpm, then a pool snapshot to disk after each batch",
       std::string("snapshot"), true));
   w.modes.push_back(make_mode<cpu_strategy>(
