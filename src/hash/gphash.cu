@@ -15,7 +15,9 @@
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/kernel.cuh>
 
+#include "bucket_cache.hpp"
 #include "kernels.cuh"
+#include "value_area.hpp"
 
 namespace gpm {
 
@@ -48,19 +50,11 @@ namespace {
 using namespace detail::hash;
 using namespace format::hash;
 
-constexpr std::uint32_t kScanBlocks = 1024;
-constexpr std::uint32_t kScanThreads = 256;
-
 std::string level_name(const std::string& table, std::uint32_t level) {
   return table + ".L" + std::to_string(level);
 }
 std::string segment_name(const std::string& table, std::uint32_t n) {
   return table + ".V" + std::to_string(n);
-}
-
-std::uint32_t blocks_for(std::uint64_t threads, std::uint32_t block) {
-  return static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>((threads + block - 1) / block, 1, kScanBlocks * 4));
 }
 
 void validate_config(const gphash_config& c, bool variable_keys) {
@@ -103,167 +97,6 @@ template <class T>
 void ensure(device_buffer<T>& b, std::size_t count) {
   if (b.size() < count) b = device_buffer<T>(std::max<std::size_t>(count, 2 * b.size()));
 }
-
-// ---- value area --------------------------------------------------------------------------------
-
-// The value area's volatile allocator: a bitmap of taken cells (1 = taken), rebuilt from the
-// published slots whenever the table is opened, recovered or resized, and a bitmap of retired
-// cells (table_view::retired) that reclaim() folds into it in stream order.
-class value_area {
- public:
-  // Both bitmaps for `cells` cells: none retired, none taken but the bits past the last cell.
-  void reset(std::uint64_t cells) {
-    cells_ = cells;
-    bitmap_words_ = (cells + 63) / 64;
-    std::vector<std::uint64_t> init(bitmap_words_, 0);
-    if (cells % 64 != 0) init.back() = ~0ull << (cells % 64);  // cells past the end are taken
-    bitmap_ = device_buffer<std::uint64_t>(bitmap_words_);
-    bitmap_.copy_from_host(init.data(), init.size());
-    retired_ = device_buffer<std::uint64_t>(bitmap_words_);
-    retired_.fill_bytes(0);
-  }
-
-  // Its part of the kernels' view.
-  void fill(table_view& v) const {
-    v.bitmap = bitmap_.data();
-    v.bitmap_words = bitmap_words_;
-    v.retired = retired_.data();
-  }
-
-  // Stream-ordered: kernels that follow on `stream` may reuse the cells. `v` is the table's view.
-  void reclaim(const table_view& v, cudaStream_t stream) const {
-    launch(reclaim_kernel, blocks_for(bitmap_words_, kScanThreads), kScanThreads, 0, stream, v);
-  }
-
-  std::uint64_t cells() const { return cells_; }
-
- private:
-  device_buffer<std::uint64_t> bitmap_;
-  std::uint64_t bitmap_words_ = 0;
-  std::uint64_t cells_ = 0;
-  device_buffer<std::uint64_t> retired_;  // a bit per value cell
-};
-
-// ---- BktCache ----------------------------------------------------------------------------------
-
-// BktCache (FAST'25 §3.3) on the host: its GPU buffers for one geometry of the table, its own
-// stream, and the reload, whose kernels (kernels.cuh) run on that stream concurrently with
-// operations. Built when the cache is enabled and again whenever the table's levels change.
-class bucket_cache {
- public:
-  // Holds `options.fraction` of the `buckets` buckets of the live levels (at least one), each of
-  // `slots` slots of `slot_words` words.
-  bucket_cache(const cache_options& options, std::uint64_t buckets, std::uint32_t slots,
-               std::uint32_t slot_words)
-      : options_(options),
-        capacity_(std::max<std::uint64_t>(
-            1, std::min<std::uint64_t>(
-                   buckets,
-                   static_cast<std::uint64_t>(options.fraction * static_cast<double>(buckets))))) {
-    const std::uint64_t K = slots;
-    map_ = device_buffer<std::uint32_t>(buckets);
-    map_.fill_bytes(0);
-    freq_ = device_buffer<std::uint32_t>(buckets);
-    freq_.fill_bytes(0);
-    stamp_ = device_buffer<std::uint32_t>(buckets);
-    stamp_.fill_bytes(0);
-    seq_ = device_buffer<std::uint32_t>(capacity_ * K);
-    seq_.fill_bytes(0);
-    refs_ = device_buffer<std::uint32_t>(capacity_);
-    refs_.fill_bytes(0);
-    slots_ = device_buffer<std::uint64_t>(capacity_ * K * slot_words);
-    owner_ = device_buffer<std::uint64_t>(capacity_);
-    owner_.fill_bytes(0xff);  // kNone
-    counters_.fill_bytes(0);
-    selection_.score = device_buffer<std::uint32_t>(buckets);
-    selection_.hist = device_buffer<std::uint32_t>(kRadixBins);
-    selection_.chosen = device_buffer<chosen_state>(buckets);
-    selection_.free = device_buffer<std::uint64_t>(capacity_);
-    selection_.ys = device_buffer<std::uint64_t>(capacity_);
-    selection_.xs = device_buffer<std::uint64_t>(capacity_);
-    // The fills above are on the default stream; the cache's stream does not wait for it.
-    check_cuda(cudaDeviceSynchronize(), "GPHash cache");
-  }
-  // A reload may still be running on the cache's stream.
-  ~bucket_cache() { wait(); }
-  bucket_cache(const bucket_cache&) = delete;
-  bucket_cache& operator=(const bucket_cache&) = delete;
-
-  // The kernels' view for the live levels [bottom, top] at batch `now` (LRU's clock).
-  cache_view view(std::uint32_t now, std::uint32_t bottom, std::uint32_t top) const {
-    cache_view c;
-    c.map = map_.data();
-    c.owner = owner_.data();
-    c.seq = seq_.data();
-    c.refs = refs_.data();
-    c.slots = slots_.data();
-    c.freq = freq_.data();
-    c.stamp = stamp_.data();
-    c.counters = counters_.data();
-    c.now = now;
-    c.bottom = bottom;
-    c.top = top;
-    c.buckets = (2ull << top) - (1ull << bottom);
-    c.capacity = capacity_;
-    return c;
-  }
-
-  // Chooses the hot buckets by the policy (`salt` seeds the random one) and fetches the changed
-  // ones: kernels on the cache's stream, concurrent with operations; the host waits for nothing.
-  // `v` is the table's live view, with this cache in it.
-  void reload(const table_view& v, std::uint64_t salt) {
-    const std::uint64_t buckets = map_.size();
-    const std::uint64_t keep = std::min(capacity_, buckets);
-    const cache_select sel = selection_.view();
-    const cache_view& c = v.cache;
-    const cudaStream_t cs = stream_.get();
-    const std::uint32_t grid = blocks_for(buckets, kScanThreads);
-    launch(select_begin_kernel, 1, kScanThreads, 0, cs, sel, keep);
-    launch(select_score_kernel, grid, kScanThreads, 0, cs, c, sel, options_.policy, salt);
-    std::uint32_t shift = 32;
-    for (const std::uint32_t width : kRadixBits) {
-      shift -= width;
-      launch(select_histogram_kernel, grid, kScanThreads, kRadixBins * sizeof(std::uint32_t), cs,
-             buckets, sel, shift, width);
-      launch(select_bin_kernel, 1, 1, 0, cs, sel, shift, width);
-    }
-    launch(select_mark_kernel, grid, kScanThreads, 0, cs, buckets, sel);
-    launch(select_free_kernel, blocks_for(capacity_, kScanThreads), kScanThreads, 0, cs, c, sel);
-    launch(select_assign_kernel, grid, kScanThreads, 0, cs, buckets, sel);
-    launch(cache_fetch_kernel, blocks_for(capacity_ * 32, 256), 256, 0, cs, v, sel);
-  }
-
-  void wait() const { stream_.synchronize(); }
-  std::uint64_t capacity() const { return capacity_; }
-  // Slot reads served from the cache ([0]) and from the pool ([1]) since it was built.
-  std::array<unsigned long long, 2> counts() const {
-    std::array<unsigned long long, 2> c{};
-    check_cuda(cudaMemcpy(c.data(), counters_.data(), sizeof c, cudaMemcpyDeviceToHost),
-               "cudaMemcpy");
-    return c;
-  }
-
- private:
-  // The reload's selection (kernels.cuh, cache_select).
-  struct select_buffers {
-    device_buffer<std::uint32_t> score, hist;
-    device_buffer<chosen_state> chosen;
-    device_buffer<std::uint64_t> free, ys, xs;
-    device_buffer<select_state> state{1};
-    cache_select view() const {
-      return {score.data(), hist.data(), chosen.data(), free.data(),
-              ys.data(),    xs.data(),   state.data()};
-    }
-  };
-
-  cache_options options_;
-  std::uint64_t capacity_;  // cache buckets
-  device_buffer<std::uint32_t> map_, seq_, refs_, freq_, stamp_;
-  device_buffer<std::uint64_t> owner_, slots_;
-  device_buffer<unsigned long long> counters_{2};
-  select_buffers selection_;
-  gpm::stream stream_{true};
-};
 
 }  // namespace
 
