@@ -481,8 +481,8 @@ void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t by
   fmt::chunk_entry& slot = m.records.table()[index];
   std::memcpy(&slot, &e, sizeof e);
   persist(&slot, sizeof slot);
-  m.records.current[index] =
-      fmt::record_entry{};  // a torn earlier registration left nothing committed
+  // A torn earlier registration left nothing committed.
+  m.records.current[index] = fmt::record_entry{};
   chunk_state& c = m.chunks[index];
   c.entry = &slot;
   c.device = device_ptr;
