@@ -128,10 +128,13 @@ GPM_HOST_DEVICE constexpr std::uint64_t pair_slot(std::uint32_t word, std::uint3
   return std::uint64_t{word} | std::uint64_t{value} << 32;
 }
 
-// The checksum of a record's first count + 2 slots, bound to where it lies.
+// The seed of a record's checksum, which binds it to where it lies. Every component goes through
+// the mixer: a component left outside it would meet the first slot (the seq) in a plain XOR, and
+// a stale chunk one lap back, at position p - n with seq s', would validate under a new first
+// chunk whenever p ^ s == (p - n) ^ s'.
 GPM_HOST_DEVICE inline std::uint64_t record_seed(std::uint64_t salt, std::uint64_t epoch,
                                                  std::uint32_t log, std::uint64_t position) {
-  return mix64(mix64(mix64(salt ^ 0x5458524543ull) ^ epoch) ^ log) ^ position;
+  return mix64(mix64(mix64(mix64(salt ^ 0x5458524543ull) ^ epoch) ^ log) ^ position);
 }
 GPM_HOST_DEVICE inline std::uint64_t fold_slot(std::uint64_t h, std::uint64_t slot) {
   return mix64(h ^ slot) + 0x9e3779b97f4a7c15ull;
