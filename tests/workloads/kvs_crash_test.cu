@@ -129,11 +129,7 @@ void run_durable_batch(store& s, kind k, batch_scratch& scratch, gpmbench::kvs::
       gpm::write_back(s.flat->host_entry(0, 0), n * s.flat->entry_bytes());
       s.flat->publish(0, n);
       launch_batch(s.tab.device(), scratch, gpmbench::no_undo{}, o, b, kOps);
-      for (unsigned long long i = 0; i < n; ++i) {
-        gpmbench::flat_undo::entry_head h;
-        std::memcpy(&h, s.flat->host_entry(0, i), sizeof h);
-        gpm::write_back(s.pool->host_ptr<unsigned char>(h.offset), h.bytes);
-      }
+      s.flat->write_back_targets(0, 0, n);
       gpm::crash_point("kvs_test.before_commit");
       s.flat->commit();
       break;

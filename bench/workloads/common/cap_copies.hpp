@@ -14,13 +14,9 @@
 
 #include "gpmbench/baselines.hpp"
 #include "gpmbench/resources.hpp"
+#include "workloads/common/batch_modes.hpp"
 
 namespace gpmbench {
-
-// Pools are made of pages: sizes of pools the workloads compute are rounded up to them.
-inline std::uint64_t page_multiple(std::uint64_t bytes) {
-  return (bytes + bench_pool::kPageBytes - 1) / bench_pool::kPageBytes * bench_pool::kPageBytes;
-}
 
 class cap_mm_copies {
  public:

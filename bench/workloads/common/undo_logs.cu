@@ -106,6 +106,18 @@ void flat_undo::publish(std::uint32_t region, std::uint64_t count) {
   store_durably(&words()[1 + region], std::min(count, capacity_));
 }
 
+std::uint64_t flat_undo::write_back_targets(std::uint32_t region, std::uint64_t begin,
+                                            std::uint64_t end) const {
+  std::uint64_t bytes = 0;
+  for (std::uint64_t i = begin; i < end; ++i) {
+    entry_head head;
+    std::memcpy(&head, host_entry(region, i), sizeof head);
+    gpm::write_back(pool_->host_ptr<unsigned char>(head.offset), head.bytes);
+    bytes += head.bytes;
+  }
+  return bytes;
+}
+
 void flat_undo::commit() { store_durably(words(), 0); }
 
 bool flat_undo::recover() {

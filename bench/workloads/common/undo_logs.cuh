@@ -92,6 +92,11 @@ class flat_undo {
   // Makes `count` entries of a region filled in bulk durable and counts them (the caller writes
   // their bytes back first, e.g. with ndp_persister, then calls this).
   void publish(std::uint32_t region, std::uint64_t count);
+  // Writes back the pool bytes that entries [begin, end) of a region name: after a batch logged
+  // ahead in them, the data it may have changed (callers split the entries among CPU threads).
+  // Returns the bytes written back.
+  std::uint64_t write_back_targets(std::uint32_t region, std::uint64_t begin,
+                                   std::uint64_t end) const;
   void commit();
   // Restores an active batch from every region (host stores + write-back) and ends it.
   bool recover();

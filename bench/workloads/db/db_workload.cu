@@ -27,6 +27,7 @@
 #include "gpmbench/workload.hpp"
 #include "workloads/common/batch_modes.hpp"
 #include "workloads/common/cap_copies.hpp"
+#include "workloads/common/ndp_log_ahead.hpp"
 #include "workloads/common/undo_logs.cuh"
 #include "workloads/db/db_table.cuh"
 
@@ -42,25 +43,6 @@ struct config {
   std::uint64_t batches;
   std::uint64_t rows_per_batch;  // db_insert
 };
-
-config sized(const mode_context& ctx, bool update) {
-  config c{update ? "db_update" : "db_insert", update, 0, 0, 0};
-  if (ctx.options.quick) {
-    c.rows = 16 << 10, c.batches = 2;
-  } else if (ctx.device.emulated) {
-    c.rows = 256 << 10, c.batches = 8;
-  } else {  // the paper's 50M rows of 6 columns
-    c.rows = 50ull << 20, c.batches = 10;
-  }
-  if (ctx.options.bytes) c.rows = std::max<std::uint64_t>(*ctx.options.bytes / 48, 1024);
-  c.rows_per_batch = (c.rows + c.batches - 1) / c.batches;
-  c.rows = c.rows_per_batch * c.batches;
-  return c;
-}
-
-std::uint64_t pool_bytes(std::uint64_t object_bytes) {
-  return pool_bytes_for(page_multiple(object_bytes + 8 * bench_pool::kPageBytes));
-}
 
 // Selected rows a thread may log in one UPDATE: 3x the expected share, plus slack (a thread that
 // needs more reports a full log and the mode fails).
@@ -115,10 +97,11 @@ class logged_strategy {
   logged_strategy(const mode_context& ctx, const config& c, const std::string& mode, bool snapshot)
       : gpu_(ctx),
         per_thread_(entries_per_thread(c.rows, gpu_.threads()) * kCellEntryBytes),
-        pool_(ctx, c.workload + "-" + mode,
-              pool_bytes(table::object_bytes(c.rows) + undo_type::object_bytes(undo_shape_()) +
-                         gpm::conv_undo_tx::object_bytes(kMetaShape)),
-              bench_pool::kNoObject, 6),
+        pool_(
+            ctx, c.workload + "-" + mode,
+            batch_pool_bytes(table::object_bytes(c.rows) + undo_type::object_bytes(undo_shape_()) +
+                             gpm::conv_undo_tx::object_bytes(kMetaShape)),
+            bench_pool::kNoObject, 6),
         table_(table::create(pool_.pool(), "db", c.rows)),
         undo_(undo_type::create(pool_.pool(), "db.undo", undo_shape_())),
         meta_(gpm::conv_undo_tx::create(pool_.pool(), "db.meta", kMetaShape)),
@@ -181,46 +164,32 @@ class ndp_strategy {
       : gpu_(ctx),
         capacity_(entries_per_thread(c.rows, 1)),
         pool_(ctx, c.workload + "-gpm-ndp",
-              pool_bytes(table::object_bytes(c.rows) + capacity_ * 24 + 4096),
+              batch_pool_bytes(table::object_bytes(c.rows) + capacity_ * 24 + 4096),
               bench_pool::kNoObject),
         table_(table::create(pool_.pool(), "db", c.rows)),
-        undo_(flat_undo::create(pool_.pool(), "db.undo", 1, capacity_, 8)),
-        ndp_(team_),
-        used_(1) {}
+        log_(pool_.pool(), "db.undo", capacity_, 8) {}
 
   void truncate() { table_.set_rows(0); }
   void insert_batch(std::uint64_t first, std::uint64_t n) {
     gpu_.insert<false>(table_.device(), first, n);
     gpu_.s.synchronize();
     const table_view h = table_.host();
-    for (unsigned c = 0; c < kColumns; ++c) ndp_.persist(h.cell(c, first), n * 8);
+    for (unsigned c = 0; c < kColumns; ++c) log_.persister().persist(h.cell(c, first), n * 8);
     store_durably(h.rows, first + n);  // one 8-byte store: the INSERT's commit
     bytes_ += 8;
   }
+  // The log names the cells the UPDATE selects.
   void update_batch(std::uint64_t b) {
-    undo_.begin();
-    gpm::check_cuda(cudaMemsetAsync(used_.data(), 0, used_.bytes(), gpu_.s), "cudaMemsetAsync");
-    gpm::launch(log_selected_cells, gpu_.g.blocks, gpu_.g.threads, 0, gpu_.s, table_.device(),
-                pool_.pool().ref(), undo_.device_entry(0, 0), undo_.entry_bytes(), b, used_.data());
-    gpu_.s.synchronize();
-    unsigned long long n = 0;
-    gpm::check_cuda(cudaMemcpy(&n, used_.data(), sizeof n, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    if (n > undo_.capacity()) check_failed("db_update/gpm-ndp: more selected rows than logged");
-    ndp_.persist(undo_.host_entry(0, 0), n * undo_.entry_bytes());
-    undo_.publish(0, n);
+    const std::uint64_t n = log_.log(
+        gpu_.s, [&](unsigned char* entries, std::uint64_t entry_bytes, unsigned long long* used) {
+          gpm::launch(log_selected_cells, gpu_.g.blocks, gpu_.g.threads, 0, gpu_.s, table_.device(),
+                      pool_.pool().ref(), entries, entry_bytes, b, used);
+        });
     gpu_.update(table_.device(), no_undo{}, b);
-    team_.parallel_for(n, [&](std::uint64_t begin, std::uint64_t end) {
-      for (std::uint64_t i = begin; i < end; ++i) {
-        flat_undo::entry_head head;
-        std::memcpy(&head, undo_.host_entry(0, i), sizeof head);
-        gpm::write_back(pool_.pool().host_ptr<unsigned char>(head.offset), head.bytes);
-      }
-    });
-    bytes_ += n * 8;
-    undo_.commit();
+    bytes_ += log_.write_back_and_commit(n);
   }
   std::uint64_t log_failures() const { return 0; }
-  std::uint64_t bytes_persisted() const { return ndp_.bytes_persisted() + bytes_; }
+  std::uint64_t bytes_persisted() const { return log_.bytes_persisted() + bytes_; }
   table_view durable_view() { return table_.host(); }
 
  private:
@@ -228,10 +197,7 @@ class ndp_strategy {
   std::uint64_t capacity_;
   bench_pool pool_;
   table table_;
-  flat_undo undo_;
-  cpu_team team_;
-  ndp_persister ndp_;
-  gpm::device_buffer<unsigned long long> used_;
+  ndp_log_ahead log_;
   std::uint64_t bytes_ = 0;
 };
 
@@ -268,7 +234,7 @@ class cap_mm_strategy {
     if (update_) {
       copies_.emplace(ctx, c.workload + "-cap-mm", table_.bytes());
     } else {
-      pool_.emplace(ctx, c.workload + "-cap-mm", pool_bytes(table::object_bytes(c.rows)),
+      pool_.emplace(ctx, c.workload + "-cap-mm", batch_pool_bytes(table::object_bytes(c.rows)),
                     bench_pool::kNoObject);
       durable_.emplace(table::create(pool_->pool(), "db", c.rows));
       cap_.emplace(team_, c.rows_per_batch * 8);
@@ -389,7 +355,7 @@ class cpu_strategy {
   cpu_strategy(const mode_context& ctx, const config& c)
       : capacity_(entries_per_thread(c.rows, team_.size())),
         pool_(ctx, c.workload + "-cpu",
-              pool_bytes(table::object_bytes(c.rows) + team_.size() * capacity_ * 24 + 4096),
+              batch_pool_bytes(table::object_bytes(c.rows) + team_.size() * capacity_ * 24 + 4096),
               bench_pool::kNoObject),
         table_(table::create(pool_.pool(), "db", c.rows)),
         undo_(flat_undo::create(pool_.pool(), "db.undo", team_.size(), capacity_, 8)) {}
@@ -446,93 +412,90 @@ class cpu_strategy {
   std::uint64_t bytes_ = 0;
 };
 
-// ---- the runner shared by every mode -----------------------------------------------------------
+// ---- the modes ---------------------------------------------------------------------------------
 
-template <class S>
-void load_table(S& s, const config& c) {
-  if constexpr (requires { s.load(c.rows); }) {
-    s.load(c.rows);
-  } else {  // the pool modes load as they insert, outside the timing
-    s.insert_batch(0, c.rows);
+// gpDB for batch_modes (batch_modes.hpp): its sizes, one mode's run, and its strategies.
+struct db_batches {
+  template <class Log>
+  using logged = logged_strategy<Log>;
+  using ndp = ndp_strategy;
+  using cap_mm = cap_mm_strategy;
+  using cap_fs = cap_fs_strategy;
+  using cpu = cpu_strategy;
+
+  static config sized(const mode_context& ctx, bool update) {
+    config c{update ? "db_update" : "db_insert", update, 0, 0, 0};
+    if (ctx.options.quick) {
+      c.rows = 16 << 10, c.batches = 2;
+    } else if (ctx.device.emulated) {
+      c.rows = 256 << 10, c.batches = 8;
+    } else {  // the paper's 50M rows of 6 columns
+      c.rows = 50ull << 20, c.batches = 10;
+    }
+    if (ctx.options.bytes) c.rows = std::max<std::uint64_t>(*ctx.options.bytes / 48, 1024);
+    c.rows_per_batch = (c.rows + c.batches - 1) / c.batches;
+    c.rows = c.rows_per_batch * c.batches;
+    return c;
   }
-}
 
-template <class S>
-double restore_of(S& s, std::uint64_t b) {
-  if constexpr (requires { s.restore_seconds(b); }) {
-    return s.restore_seconds(b);
-  } else {
-    return -1;
-  }
-}
-
-template <class Strategy>
-measurement run_mode(const mode_context& ctx, const config& c, const std::string& mode,
-                     Strategy& s) {
-  const std::string what = c.workload + "/" + mode;
-  if (c.update) load_table(s, c);
-  const std::uint64_t persisted_before = s.bytes_persisted();
-  std::uint64_t next = 1;  // UPDATE batch numbers go on across repeats
-  measurement m;
-  m.times_s = ctx.repeat([&](int) {
-    if (!c.update) s.truncate();  // each repeat inserts into an empty table
-    const std::uint64_t first = next;
-    const double t = seconds_on_host([&] {
-      for (std::uint64_t b = 0; b < c.batches; ++b) {
-        if (c.update) {
-          s.update_batch(first + b);
-        } else {
-          s.insert_batch(b * c.rows_per_batch, c.rows_per_batch);
+  template <class Strategy>
+  static measurement run(const mode_context& ctx, const config& c, const std::string& mode,
+                         Strategy& s) {
+    const std::string what = c.workload + "/" + mode;
+    if (c.update) load_table(s, c);
+    const std::uint64_t persisted_before = s.bytes_persisted();
+    std::uint64_t next = 1;  // UPDATE batch numbers go on across repeats
+    measurement m;
+    m.times_s = ctx.repeat([&](int) {
+      if (!c.update) s.truncate();  // each repeat inserts into an empty table
+      const std::uint64_t first = next;
+      const double t = seconds_on_host([&] {
+        for (std::uint64_t b = 0; b < c.batches; ++b) {
+          if (c.update) {
+            s.update_batch(first + b);
+          } else {
+            s.insert_batch(b * c.rows_per_batch, c.rows_per_batch);
+          }
         }
-      }
+      });
+      if (c.update) next += c.batches;
+      return t;
     });
-    if (c.update) next += c.batches;
-    return t;
-  });
-  if (s.log_failures() != 0) {
-    check_failed(what + ": " + std::to_string(s.log_failures()) + " undo entries did not fit");
+    check_no_log_failures(what, s.log_failures());
+    const std::uint64_t last = c.update ? next - 1 : 0;
+    const auto diff = [&] { return compare_with_replay(s.durable_view(), c.rows, 1, last); };
+    check_replay(what, "after the timed batches", diff());
+    const std::uint64_t calls = calls_of(ctx);
+    const std::uint64_t persisted = s.bytes_persisted() - persisted_before;
+    // Bytes the batches changed: the rows inserted, or the cells updated (kUpdatePercent of the
+    // rows per batch, in expectation).
+    const double changed =
+        c.update ? static_cast<double>(calls * c.batches * c.rows) * 8 * kUpdatePercent / 100
+                 : static_cast<double>(calls * c.rows * kColumns * 8);
+    m.sizes = {{"rows", c.rows},
+               {"columns", kColumns},
+               {"batches", c.batches},
+               {"table_bytes", table::object_bytes(c.rows)}};
+    if (!c.update) m.sizes.push_back({"rows_per_batch", c.rows_per_batch});
+    m.throughput = c.update ? mega_operations(c.rows * c.batches)  // rows scanned
+                            : mega_operations(c.rows);             // rows inserted
+    m.bytes_persisted = persisted / calls;
+    m.metrics = {{"write_amplification", static_cast<double>(persisted) / changed}};
+    // UPDATEs recover in place; the table is then the replay without the interrupted batch.
+    if (c.update) measure_restore(m, s, c.batches, what, diff, next);
+    return m;
   }
-  const std::uint64_t last = c.update ? next - 1 : 0;
-  if (const std::string diff = compare_with_replay(s.durable_view(), c.rows, 1, last);
-      !diff.empty()) {
-    check_failed(what + ": the durable table differs from the replay: " + diff);
-  }
-  const std::uint64_t calls = static_cast<std::uint64_t>(ctx.options.warmup + ctx.options.repeats);
-  const std::uint64_t persisted = s.bytes_persisted() - persisted_before;
-  // Bytes the batches changed: the rows inserted, or the cells updated (kUpdatePercent of the
-  // rows per batch, in expectation).
-  const double changed =
-      c.update ? static_cast<double>(calls * c.batches * c.rows) * 8 * kUpdatePercent / 100
-               : static_cast<double>(calls * c.rows * kColumns * 8);
-  m.sizes = {{"rows", c.rows},
-             {"columns", kColumns},
-             {"batches", c.batches},
-             {"table_bytes", table::object_bytes(c.rows)}};
-  if (!c.update) m.sizes.push_back({"rows_per_batch", c.rows_per_batch});
-  m.throughput = c.update ? mega_operations(c.rows * c.batches)  // rows scanned
-                          : mega_operations(c.rows);             // rows inserted
-  m.bytes_persisted = persisted / calls;
-  m.metrics = {{"write_amplification", static_cast<double>(persisted) / changed}};
-  if (c.update) {
-    const double restore_s = restore_of(s, next);
-    if (restore_s >= 0) {
-      if (const std::string diff = compare_with_replay(s.durable_view(), c.rows, 1, last);
-          !diff.empty()) {
-        check_failed(what + ": after recovering an interrupted batch: " + diff);
-      }
-      add_restore_metrics(m, restore_s, c.batches);
+
+ private:
+  template <class S>
+  static void load_table(S& s, const config& c) {
+    if constexpr (requires { s.load(c.rows); }) {
+      s.load(c.rows);
+    } else {  // the pool modes load as they insert, outside the timing
+      s.insert_batch(0, c.rows);
     }
   }
-  return m;
-}
-
-template <class Strategy, class... Args>
-mode make_mode(bool update, std::string name, std::string summary, Args... args) {
-  return batch_mode<Strategy>([update](const mode_context& ctx) { return sized(ctx, update); },
-                              [](const mode_context& ctx, const config& c, const std::string& n,
-                                 auto& s) { return run_mode(ctx, c, n, s); },
-                              std::move(name), std::move(summary), args...);
-}
+};
 
 workload db_workload(bool update) {
   workload w{update ? "db_update" : "db_insert",
@@ -542,28 +505,16 @@ workload db_workload(bool update) {
                       "failure-atomic batches (GPM Figures 9-11, Table 4)",
              {}};
   const std::string log = update ? "old cells undo-logged on HCL" : "row count logged";
-  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
-      update, "gpm", "GPU stores persisted in the kernel; " + log, std::string("gpm"), false));
-  if (update) {
-    w.modes.push_back(make_mode<logged_strategy<gpm::conv_log>>(
-        update, "gpm-conv", "old cells undo-logged on a conventional partitioned log",
-        std::string("gpm-conv"), false));
-  }
-  w.modes.push_back(make_mode<ndp_strategy>(
-      update, "gpm-ndp", "GPU stores without persisting; CPU threads write back (log first)"));
-  w.modes.push_back(make_mode<cap_mm_strategy>(
-      update, "cap-mm",
-      update ? "table in GPU memory, copied whole into one of two pool copies"
-             : "rows in GPU memory, copied into the pool, then the count"));
-  w.modes.push_back(make_mode<cap_fs_strategy>(
-      update, "cap-fs", "as cap-mm into files in the pool directory, with fsync", false));
-  w.modes.push_back(make_mode<cap_fs_strategy>(
-      update, "cap-fs-disk", "as cap-fs, the files on disk (power-loss durable)", true));
-  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
-      update, "snapshot", "gpm, then a pool snapshot to disk after each batch",
-      std::string("snapshot"), true));
-  w.modes.push_back(make_mode<cpu_strategy>(
-      update, "cpu", "CPU threads; the same logging, written back by the CPU"));
+  // gpm-conv runs for UPDATEs only: an INSERT already logs its one entry on a conventional log.
+  w.modes = batch_modes<db_batches>::all(
+      update, update,
+      {"GPU stores persisted in the kernel; " + log,
+       "old cells undo-logged on a conventional partitioned log",
+       "GPU stores without persisting; CPU threads write back (log first)",
+       update ? "table in GPU memory, copied whole into one of two pool copies"
+              : "rows in GPU memory, copied into the pool, then the count",
+       "as cap-mm into files in the pool directory, with fsync",
+       "CPU threads; the same logging, written back by the CPU"});
   return w;
 }
 

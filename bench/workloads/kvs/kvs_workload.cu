@@ -29,6 +29,7 @@
 #include "gpmbench/workload.hpp"
 #include "workloads/common/batch_modes.hpp"
 #include "workloads/common/cap_copies.hpp"
+#include "workloads/common/ndp_log_ahead.hpp"
 #include "workloads/common/undo_logs.cuh"
 #include "workloads/kvs/kvs_cpu.hpp"
 #include "workloads/kvs/kvs_kernels.cuh"
@@ -49,33 +50,12 @@ struct config {
   bool preload;
 };
 
-config sized(const mode_context& ctx, bool mixed) {
-  config c{mixed ? "kvs_mixed" : "kvs_set", 0, 0, 0, mixed ? 5u : 100u, mixed ? 0.99 : 0.0, mixed};
-  if (ctx.options.quick) {
-    c.universe = 4096, c.ops_per_batch = 2048, c.batches = mixed ? 4 : 2;
-  } else if (ctx.device.emulated) {
-    c.universe = 1 << 16, c.ops_per_batch = 1 << 14, c.batches = mixed ? 8 : 4;
-  } else {  // the paper: 16M keys, 2M operations a batch, 25 SET / 100 mixed batches. Every
-            // batch is alike, so the batch count only lengthens a run: 5 keep each of the nine
-            // modes' repeats to seconds (docs/workloads/kvs.md).
-    c.universe = 16ull << 20, c.ops_per_batch = 2ull << 20, c.batches = 5;
-  }
-  // --bytes sizes the table (64 bytes of table per key of the universe).
-  if (ctx.options.bytes) c.universe = std::max<std::uint64_t>(*ctx.options.bytes / 64, 1024);
-  return c;
-}
-
 op_stream stream_of(const config& c) {
   return {zipf_distribution(c.universe, c.theta), 0x6b7673ull, c.set_percent};
 }
 
 std::uint64_t table_bytes(const config& c) {
   return table::object_bytes(table::buckets_for(c.universe));
-}
-
-// A pool big enough for `object_bytes` of objects plus each object's page alignment.
-std::uint64_t pool_bytes(std::uint64_t object_bytes) {
-  return pool_bytes_for(page_multiple(object_bytes + 8 * bench_pool::kPageBytes));
 }
 
 // What every GPU strategy needs: the filling geometry, the stream, the bucket locks and epochs.
@@ -116,7 +96,7 @@ class logged_strategy {
       : gpu_(ctx, table::buckets_for(c.universe)),
         per_thread_(log_bytes_per_thread(c)),
         pool_(ctx, c.workload + "-" + mode,
-              pool_bytes(table_bytes(c) + undo_type::object_bytes(undo_shape_())),
+              batch_pool_bytes(table_bytes(c) + undo_type::object_bytes(undo_shape_())),
               bench_pool::kNoObject),
         table_(table::create(pool_.pool(), "kvs", table::buckets_for(c.universe))),
         log_(undo_type::create(pool_.pool(), "kvs.undo", undo_shape_())),
@@ -176,45 +156,28 @@ class ndp_strategy {
   ndp_strategy(const mode_context& ctx, const config& c)
       : gpu_(ctx, table::buckets_for(c.universe)),
         pool_(ctx, c.workload + "-gpm-ndp",
-              pool_bytes(table_bytes(c) + c.ops_per_batch * (16 + sizeof(bucket)) + 4096),
+              batch_pool_bytes(table_bytes(c) + c.ops_per_batch * (16 + sizeof(bucket)) + 4096),
               bench_pool::kNoObject),
         table_(table::create(pool_.pool(), "kvs", table::buckets_for(c.universe))),
-        undo_(flat_undo::create(pool_.pool(), "kvs.undo", 1, c.ops_per_batch, sizeof(bucket))),
-        ndp_(team_),
-        used_(1) {}
+        log_(pool_.pool(), "kvs.undo", c.ops_per_batch, sizeof(bucket)) {}
 
   void preload(std::uint64_t universe) {
     gpu_.preload_into(table_.device(), universe);
-    ndp_.persist(table_.host().buckets, table_.bytes());
+    log_.persister().persist(table_.host().buckets, table_.bytes());
   }
+  // The log names the home buckets of the batch's SETs: the ones the batch may change.
   void batch(const op_stream& ops, std::uint64_t b, std::uint64_t count) {
-    undo_.begin();
-    gpm::check_cuda(cudaMemsetAsync(used_.data(), 0, used_.bytes(), gpu_.s), "cudaMemsetAsync");
-    gpm::launch(log_home_buckets, gpu_.g.blocks, gpu_.g.threads, 0, gpu_.s, table_.device(),
-                pool_.pool().ref(), undo_.device_entry(0, 0), undo_.entry_bytes(), ops, b, count,
-                used_.data());
-    unsigned long long logged = 0;
-    gpm::check_cuda(
-        cudaMemcpyAsync(&logged, used_.data(), sizeof logged, cudaMemcpyDeviceToHost, gpu_.s),
-        "cudaMemcpyAsync");
-    gpu_.s.synchronize();
-    ndp_.persist(undo_.host_entry(0, 0), logged * undo_.entry_bytes());
-    undo_.publish(0, logged);
+    const std::uint64_t logged = log_.log(
+        gpu_.s, [&](unsigned char* entries, std::uint64_t entry_bytes, unsigned long long* used) {
+          gpm::launch(log_home_buckets, gpu_.g.blocks, gpu_.g.threads, 0, gpu_.s, table_.device(),
+                      pool_.pool().ref(), entries, entry_bytes, ops, b, count, used);
+        });
     gpu_.batch(table_.device(), no_undo{}, ops, b, count);
-    // The CPU writes back the buckets the log names: the ones the batch may have changed.
-    team_.parallel_for(logged, [&](std::uint64_t begin, std::uint64_t end) {
-      for (std::uint64_t i = begin; i < end; ++i) {
-        flat_undo::entry_head head;
-        std::memcpy(&head, undo_.host_entry(0, i), sizeof head);
-        gpm::write_back(pool_.pool().host_ptr<unsigned char>(head.offset), head.bytes);
-      }
-    });
-    written_back_ += logged * sizeof(bucket);
-    undo_.commit();
+    written_back_ += log_.write_back_and_commit(logged);
   }
   batch_counters counters() const { return gpu_.scratch.counters(); }
   std::uint64_t bytes_persisted(const batch_counters&) const {
-    return ndp_.bytes_persisted() + written_back_;
+    return log_.bytes_persisted() + written_back_;
   }
   table_view durable_view() const { return table_.host(); }
 
@@ -222,10 +185,7 @@ class ndp_strategy {
   gpu_part gpu_;
   bench_pool pool_;
   table table_;
-  flat_undo undo_;
-  cpu_team team_;
-  ndp_persister ndp_;
-  gpm::device_buffer<unsigned long long> used_;
+  ndp_log_ahead log_;
   std::uint64_t written_back_ = 0;
 };
 
@@ -303,7 +263,7 @@ class cpu_strategy {
  public:
   cpu_strategy(const mode_context& ctx, const config& c)
       : pool_(ctx, c.workload + "-cpu",
-              pool_bytes(table_bytes(c) + (c.ops_per_batch + team_.size()) * 32 + 4096),
+              batch_pool_bytes(table_bytes(c) + (c.ops_per_batch + team_.size()) * 32 + 4096),
               bench_pool::kNoObject),
         table_(table::create(pool_.pool(), "kvs", table::buckets_for(c.universe))),
         undo_(flat_undo::create(pool_.pool(), "kvs.undo", team_.size(),
@@ -332,93 +292,90 @@ class cpu_strategy {
   std::uint64_t bytes_ = 0;
 };
 
-// ---- the runner shared by every mode -----------------------------------------------------------
+// ---- the modes ---------------------------------------------------------------------------------
 
-template <class Strategy>
-double restore_of(Strategy&, const op_stream&, std::uint64_t, std::uint64_t) {
-  return -1;  // modes that do not recover in place
-}
-template <class Log>
-double restore_of(logged_strategy<Log>& s, const op_stream& ops, std::uint64_t b,
-                  std::uint64_t count) {
-  return s.restore_seconds(ops, b, count);
-}
+// gpKVS for batch_modes (batch_modes.hpp): its sizes, one mode's run, and its strategies.
+struct kvs_batches {
+  template <class Log>
+  using logged = logged_strategy<Log>;
+  using ndp = ndp_strategy;
+  using cap_mm = cap_strategy<cap_mm_target>;
+  using cap_fs = cap_strategy<cap_fs_target>;
+  using cpu = cpu_strategy;
 
-template <class Strategy>
-measurement run_mode(const mode_context& ctx, const config& c, const std::string& mode,
-                     Strategy& strategy) {
-  const op_stream ops = stream_of(c);
-  reference ref(c.universe);
-  if (c.preload) {
-    strategy.preload(c.universe);
-    ref.preload(0);
-  }
-  const batch_counters before = strategy.counters();  // the preload is not measured
-  const std::uint64_t persisted_before = strategy.bytes_persisted(before);
-  std::uint64_t next = 1;  // batch numbers go on across repeats: values stay distinct
-  measurement m;
-  m.times_s = ctx.repeat([&](int) {
-    const std::uint64_t first = next;
-    const double t = seconds_on_host([&] {
-      for (std::uint64_t b = first; b < first + c.batches; ++b) {
-        strategy.batch(ops, b, c.ops_per_batch);
-      }
-    });
-    for (std::uint64_t b = first; b < first + c.batches; ++b) ref.apply(ops, b, c.ops_per_batch);
-    next += c.batches;
-    return t;
-  });
-  const batch_counters after = strategy.counters();
-  const std::string what = c.workload + "/" + mode;
-  if (after.log_failures != 0) {
-    check_failed(what + ": " + std::to_string(after.log_failures) + " undo entries did not fit");
-  }
-  if (after.bad_gets != 0) {
-    check_failed(what + ": " + std::to_string(after.bad_gets) +
-                 " GETs returned a value their key was never given");
-  }
-  if (const std::string diff = ref.compare(strategy.durable_view(), after.evictions);
-      !diff.empty()) {
-    check_failed(what + ": the durable table differs from the replayed batches: " + diff);
-  }
-
-  const std::uint64_t calls = static_cast<std::uint64_t>(ctx.options.warmup + ctx.options.repeats);
-  const std::uint64_t ops_per_call = c.batches * c.ops_per_batch;
-  const std::uint64_t sets = after.sets - before.sets;
-  m.sizes = {{"keys", c.universe},
-             {"ops_per_batch", c.ops_per_batch},
-             {"batches", c.batches},
-             {"set_percent", c.set_percent},
-             {"table_bytes", table_bytes(c)}};
-  m.throughput = mega_operations(ops_per_call);
-  // Per repeat: what the mode made durable, and per byte of key-value pairs that SETs changed.
-  const std::uint64_t persisted = strategy.bytes_persisted(after) - persisted_before;
-  m.bytes_persisted = persisted / calls;
-  const double useful = static_cast<double>(sets) * sizeof(slot);
-  m.metrics = {{"evictions", static_cast<double>(after.evictions)},
-               {"get_misses", static_cast<double>(after.get_misses)},
-               {"write_amplification", useful > 0 ? static_cast<double>(persisted) / useful : 0}};
-
-  const double restore_s = restore_of(strategy, ops, next, c.ops_per_batch);
-  if (restore_s >= 0) {
-    // Recovery undid the interrupted batch: the table is as the replay says, without it.
-    if (const std::string diff =
-            ref.compare(strategy.durable_view(), strategy.counters().evictions);
-        !diff.empty()) {
-      check_failed(what + ": after recovering an interrupted batch: " + diff);
+  static config sized(const mode_context& ctx, bool mixed) {
+    config c{
+        mixed ? "kvs_mixed" : "kvs_set", 0, 0, 0, mixed ? 5u : 100u, mixed ? 0.99 : 0.0, mixed};
+    if (ctx.options.quick) {
+      c.universe = 4096, c.ops_per_batch = 2048, c.batches = mixed ? 4 : 2;
+    } else if (ctx.device.emulated) {
+      c.universe = 1 << 16, c.ops_per_batch = 1 << 14, c.batches = mixed ? 8 : 4;
+    } else {  // the paper: 16M keys, 2M operations a batch, 25 SET / 100 mixed batches. Every
+              // batch is alike, so the batch count only lengthens a run: 5 keep each of the nine
+              // modes' repeats to seconds (docs/workloads/kvs.md).
+      c.universe = 16ull << 20, c.ops_per_batch = 2ull << 20, c.batches = 5;
     }
-    add_restore_metrics(m, restore_s, c.batches);
+    // --bytes sizes the table (64 bytes of table per key of the universe).
+    if (ctx.options.bytes) c.universe = std::max<std::uint64_t>(*ctx.options.bytes / 64, 1024);
+    return c;
   }
-  return m;
-}
 
-template <class Strategy, class... Args>
-mode make_mode(bool mixed, std::string name, std::string summary, Args... args) {
-  return batch_mode<Strategy>([mixed](const mode_context& ctx) { return sized(ctx, mixed); },
-                              [](const mode_context& ctx, const config& c, const std::string& n,
-                                 auto& s) { return run_mode(ctx, c, n, s); },
-                              std::move(name), std::move(summary), args...);
-}
+  template <class Strategy>
+  static measurement run(const mode_context& ctx, const config& c, const std::string& mode,
+                         Strategy& strategy) {
+    const op_stream ops = stream_of(c);
+    reference ref(c.universe);
+    if (c.preload) {
+      strategy.preload(c.universe);
+      ref.preload(0);
+    }
+    const batch_counters before = strategy.counters();  // the preload is not measured
+    const std::uint64_t persisted_before = strategy.bytes_persisted(before);
+    std::uint64_t next = 1;  // batch numbers go on across repeats: values stay distinct
+    measurement m;
+    m.times_s = ctx.repeat([&](int) {
+      const std::uint64_t first = next;
+      const double t = seconds_on_host([&] {
+        for (std::uint64_t b = first; b < first + c.batches; ++b) {
+          strategy.batch(ops, b, c.ops_per_batch);
+        }
+      });
+      for (std::uint64_t b = first; b < first + c.batches; ++b) ref.apply(ops, b, c.ops_per_batch);
+      next += c.batches;
+      return t;
+    });
+    const batch_counters after = strategy.counters();
+    const std::string what = c.workload + "/" + mode;
+    check_no_log_failures(what, after.log_failures);
+    if (after.bad_gets != 0) {
+      check_failed(what + ": " + std::to_string(after.bad_gets) +
+                   " GETs returned a value their key was never given");
+    }
+    check_replay(what, "after the timed batches",
+                 ref.compare(strategy.durable_view(), after.evictions));
+
+    const std::uint64_t sets = after.sets - before.sets;
+    m.sizes = {{"keys", c.universe},
+               {"ops_per_batch", c.ops_per_batch},
+               {"batches", c.batches},
+               {"set_percent", c.set_percent},
+               {"table_bytes", table_bytes(c)}};
+    m.throughput = mega_operations(c.batches * c.ops_per_batch);
+    // Per repeat: what the mode made durable, and per byte of key-value pairs that SETs changed.
+    const std::uint64_t persisted = strategy.bytes_persisted(after) - persisted_before;
+    m.bytes_persisted = persisted / calls_of(ctx);
+    const double useful = static_cast<double>(sets) * sizeof(slot);
+    m.metrics = {{"evictions", static_cast<double>(after.evictions)},
+                 {"get_misses", static_cast<double>(after.get_misses)},
+                 {"write_amplification", useful > 0 ? static_cast<double>(persisted) / useful : 0}};
+    // Recovery undoes the interrupted batch: the table is as the replay says, without it.
+    measure_restore(
+        m, strategy, c.batches, what,
+        [&] { return ref.compare(strategy.durable_view(), strategy.counters().evictions); }, ops,
+        next, c.ops_per_batch);
+    return m;
+  }
+};
 
 workload kvs_workload(bool mixed) {
   workload w{mixed ? "kvs_mixed" : "kvs_set",
@@ -427,24 +384,13 @@ workload kvs_workload(bool mixed) {
                    : "gpKVS: batches of SETs, uniform keys, table starting empty; failure-atomic "
                      "batches (GPM Figures 9-11, Tables 4-5)",
              {}};
-  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
-      mixed, "gpm", "undo log on HCL, persisted in the kernel", std::string("gpm"), false));
-  w.modes.push_back(make_mode<logged_strategy<gpm::conv_log>>(
-      mixed, "gpm-conv", "undo log on a conventional partitioned log", std::string("gpm-conv"),
-      false));
-  w.modes.push_back(make_mode<ndp_strategy>(
-      mixed, "gpm-ndp", "GPU logs the home buckets ahead and updates in place; CPU writes back"));
-  w.modes.push_back(make_mode<cap_strategy<cap_mm_target>>(
-      mixed, "cap-mm", "table in GPU memory, copied whole into one of two pool copies"));
-  w.modes.push_back(make_mode<cap_strategy<cap_fs_target>>(
-      mixed, "cap-fs", "table in GPU memory, written whole into one of two files + fsync", false));
-  w.modes.push_back(make_mode<cap_strategy<cap_fs_target>>(
-      mixed, "cap-fs-disk", "as cap-fs, the files on disk (power-loss durable)", true));
-  w.modes.push_back(make_mode<logged_strategy<gpm::hcl_log>>(
-      mixed, "snapshot", "gpm, then a pool snapshot to disk after each batch",
-      std::string("snapshot"), true));
-  w.modes.push_back(make_mode<cpu_strategy>(
-      mixed, "cpu", "CPU threads, per-thread undo logs written back before each change"));
+  w.modes = batch_modes<kvs_batches>::all(
+      mixed, true,
+      {"undo log on HCL, persisted in the kernel", "undo log on a conventional partitioned log",
+       "GPU logs the home buckets ahead and updates in place; CPU writes back",
+       "table in GPU memory, copied whole into one of two pool copies",
+       "table in GPU memory, written whole into one of two files + fsync",
+       "CPU threads, per-thread undo logs written back before each change"});
   return w;
 }
 
