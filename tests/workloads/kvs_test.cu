@@ -11,6 +11,7 @@
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
 #include "kvs_test_support.hpp"
+#include "workloads/common/ndp_log_ahead.hpp"
 #include "workloads/common/object_header.hpp"
 #include "workloads/common/undo_logs.cuh"
 #include "workloads/kvs/kvs_cpu.hpp"
@@ -248,6 +249,27 @@ TEST_F(KvsTest, NdpLogAheadCoversEveryChangedBucket) {
   ASSERT_FALSE(table_equals(before));
   EXPECT_TRUE(u.recover());
   EXPECT_TRUE(table_equals(before));
+}
+
+TEST_F(KvsTest, NdpLogAheadLogsWritesBackAndCommits) {
+  const op_stream ops = sets_only();
+  gpmbench::ndp_log_ahead ndp(*pool_, "ahead", kOps, sizeof(bucket));
+  const auto log_sets = [&](std::uint64_t b, std::uint64_t count) {
+    return
+        [&, b, count](unsigned char* entries, std::uint64_t entry_bytes, unsigned long long* used) {
+          gpm::launch(log_home_buckets, kBlocks, kThreads, 0, nullptr, table_->device(),
+                      pool_->ref(), entries, entry_bytes, ops, b, count, used);
+        };
+  };
+  const std::uint64_t logged = ndp.log(nullptr, log_sets(1, kOps));
+  EXPECT_EQ(logged, kOps);  // a SET batch: every operation logs its home bucket
+  EXPECT_EQ(ndp.bytes_persisted(), logged * (16 + sizeof(bucket)));  // the entries, written back
+  launch_batch(table_->device(), scratch_, no_undo{}, ops, 1, kOps);
+  EXPECT_EQ(ndp.write_back_and_commit(logged), logged * sizeof(bucket));
+  reference ref(kUniverse);
+  ref.apply(ops, 1, kOps);
+  EXPECT_EQ(ref.compare(table_->host(), 0), "");
+  EXPECT_FALSE(gpmbench::flat_undo::open(*pool_, "ahead").active());  // committed
 }
 
 // ---- the CPU implementation -------------------------------------------------------------------
