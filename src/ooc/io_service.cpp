@@ -10,19 +10,22 @@ namespace gpm::detail::ooc {
 
 namespace {
 
-constexpr std::size_t kRecentMisses = 64;
-// Polls before an idle thread starts sleeping, and its longest sleep: a kernel's first miss after
-// an idle spell waits at most this long for a thread to notice it.
-constexpr unsigned kSpinPolls = 64;
-constexpr unsigned kMaxSleepUs = 1000;
+using clock_type = std::chrono::steady_clock;
 
-void idle_wait(unsigned idle) {
-  if (idle < kSpinPolls) {
+constexpr std::size_t kRecentMisses = 64;
+// An idle thread polls (yielding the core between polls) this long after its last work, then
+// sleeps between polls, from 8 us doubling up to kMaxSleep: a kernel's first miss after an idle
+// spell waits at most that long to be noticed, and an idle mapping costs no CPU.
+constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+
+void idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep) {
+  if (clock_type::now() - last_work < kSpin) {
     std::this_thread::yield();
-  } else {
-    const unsigned shift = std::min(idle - kSpinPolls, 10u);
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << shift)));
+    return;
   }
+  std::this_thread::sleep_for(sleep);
+  sleep = std::min(sleep * 2, kMaxSleep);
 }
 
 }  // namespace
@@ -75,12 +78,15 @@ void io_service::run() {
   try {
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
     channel ch = make_channel();
-    unsigned idle = 0;
+    constexpr auto kFirstSleep = std::chrono::microseconds(8);
+    auto last_work = clock_type::now();
+    auto sleep = kFirstSleep;
     while (!stop_.load(std::memory_order_relaxed)) {
       if (serve_requests(ch, start) || read_ahead_one()) {
-        idle = 0;
+        last_work = clock_type::now();
+        sleep = kFirstSleep;
       } else {
-        idle_wait(idle++);
+        idle_wait(last_work, sleep);
       }
     }
   } catch (const std::exception& e) {

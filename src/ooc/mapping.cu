@@ -442,7 +442,7 @@ std::uint64_t mapping::gpu_cache_lines() const { return impl_->capacity; }
 std::uint64_t mapping::host_cache_lines() const { return impl_->host_lines; }
 bool mapping::direct_io() const {
   const live_state& s = impl_->state();
-  return s.file && s.file->direct();
+  return s.file && s.file->direct() && impl_->line_bytes() % kDirectAlign == 0;
 }
 
 }  // namespace gpm::ooc

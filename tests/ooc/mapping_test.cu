@@ -1,7 +1,7 @@
 // gpm::ooc unit tests on both backends: every mode's data movement (fetch, write-back, dropped
 // clean lines, write-only masks, volatile spills), element and line access and their statuses,
 // create, several mappings at once, unaligned ranges, sync / prefetch / unmap / stats, read-ahead,
-// and each bad input's error.
+// and each bad input's error, disk full included.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <numeric>
+#include <limits>
 
 #include "ooc_test_util.hpp"
 
@@ -24,18 +24,87 @@ struct files {
   gpm::test::scratch_dirs dirs{"ooc"};
   std::string disk(const std::string& name) const { return dirs.snapshot_dir() + "/" + name; }
   std::string tmpfs(const std::string& name) const { return dirs.pm_dir() + "/" + name; }
+  // A file of `bytes` pattern bytes on the disk.
+  std::string make(const std::string& name, std::size_t bytes, std::uint64_t seed) const {
+    const std::string path = disk(name);
+    write_file(path, pattern(bytes, seed));
+    return path;
+  }
 };
+
+// A small tmpfs of its own (needs CAP_SYS_ADMIN; mounted() says whether it could be made).
+class small_tmpfs {
+ public:
+  small_tmpfs(const std::string& dir, std::uint64_t bytes) : dir_(dir) {
+    std::filesystem::create_directories(dir);
+    const std::string opts = "size=" + std::to_string(bytes);
+    mounted_ = ::mount("gpm-ooc-test", dir.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+  }
+  ~small_tmpfs() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  bool remount(unsigned long flags, std::uint64_t bytes) const {
+    const std::string opts = "size=" + std::to_string(bytes);
+    return ::mount("gpm-ooc-test", dir_.c_str(), "tmpfs", MS_REMOUNT | flags, opts.c_str()) == 0;
+  }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+// Lowers the process's file size limit (writes past it fail with EFBIG, as on a full disk) and
+// restores it.
+class file_size_limit {
+ public:
+  explicit file_size_limit(std::uint64_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = signal(SIGXFSZ, SIG_IGN);  // else the write kills the process
+    set(bytes);
+  }
+  ~file_size_limit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    signal(SIGXFSZ, old_handler_);
+  }
+  void set(std::uint64_t bytes) {
+    rlimit r = old_;
+    r.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &r);
+  }
+  void lift() { setrlimit(RLIMIT_FSIZE, &old_); }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_ = nullptr;
+};
+
+template <class F>
+void expect_error(gpm::errc code, const std::string& words, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no gpm::error was thrown; expected " << gpm::to_string(code);
+  } catch (const gpm::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
+        << "'" << e.what() << "' does not say '" << words << "'";
+  }
+}
+
+std::vector<std::uint32_t> numbers(std::size_t n, std::uint32_t salt) {
+  std::vector<std::uint32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint32_t>(i * 2654435761u + salt);
+  return v;
+}
 
 // ---- data movement per mode -----------------------------------------------------------------
 
 TEST(OocMapping, ReadWriteFetchesAndWritesBack) {
   files f;
-  const std::string path = f.disk("rw.bin");
-  const auto bytes = pattern(256 * 1024, 1);
-  write_file(path, bytes);
-  auto expect = as<std::uint32_t>(bytes);
+  const std::string path = f.make("rw.bin", 256 * 1024, 1);
+  auto expect = as<std::uint32_t>(read_file(path));
   {
-    mapping m(path, bytes.size(), 0, tiny(mode::read_write));
+    mapping m(path, 256 * 1024, 0, tiny(mode::read_write));
     EXPECT_TRUE(m.direct_io());  // the disk takes O_DIRECT; lines and offset are aligned
     auto a = m.ref<std::uint32_t>();
     ASSERT_EQ(a.size(), expect.size());
@@ -57,13 +126,579 @@ TEST(OocMapping, ReadWriteFetchesAndWritesBack) {
     const auto s = m.stats();
     EXPECT_GT(s.gpu_misses, 0u);
     EXPECT_GT(s.gpu_hits, 0u);
-    EXPECT_GT(s.gpu_evictions, 0u);  // 64 lines through an 8-line GPU cache
+    EXPECT_GT(s.gpu_evictions, 0u);       // 64 lines through an 8-line GPU cache
     EXPECT_GT(s.file_bytes_written, 0u);  // and a 6-line host cache
+    EXPECT_GT(s.bytes_to_gpu, 0u);
+    EXPECT_GT(s.bytes_from_gpu, 0u);
+    EXPECT_GT(s.host_misses, 0u);
+    EXPECT_EQ(s.gpu_io_errors, 0u);
+    EXPECT_TRUE(s.last_io_error.empty()) << s.last_io_error;
     m.sync();
     EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
     EXPECT_EQ(m.stats().syncs, 1u);
   }
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
+}
+
+TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
+  files f;
+  const std::string path = f.make("r.bin", 128 * 1024, 2);
+  const auto before = read_file(path);
+  {
+    mapping m(path, before.size(), 0, tiny(mode::read));
+    auto a = m.ref<std::uint64_t>();
+    const auto r = read_lines<1>(a);
+    expect_all(r.st, status::ok);
+    EXPECT_EQ(r.values, as<std::uint64_t>(before));
+    expect_all(store(a, iota(64), std::vector<std::uint64_t>(64, 9)), status::read_only);
+    expect_all(write_lines<32>(a, std::vector<std::uint64_t>(a.size(), 1), access::write),
+               status::read_only);
+    expect_all(write_lines<32>(a, std::vector<std::uint64_t>(a.size(), 1), access::read_write),
+               status::read_only);
+    m.sync();  // nothing to write
+    const auto s = m.stats();
+    EXPECT_EQ(s.gpu_evictions, 0u);
+    EXPECT_EQ(s.bytes_from_gpu, 0u);
+    EXPECT_EQ(s.file_bytes_written, 0u);
+    EXPECT_EQ(s.syncs, 0u);
+  }
+  EXPECT_EQ(read_file(path), before);
+}
+
+TEST(OocMapping, WriteModeNeverFetchesAndWritesOnlyTheBytesWritten) {
+  files f;
+  const std::string path = f.make("w.bin", 128 * 1024, 3);
+  auto expect = as<std::uint32_t>(read_file(path));
+  const std::uint32_t per_line = kLine / 4;
+  {
+    mapping m(path, 128 * 1024, 0, tiny(mode::write));
+    auto a = m.ref<std::uint32_t>();
+    std::vector<std::uint64_t> idx;
+    std::vector<std::uint32_t> val;
+    for (std::uint64_t i = 0; i < expect.size(); i += 3) {
+      idx.push_back(i);
+      val.push_back(static_cast<std::uint32_t>(~i));
+    }
+    expect_all(store(a, idx, val), status::ok);
+    for (std::size_t k = 0; k < idx.size(); ++k) expect[idx[k]] = val[k];
+    // Loads are refused: the lines hold only what was written.
+    expect_all(load(a, iota(100)).st, status::write_only);
+    expect_all(read_lines<32>(a).st, status::write_only);
+    expect_all(write_lines<32>(a, std::vector<std::uint32_t>(a.size()), access::read_write),
+               status::write_only);
+    const auto s = m.stats();
+    EXPECT_EQ(s.file_bytes_read, 0u);
+    EXPECT_EQ(s.host_misses, 0u);
+    EXPECT_EQ(s.host_hits, 0u);
+    EXPECT_GT(s.gpu_evictions, 0u);
+  }
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
+  // A whole-line write (access::write) replaces every element of each line.
+  {
+    mapping m(path, 128 * 1024, 0, tiny(mode::write));
+    auto a = m.ref<std::uint32_t>();
+    const auto values = numbers(a.size(), 5);
+    expect_all(write_lines<32>(a, values, access::write), status::ok);
+    m.unmap();
+    EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+    EXPECT_EQ(per_line, a.elements_per_line());
+  }
+}
+
+TEST(OocMapping, WriteModeMergesWritesOfALineAcrossEvictions) {
+  files f;
+  const std::string path = f.make("merge.bin", 64 * 1024, 4);
+  auto expect = as<std::uint64_t>(read_file(path));
+  mapping m(path, 64 * 1024, 0, tiny(mode::write, 2, 6));
+  auto a = m.ref<std::uint64_t>();
+  // Even elements first, then odd ones: every line leaves the 2-line GPU cache in between.
+  for (std::uint64_t parity = 0; parity < 2; ++parity) {
+    std::vector<std::uint64_t> idx;
+    std::vector<std::uint64_t> val;
+    for (std::uint64_t i = parity; i < expect.size(); i += 2) {
+      if (i % 5 == 0) continue;  // some elements are never written
+      idx.push_back(i);
+      val.push_back(i * 1000 + parity);
+      expect[i] = i * 1000 + parity;
+    }
+    expect_all(store(a, idx, val), status::ok);
+  }
+  m.unmap();
+  EXPECT_EQ(as<std::uint64_t>(read_file(path)), expect);
+}
+
+TEST(OocMapping, VolatileDataSpillsAndNeverReachesTheFile) {
+  files f;
+  const std::string path = f.make("v.bin", 256 * 1024, 6);
+  const auto before = read_file(path);
+  mapping m(path, before.size(), 0, tiny(mode::volatile_data));
+  auto a = m.ref<std::uint32_t>();
+  const auto r = read_lines<32>(a);  // starts as the file's bytes
+  expect_all(r.st, status::ok);
+  EXPECT_EQ(r.values, as<std::uint32_t>(before));
+  const auto values = numbers(a.size(), 11);
+  expect_all(write_lines<32>(a, values, access::write), status::ok);
+  const auto back = read_lines<8>(a);  // 64 lines through 8 + 6 cached: most come back spilled
+  expect_all(back.st, status::ok);
+  EXPECT_EQ(back.values, values);
+  m.sync();  // nothing to write: the data is volatile
+  const auto s = m.stats();
+  EXPECT_GT(s.spill_bytes_written, 0u);
+  EXPECT_EQ(s.file_bytes_written, 0u);
+  EXPECT_EQ(s.syncs, 0u);
+  m.unmap();
+  EXPECT_EQ(read_file(path), before);
+}
+
+TEST(OocMapping, VolatileScratchDataStartsAtZero) {
+  files f;
+  auto o = tiny(mode::volatile_data);
+  o.spill_dir = f.dirs.snapshot_dir();
+  mapping m("", 100 * 1024, 0, o);
+  auto a = m.ref<std::uint32_t>();
+  const auto r = read_lines<1>(a);
+  expect_all(r.st, status::ok);
+  EXPECT_EQ(r.values, std::vector<std::uint32_t>(a.size(), 0));
+  const auto values = numbers(a.size(), 3);
+  expect_all(write_lines<32>(a, values, access::write), status::ok);
+  EXPECT_EQ(load(a, iota(a.size())).values, values);
+  // The spill file is unlinked: nothing is left in its directory.
+  EXPECT_TRUE(std::filesystem::is_empty(f.dirs.snapshot_dir()));
+}
+
+TEST(OocMapping, AccessesPastTheEndTouchNothing) {
+  files f;
+  const std::string path = f.make("end.bin", 40 * 1024, 7);
+  mapping m(path, 40 * 1024, 0, tiny(mode::read_write));
+  auto a = m.ref<std::uint32_t>();
+  const std::vector<std::uint64_t> past = {a.size(), a.size() + 1, a.size() + 12345,
+                                           std::numeric_limits<std::uint64_t>::max()};
+  expect_all(load(a, past).st, status::out_of_range);
+  expect_all(store(a, past, std::vector<std::uint32_t>(past.size(), 1)), status::out_of_range);
+  EXPECT_EQ(m.stats().gpu_misses, 0u);
+  m.unmap();
+  EXPECT_EQ(read_file(path), pattern(40 * 1024, 7));
+}
+
+TEST(OocMapping, LineAccessWorksForEveryTileSize) {
+  files f;
+  const std::string path = f.make("tiles.bin", 96 * 1024, 8);
+  auto expect = as<std::uint32_t>(read_file(path));
+  mapping m(path, 96 * 1024, 0, tiny(mode::read_write, 4, 6));
+  auto a = m.ref<std::uint32_t>();
+  EXPECT_EQ(read_lines<1>(a).values, expect);
+  EXPECT_EQ(read_lines<4>(a).values, expect);
+  EXPECT_EQ(read_lines<32>(a).values, expect);
+  const auto add = numbers(a.size(), 1);
+  expect_all(write_lines<1>(a, add, access::read_write), status::ok);
+  expect_all(write_lines<16>(a, add, access::read_write), status::ok);
+  for (std::size_t i = 0; i < expect.size(); ++i) expect[i] += 2 * add[i];
+  m.unmap();
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
+}
+
+TEST(OocMapping, CreateMakesAndExtendsTheFile) {
+  files f;
+  const std::string fresh = f.disk("fresh.bin");
+  {
+    auto o = tiny(mode::write);
+    o.create = true;
+    mapping m(fresh, 64 * 1024, 8192, o);
+    auto a = m.ref<std::uint32_t>();
+    expect_all(store(a, {0, 100}, {7, 9}), status::ok);
+  }
+  auto bytes = read_file(fresh);
+  ASSERT_EQ(bytes.size(), 8192u + 64 * 1024);
+  auto words = as<std::uint32_t>(bytes);
+  EXPECT_EQ(words[2048], 7u);
+  EXPECT_EQ(words[2048 + 100], 9u);
+  words[2048] = words[2048 + 100] = 0;
+  EXPECT_EQ(words, std::vector<std::uint32_t>(words.size(), 0));
+
+  const std::string shorter = f.make("short.bin", 1000, 9);
+  {
+    auto o = tiny(mode::read_write);
+    o.create = true;
+    mapping m(shorter, 20000, 0, o);
+    EXPECT_EQ(load(m.ref<std::uint8_t>(), {999, 1000}).values,
+              (std::vector<std::uint8_t>{pattern(1000, 9)[999], 0}));
+  }
+  EXPECT_EQ(std::filesystem::file_size(shorter), 20000u);
+}
+
+// DRAGON's vectorAdd: two inputs mapped read-only and an output mapped write-only, in one kernel.
+__global__ void vector_add(gpm::ooc::array<float> a, gpm::ooc::array<float> b,
+                           gpm::ooc::array<float> c, unsigned* failures) {
+  for (std::uint64_t i : gpm::grid_stride(c.size())) {
+    float x = 0, y = 0;
+    if (a.get(i, x) != status::ok || b.get(i, y) != status::ok || c.set(i, x + y) != status::ok) {
+      atomicAdd(failures, 1u);
+    }
+  }
+}
+
+TEST(OocMapping, SeveralMappingsAtOnce) {
+  files f;
+  const std::size_t n = 20000;
+  std::vector<float> x(n), y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(i);
+    y[i] = static_cast<float>(3 * i) + 0.5f;
+  }
+  auto bytes_of = [](const std::vector<float>& v) {
+    std::vector<unsigned char> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  // Both inputs in one file, at two offsets; the output in a file of its own.
+  auto in = bytes_of(x);
+  const auto second = bytes_of(y);
+  in.insert(in.end(), second.begin(), second.end());
+  write_file(f.disk("in.bin"), in);
+  mapping a(f.disk("in.bin"), n * 4, 0, tiny(mode::read));
+  mapping b(f.disk("in.bin"), n * 4, n * 4, tiny(mode::read));
+  auto o = tiny(mode::write);
+  o.create = true;
+  mapping c(f.disk("out.bin"), n * 4, 0, o);
+  gpm::device_buffer<unsigned> failures(1);
+  failures.fill_bytes(0);
+  gpm::launch(vector_add, kBlocks, kThreads, 0, nullptr, a.ref<float>(), b.ref<float>(),
+              c.ref<float>(), failures.data());
+  gpm::test::sync_ok();
+  EXPECT_EQ(gpm::test::to_host(failures)[0], 0u);
+  c.unmap();
+  const auto out = as<float>(read_file(f.disk("out.bin")));
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], x[i] + y[i]) << i;
+}
+
+TEST(OocMapping, UnalignedRangesAndPartialLastLines) {
+  files f;
+  const std::size_t file_bytes = 100 * 1024 + 3;
+  const std::string path = f.make("odd.bin", file_bytes, 10);
+  auto expect = read_file(path);
+  const std::uint64_t offset = 12345;
+  const std::uint64_t size = 10007 * 4;  // not a whole number of lines
+  {
+    mapping m(path, size, offset, tiny(mode::read_write, 3, 6));
+    EXPECT_FALSE(m.direct_io());  // the range does not start on a block boundary
+    auto a = m.ref<std::uint32_t>();
+    const auto r = read_lines<32>(a);
+    expect_all(r.st, status::ok);
+    std::vector<unsigned char> got(size);
+    std::memcpy(got.data(), r.values.data(), size);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expect.begin() + offset));
+    const auto values = numbers(a.size(), 77);
+    expect_all(write_lines<32>(a, values, access::write), status::ok);
+    std::memcpy(expect.data() + offset, values.data(), size);
+  }
+  EXPECT_EQ(read_file(path), expect);  // the bytes around the range are untouched
+}
+
+TEST(OocMapping, SyncOfARangeWritesThatRangeOnly) {
+  files f;
+  const std::string path = f.make("range.bin", 64 * 1024, 12);
+  const auto before = read_file(path);
+  mapping m(path, 64 * 1024, 0, tiny(mode::read_write, 16, 6));  // every line stays on the GPU
+  auto a = m.ref<std::uint32_t>();
+  const auto values = numbers(a.size(), 2);
+  expect_all(write_lines<32>(a, values, access::write), status::ok);
+  m.sync(2 * kLine + 100, kLine);  // lines 2 and 3
+  auto expect = before;
+  std::memcpy(expect.data() + 2 * kLine, reinterpret_cast<const char*>(values.data()) + 2 * kLine,
+              2 * kLine);
+  EXPECT_EQ(read_file(path), expect);
+  m.sync();
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+  expect_error(gpm::errc::invalid_argument, "outside the mapping", [&] { m.sync(60 * 1024, 8192); });
+}
+
+TEST(OocMapping, PrefetchFillsTheGpuCacheAhead) {
+  files f;
+  const std::string path = f.make("pre.bin", 64 * 1024, 13);
+  mapping m(path, 64 * 1024, 0, tiny(mode::read, 16, 16));
+  gpm::stream s;
+  m.prefetch(0, 64 * 1024, s);
+  s.synchronize();
+  EXPECT_EQ(m.stats().gpu_misses, 16u);
+  const auto r = read_lines<32>(m.ref<std::uint32_t>());
+  EXPECT_EQ(r.values, as<std::uint32_t>(pattern(64 * 1024, 13)));
+  const auto st = m.stats();
+  EXPECT_EQ(st.gpu_misses, 16u);  // every line was there already
+  EXPECT_EQ(st.gpu_hits, 16u);
+  expect_error(gpm::errc::invalid_argument, "outside the mapping",
+               [&] { m.prefetch(64 * 1024, 1, s); });
+}
+
+TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
+  files f;
+  const std::string path = f.make("ra.bin", 512 * 1024, 14);
+  const auto expect = as<std::uint32_t>(pattern(512 * 1024, 14));
+  for (const auto hint : {gpm::ooc::access_hint::sequential, gpm::ooc::access_hint::random}) {
+    auto o = tiny(mode::read, 2, 32);
+    o.hint = hint;
+    o.read_ahead_lines = 8;
+    mapping m(path, 512 * 1024, 0, o);
+    auto a = m.ref<std::uint32_t>();
+    // One warp reads the lines in order.
+    gpm::device_buffer<std::uint32_t> out(a.size());
+    gpm::device_buffer<status> st(128);
+    gpm::launch(line_read_kernel<32, std::uint32_t>, 1, 32, 0, nullptr, a, out.data(), st.data());
+    gpm::test::sync_ok();
+    EXPECT_EQ(gpm::test::to_host(out), expect);
+    const auto s = m.stats();
+    if (hint == gpm::ooc::access_hint::sequential) {
+      EXPECT_GT(s.read_ahead_lines, 0u);
+      EXPECT_GT(s.read_ahead_hits, 0u);
+      EXPECT_GT(s.host_hits, 0u);
+    } else {
+      EXPECT_EQ(s.read_ahead_lines, 0u);
+      EXPECT_EQ(s.host_hits, 0u);
+    }
+  }
+}
+
+// Every thread of the grid reads elements of the same four lines: each line is fetched once.
+TEST(OocMapping, ALineIsFetchedOnceHoweverManyThreadsWantIt) {
+  files f;
+  const std::string path = f.make("hot.bin", 64 * 1024, 15);
+  auto o = tiny(mode::read, 8, 6);
+  o.hint = gpm::ooc::access_hint::random;  // no read-ahead: the file is read for misses only
+  mapping m(path, 64 * 1024, 0, o);
+  auto a = m.ref<std::uint32_t>();
+  std::vector<std::uint64_t> idx(8 * 1024);
+  for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = (k * 7919) % (4 * a.elements_per_line());
+  const auto r = load(a, idx);
+  expect_all(r.st, status::ok);
+  const auto all = as<std::uint32_t>(pattern(64 * 1024, 15));
+  for (std::size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(r.values[k], all[idx[k]]) << k;
+  const auto s = m.stats();
+  EXPECT_EQ(s.gpu_misses, 4u);
+  EXPECT_EQ(s.host_misses, 4u);
+  EXPECT_EQ(s.file_bytes_read, 4 * kLine);
+}
+
+TEST(OocMapping, UnmapEndsTheMappingOnce) {
+  files f;
+  const std::string path = f.make("unmap.bin", 16 * 1024, 16);
+  mapping m(path, 16 * 1024, 0, tiny(mode::read_write));
+  EXPECT_TRUE(m.mapped());
+  m.unmap();
+  m.unmap();
+  EXPECT_FALSE(m.mapped());
+  EXPECT_EQ(m.path(), path);
+  EXPECT_EQ(m.size(), 16u * 1024);
+  expect_error(gpm::errc::invalid_argument, "unmapped", [&] { m.ref<int>(); });
+  expect_error(gpm::errc::invalid_argument, "unmapped", [&] { m.sync(); });
+  expect_error(gpm::errc::invalid_argument, "unmapped", [&] { m.stats(); });
+  // The range is free again, for a new writer; moves carry the mapping.
+  mapping again(path, 16 * 1024, 0, tiny(mode::read_write));
+  mapping moved(std::move(again));
+  EXPECT_TRUE(moved.mapped());
+  moved = mapping(f.make("other.bin", 16 * 1024, 17), 8 * 1024, 8 * 1024, tiny(mode::read));
+  EXPECT_EQ(moved.offset(), 8u * 1024);
+  EXPECT_EQ(moved.options().mode, mode::read);
+  EXPECT_EQ(moved.gpu_cache_lines(), 2u);  // the mapping's lines bound the cache
+  EXPECT_EQ(moved.host_cache_lines(), 6u);
+}
+
+TEST(OocMapping, PageCacheTransfersWhenDirectIoIsOff) {
+  files f;
+  const std::string path = f.tmpfs("shm.bin");
+  write_file(path, pattern(32 * 1024, 17));
+  auto o = tiny(mode::read_write);
+  o.direct_io = false;
+  mapping m(path, 32 * 1024, 0, o);
+  EXPECT_FALSE(m.direct_io());
+  auto a = m.ref<std::uint32_t>();
+  EXPECT_EQ(read_lines<32>(a).values, as<std::uint32_t>(pattern(32 * 1024, 17)));
+  const auto values = numbers(a.size(), 9);
+  expect_all(write_lines<32>(a, values, access::write), status::ok);
+  m.unmap();
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+}
+
+// ---- bad input ------------------------------------------------------------------------------
+
+TEST(OocMappingErrors, MissingFileNeedsCreate) {
+  files f;
+  expect_error(gpm::errc::not_found, "does not exist",
+               [&] { mapping m(f.disk("none.bin"), 4096, 0, tiny(mode::read_write)); });
+}
+
+TEST(OocMappingErrors, BadRangesAreRefused) {
+  files f;
+  const std::string path = f.make("small.bin", 8192, 18);
+  expect_error(gpm::errc::invalid_argument, "0 bytes",
+               [&] { mapping m(path, 0, 0, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "overflows", [&] {
+    mapping m(path, 4096, std::numeric_limits<std::uint64_t>::max() - 100, tiny(mode::read));
+  });
+  expect_error(gpm::errc::invalid_argument, "past the end",
+               [&] { mapping m(path, 100, 8192, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "fewer than",
+               [&] { mapping m(path, 8193, 0, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "fewer than",
+               [&] { mapping m(path, 8000, 4096, tiny(mode::read)); });
+}
+
+TEST(OocMappingErrors, SpecialFilesAreRefused) {
+  files f;
+  const std::string fifo = f.disk("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_error(gpm::errc::invalid_argument, "is a FIFO",
+               [&] { mapping m(fifo, 4096, 0, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "is a directory",
+               [&] { mapping m(f.dirs.snapshot_dir(), 4096, 0, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "is a character device",
+               [&] { mapping m("/dev/null", 4096, 0, tiny(mode::read)); });
+}
+
+TEST(OocMappingErrors, ReadOnlyFileCannotBeMappedForWriting) {
+  files f;
+  std::string path = f.make("ro.bin", 8192, 19);
+  // root may write any file it can open: use a read-only file system for it.
+  small_tmpfs ro(f.dirs.snapshot_dir() + "/ro", 64 * 1024);
+  if (geteuid() == 0) {
+    if (!ro.mounted()) GTEST_SKIP() << "running as root without the right to mount a tmpfs";
+    path = f.dirs.snapshot_dir() + "/ro/ro.bin";
+    write_file(path, pattern(8192, 19));
+    ASSERT_TRUE(ro.remount(MS_RDONLY, 64 * 1024));
+  } else {
+    ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+  }
+  for (const mode m : {mode::read_write, mode::write}) {
+    expect_error(gpm::errc::io, "cannot be opened for writing",
+                 [&] { mapping x(path, 8192, 0, tiny(m)); });
+  }
+  mapping r(path, 8192, 0, tiny(mode::read));
+  EXPECT_EQ(read_lines<32>(r.ref<std::uint8_t>()).values, pattern(8192, 19));
+}
+
+TEST(OocMappingErrors, OverlappingWritersAreRefused) {
+  files f;
+  const std::string path = f.make("lock.bin", 64 * 1024, 20);
+  mapping w(path, 16 * 1024, 16 * 1024, tiny(mode::read_write));
+  expect_error(gpm::errc::busy, "overlap",
+               [&] { mapping m(path, 8 * 1024, 20 * 1024, tiny(mode::write)); });
+  expect_error(gpm::errc::busy, "overlap",
+               [&] { mapping m(path, 32 * 1024, 0, tiny(mode::read)); });
+  expect_error(gpm::errc::busy, "overlap",
+               [&] { mapping m(path, 32 * 1024, 0, tiny(mode::volatile_data)); });
+  // Disjoint ranges, and readers of one range, go together.
+  mapping other(path, 16 * 1024, 32 * 1024, tiny(mode::write));
+  mapping r1(path, 16 * 1024, 0, tiny(mode::read));
+  mapping r2(path, 8 * 1024, 0, tiny(mode::read));
+  expect_error(gpm::errc::busy, "overlap",
+               [&] { mapping m(path, 4 * 1024, 0, tiny(mode::read_write)); });
+}
+
+TEST(OocMappingErrors, BadOptionsAreRefused) {
+  files f;
+  const std::string path = f.make("opt.bin", 64 * 1024, 21);
+  auto bad = [&](const std::string& words, auto change) {
+    auto o = tiny(mode::read_write);
+    change(o);
+    expect_error(gpm::errc::invalid_argument, words, [&] { mapping m(path, 64 * 1024, 0, o); });
+  };
+  bad("line_bytes", [](mapping_options& o) { o.line_bytes = 3000; });
+  bad("line_bytes", [](mapping_options& o) { o.line_bytes = 128; });
+  bad("line_bytes", [](mapping_options& o) { o.line_bytes = 4u << 20; });
+  bad("io_threads", [](mapping_options& o) { o.io_threads = 0; });
+  bad("queue_slots", [](mapping_options& o) { o.queue_slots = 0; });
+  bad("holds no line", [](mapping_options& o) { o.gpu_cache_bytes = 100; });
+  bad("at least 6 lines", [](mapping_options& o) { o.host_cache_bytes = 5 * kLine; });
+  bad("create needs", [](mapping_options& o) {
+    o.mode = mode::read;
+    o.create = true;
+  });
+  bad("create needs", [](mapping_options& o) {
+    o.mode = mode::volatile_data;
+    o.create = true;
+  });
+  expect_error(gpm::errc::invalid_argument, "path is empty",
+               [&] { mapping m("", 4096, 0, tiny(mode::read_write)); });
+}
+
+TEST(OocMappingErrors, ElementTypesMustFitTheMapping) {
+  files f;
+  const std::string path = f.make("elem.bin", 32 * 1024, 22);
+  mapping odd(path, 4098, 0, tiny(mode::read));
+  expect_error(gpm::errc::invalid_argument, "whole number of 4-byte",
+               [&] { odd.ref<std::uint32_t>(); });
+  EXPECT_EQ(odd.ref<std::uint16_t>().size(), 2049u);
+  mapping w(path, 8192, 16384, tiny(mode::write));
+  expect_error(gpm::errc::invalid_argument, "4-byte granules", [&] { w.ref<std::uint16_t>(); });
+  struct twelve {
+    std::uint32_t v[3];
+  };
+  mapping r(path, 12 * 1024, 0, tiny(mode::read));
+  expect_error(gpm::errc::invalid_argument, "lines of 4096", [&] { r.ref<twelve>(); });
+}
+
+// ---- disk full ------------------------------------------------------------------------------
+
+TEST(OocMappingDiskFull, SyncFailsClearlyKeepsTheDataAndSucceedsLater) {
+  files f;
+  const std::string path = f.make("full.bin", 256 * 1024, 23);
+  mapping m(path, 256 * 1024, 0, tiny(mode::read_write, 64, 6));  // the GPU holds every line
+  auto a = m.ref<std::uint32_t>();
+  const auto values = numbers(a.size(), 4);
+  expect_all(write_lines<32>(a, values, access::write), status::ok);
+  {
+    file_size_limit limit(128 * 1024);  // writes past 128 KiB fail, as on a full disk
+    expect_error(gpm::errc::io, "full", [&] { m.sync(); });
+    expect_error(gpm::errc::io, "full", [&] { m.sync(); });  // still kept, still failing
+  }
+  m.sync();
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+}
+
+TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothing) {
+  files f;
+  const std::string path = f.make("full2.bin", 64 * 1024, 24);
+  mapping m(path, 64 * 1024, 0, tiny(mode::read_write, 4, 6));
+  auto a = m.ref<std::uint32_t>();
+  std::vector<std::uint64_t> idx = iota(a.size());
+  const auto values = numbers(a.size(), 8);
+  std::vector<status> st;
+  {
+    file_size_limit limit(16 * 1024);
+    st = store(a, idx, values);
+    const auto s = m.stats();
+    EXPECT_GT(s.gpu_io_errors, 0u);
+    EXPECT_NE(s.last_io_error.find("full"), std::string::npos) << s.last_io_error;
+  }
+  // What failed was not stored; what succeeded is kept. Redo the failed stores now.
+  std::vector<std::uint64_t> again;
+  std::vector<std::uint32_t> again_values;
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    ASSERT_TRUE(st[k] == status::ok || st[k] == status::io_error) << gpm::ooc::to_string(st[k]);
+    if (st[k] != status::ok) {
+      again.push_back(idx[k]);
+      again_values.push_back(values[k]);
+    }
+  }
+  EXPECT_FALSE(again.empty());
+  expect_all(store(a, again, again_values), status::ok);
+  m.unmap();
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+}
+
+TEST(OocMappingDiskFull, FullTmpfsReportsNoSpace) {
+  files f;
+  small_tmpfs fs(f.dirs.snapshot_dir() + "/full", 64 * 1024);
+  if (!fs.mounted()) GTEST_SKIP() << "no right to mount a tmpfs here";
+  const std::string path = f.dirs.snapshot_dir() + "/full/data.bin";
+  auto o = tiny(mode::write, 64, 6);
+  o.create = true;  // a sparse file of 256 KiB on a 64 KiB file system
+  mapping m(path, 256 * 1024, 0, o);
+  auto a = m.ref<std::uint32_t>();
+  const auto values = numbers(a.size(), 6);
+  expect_all(write_lines<32>(a, values, access::write), status::ok);
+  expect_error(gpm::errc::io, "No space left", [&] { m.sync(); });
+  ASSERT_TRUE(fs.remount(0, 1024 * 1024));
+  m.sync();
+  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ class array {
     if (i >= size_) return status::out_of_range;
     if (v_.mapping_mode == mode::write) return status::write_only;
     const std::uint64_t byte = i * sizeof(T);
-    const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, 0);
+    const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, false);
     if (h.st == status::ok) out = *reinterpret_cast<const T*>(at(h.slot, byte));
     detail::ooc::warp_release(v_, h, false);
     return h.st;
@@ -69,8 +69,7 @@ class array {
     if (i >= size_) return status::out_of_range;
     if (v_.mapping_mode == mode::read) return status::read_only;
     const std::uint64_t byte = i * sizeof(T);
-    const detail::ooc::warp_hold h = detail::ooc::warp_acquire(
-        v_, byte >> v_.line_shift, detail::ooc::dirty_kind(v_.mapping_mode));
+    const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, true);
     if (h.st == status::ok) {
       *reinterpret_cast<T*>(at(h.slot, byte)) = value;
       if (v_.mapping_mode == mode::write) {

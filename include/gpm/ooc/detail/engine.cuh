@@ -234,20 +234,23 @@ struct warp_hold {
   status st;
 };
 
-// Called by every lane that accesses `line` now (any subset of the warp): lanes on the same line
-// are grouped with __match_any_sync and only the group's lowest lane takes the reference (and
-// fills the line on a miss), so a warp asks for each line once. `dirty` (non-zero for stores) is
-// marked by the leader while it holds the line.
-__device__ inline warp_hold warp_acquire(const cache_view& v, std::uint64_t line,
-                                         std::uint32_t dirty) {
+// Called by every lane that accesses `line` now (any subset of the warp, possibly through
+// different mappings: all run this same code): lanes on the same line of the same mapping are
+// grouped with __match_any_sync and only the group's lowest lane takes the reference (and fills the
+// line on a miss), so a warp asks for each line once. If any lane of the group `stores`, the leader
+// marks the line dirty while it holds it.
+__device__ inline warp_hold warp_acquire(const cache_view& v, std::uint64_t line, bool stores) {
   const unsigned active = __activemask();
-  const unsigned peers = __match_any_sync(active, static_cast<unsigned long long>(line));
+  const unsigned same_cache =
+      __match_any_sync(active, reinterpret_cast<unsigned long long>(v.directory));
+  const unsigned peers = __match_any_sync(same_cache, static_cast<unsigned long long>(line));
+  const bool any_stores = __ballot_sync(peers, stores) != 0;
   const unsigned leader = static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1);
   std::uint32_t slot = 0;
   std::uint32_t st = 0;
   if (lane_id() == leader) {
     st = static_cast<std::uint32_t>(acquire_line(v, line, slot));
-    if (st == 0 && dirty != kClean) mark_dirty(v, slot, dirty);
+    if (st == 0 && any_stores) mark_dirty(v, slot, dirty_kind(v.mapping_mode));
   }
   slot = __shfl_sync(peers, slot, static_cast<int>(leader));
   st = __shfl_sync(peers, st, static_cast<int>(leader));

@@ -39,7 +39,11 @@ class backing_file {
   void datasync() const;
 
   const std::string& path() const { return path_; }
-  bool direct() const { return direct_fd_ >= 0 && !direct_refused_.load(); }
+  // Whether transfers of whole aligned lines use O_DIRECT: the file system takes it and the
+  // range starts on a kDirectAlign boundary.
+  bool direct() const {
+    return direct_fd_ >= 0 && offset_ % kDirectAlign == 0 && !direct_refused_.load();
+  }
 
  private:
   backing_file() = default;
