@@ -21,6 +21,17 @@ __device__ void writetest(gpm::tx_ref heap, int nwrites, int nrep) {
   }
 }
 
+// The write test, then every thread adds one to a shared counter.
+void run_writetest(gpm::tx_heap& heap) {
+  heap.launch(2, 128, [] __device__(gpm::tx_ref heap) {
+    writetest(heap, kWrites, kReps);
+    TX_START(heap, tx);
+    TX_WRITE(tx, 256 * kWrites, TX_READ(tx, 256 * kWrites) + 1);
+    TX_COMMIT;
+  });
+  heap.sync();
+}
+
 TEST(TxCompat, ThePapersWriteTestRunsInEveryMode) {
   gpm::test::scratch_pool pool("tx-compat");
   for (const gpm::tx_mode mode :
@@ -30,13 +41,7 @@ TEST(TxCompat, ThePapersWriteTestRunsInEveryMode) {
     o.max_threads = 256;
     const std::string name(gpm::to_string(mode));
     auto heap = gpm::tx_heap::create(pool.get(), name, {.words = 256 * kWrites + 1, .logs = 2}, o);
-    heap.launch(2, 128, [] __device__(gpm::tx_ref heap) {
-      writetest(heap, kWrites, kReps);
-      TX_START(heap, tx);
-      TX_WRITE(tx, 256 * kWrites, TX_READ(tx, 256 * kWrites) + 1);
-      TX_COMMIT;
-    });
-    heap.sync();
+    run_writetest(heap);
     std::vector<std::uint32_t> w(256 * kWrites + 1);
     heap.load(0, w.data(), w.size());
     for (std::uint64_t i = 0; i < 256 * kWrites; ++i) ASSERT_EQ(w[i], i / kWrites) << name;

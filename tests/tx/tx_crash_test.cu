@@ -73,6 +73,7 @@ GPM_CRASH_SCENARIO(tx_atm) {
   gpm::device_buffer<gpm::tx_status> status(w.transactions);
   gpm::stream stream;
   gpm::test::report_progress(args, "ready");
+  const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t b = 0; b < kBatches; ++b) {
     const outcome_arrays out{seqs, status.data()};
     if (s.tile == 1) {
@@ -87,6 +88,8 @@ GPM_CRASH_SCENARIO(tx_atm) {
     heap.sync(stream);
     gpm::test::report_progress(args, "durable " + std::to_string(heap.durable_seq()));
   }
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  gpm::test::report_progress(args, "ran " + std::to_string(took.count()));
   return 0;
 }
 
@@ -186,7 +189,30 @@ void check_trial(const gpm::test::scratch_dirs& dirs, std::uint64_t seed,
   g_tally.committed += committed;
 }
 
-// Steps of the protocol; the kernel's are reached many times per run, the host's fewer.
+// Milliseconds an uninterrupted run takes after "ready" on this machine (once per process), so
+// that random kills land while transactions commit on a GPU and on the emulator alike.
+double run_ms() {
+  static const double ms = [] {
+    gpm::test::scratch_dirs dirs("tx-calibrate");
+    create_bank(dirs, 0);
+    const auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", 0), {});
+    for (const std::string& line : r.progress) {
+      if (line.rfind("ran ", 0) == 0) return std::max(1.0, std::stod(line.substr(4)));
+    }
+    ADD_FAILURE() << "the calibration run did not finish: " << r.describe();
+    return 100.0;
+  }();
+  return ms;
+}
+
+// A random moment within a run.
+gpm::test::kill_policy kill_at_random(std::mt19937_64& rng) {
+  const double frac = static_cast<double>(rng() % 1000) / 1000.0;
+  return gpm::test::kill_after_ms(0.1 + frac * run_ms(), "ready");
+}
+
+// Steps of the protocol; the kernel's are reached many times per run, the host's fewer. On a GPU
+// the kernel's crash points do nothing (crash_point.hpp): those trials run to the end.
 const char* const kPoints[] = {"tx.drain", "tx.publish", "tx.apply", "tx.flip"};
 
 void atm_trial(int t, bool at_points) {
@@ -198,8 +224,8 @@ void atm_trial(int t, bool at_points) {
                      shape_of(seed).describe() + ")";
   gpm::test::kill_policy policy;
   if (!at_points) {
-    policy = gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 250), "ready");
-    what += ", killed at a random time";
+    policy = kill_at_random(rng);
+    what += ", killed " + std::to_string(*policy.after_ms) + " ms after ready";
   } else {
     // The helpers' points exist only with helpers; a direct run never reaches them.
     const bool helpers = shape_of(seed).options.mode == tx_mode::helpers;
@@ -241,9 +267,7 @@ TEST(TxCrash, RecoveryIsIdempotent) {
     create_bank(dirs, seed);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    auto r = gpm::test::run_child(
-        "tx_atm", dirs.args("bank.pool", seed),
-        gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 300), "ready"));
+    auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), kill_at_random(rng));
     ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
     std::filesystem::copy_file(dirs.pool_path("bank.pool"), dirs.pool_path("copy.pool"));
     const char* point = points[t % 2];

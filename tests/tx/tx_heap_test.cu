@@ -58,6 +58,126 @@ std::vector<std::uint32_t> contents(const gpm::tx_heap& heap) {
   return w;
 }
 
+// ---- transaction bodies ------------------------------------------------------------------------
+// At namespace scope: nvcc allows no extended __device__ lambda inside a test's (private) body.
+
+struct no_work {
+  __device__ void operator()(gpm::tx_ref) const {}
+};
+
+// Thread i writes i into word i modulo the heap.
+struct write_own_number {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    t.write(i % t.words(), static_cast<std::uint32_t>(i));
+  }
+};
+
+// Even threads write i + 1 into word i; odd ones write nothing.
+struct write_if_even {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    if (i % 2 == 0) t.write(i, static_cast<std::uint32_t>(i + 1));
+  }
+};
+
+// Thread i writes word i first, then threads 0..5 fail each in their own way.
+struct fail_in_own_way {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    t.write(i, 7);
+    switch (i) {
+      case 0: t.cancel(); break;
+      case 1: t.read(t.words()); break;
+      case 2: t.write(t.words() + 5, 1); break;
+      case 3: t.template read_as<std::uint64_t>(t.words() - 1); break;
+      case 4: t.write(100, 1), t.write(101, 1); break;  // three words: the write set holds 2
+      case 5: t.read(100), t.read(101), t.read(102), t.read(103); break;  // five orecs of 4
+      default: break;
+    }
+  }
+};
+
+// Threads below `threads` write `first` words (thread 0) or `others` words (the rest), from
+// word spacing * (i % 4).
+struct write_run {
+  std::uint64_t threads, first, others, spacing;
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    if (i >= threads) return;
+    for (std::uint64_t k = 0; k < (i == 0 ? first : others); ++k) t.write(spacing * (i % 4) + k, 3);
+  }
+};
+
+struct increment_word0 {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t) const {
+    t.write(0, t.read(0) + 1);
+  }
+};
+
+struct triple {
+  std::uint32_t a, b, c;
+};
+
+// Thread 0 writes and reads back words, 64-bit values, a double and a 3-word struct, noting in
+// `seen` what it read.
+struct typed_access {
+  std::uint32_t* seen;
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    if (i != 0) return;
+    t.write(3, 10);
+    seen[0] = t.read(3);  // its own write
+    t.write(3, 11);       // a second write of one word keeps one entry
+    seen[1] = t.read(3);
+    t.template write_as<std::uint64_t>(10, 0x0123456789abcdefull);
+    seen[2] = t.read(10);  // the low word
+    seen[3] = t.read(11);
+    t.template write_as<double>(20, 2.5);
+    t.template write_as<triple>(30, triple{7, 8, 9});
+    seen[4] = t.template read_as<triple>(30).c;
+    seen[5] = t.ok();
+  }
+};
+
+// Threads 0 and 1 note ok() before and after dooming their attempt (cancel, a bad index).
+struct doom_then_write {
+  std::uint32_t* seen;
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    if (i >= 2) return;
+    seen[2 * i] = t.ok();
+    if (i == 0) t.cancel();
+    if (i == 1) t.read(1 << 20);
+    seen[2 * i + 1] = t.ok() ? 1 : 2;
+    t.write(i, 5);  // ignored
+  }
+};
+
+struct add_three_to_u64 {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t) const {
+    t.template write_as<std::uint64_t>(0, t.template read_as<std::uint64_t>(0) + 3);
+  }
+};
+
+struct write_nine {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    t.write(i, 9);
+  }
+};
+
+// Adds i to word i % 200 and counts in word 255.
+struct add_and_count {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    t.write(i % 200, t.read(i % 200) + static_cast<std::uint32_t>(i));
+    t.write(255, t.read(255) + 1);
+  }
+};
+
 class TxHeap : public ::testing::Test {
  protected:
   gpm::test::scratch_pool pool{"tx-unit"};
@@ -193,7 +313,7 @@ TEST_F(TxHeap, StoreIsDurableAndLoadReadsTheWorkingCopy) {
 
 TEST_F(TxHeap, LaunchRejectsShapesItCannotRun) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
-  const auto body = [] __device__(gpm::tx_ref) {};
+  const no_work body{};
   expect_error(gpm::errc::invalid_argument, [&] { heap.launch(0, 32, body); });
   expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 0, body); });
   expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 48, body); });
@@ -207,9 +327,7 @@ TEST_F(TxHeap, LaunchRejectsShapesItCannotRun) {
   auto direct = gpm::tx_heap::create(pool.get(), "d", kGeometry, few);
   expect_error(gpm::errc::invalid_argument, [&] { direct.launch(9, 32, body); });
   // Without helpers, blocks share logs: 8 blocks on 4 logs.
-  const auto r = run_each(direct, 8, 32, [] __device__(auto& t, std::uint64_t i) {
-    t.write(i % t.words(), static_cast<std::uint32_t>(i));
-  });
+  const auto r = run_each(direct, 8, 32, write_own_number{});
   for (const auto& x : r.r) EXPECT_EQ(x.status, tx_status::committed);
   EXPECT_EQ(direct.durable_seq(), 256u);
 }
@@ -229,9 +347,7 @@ TEST_F(TxHeap, EveryStatusHasAName) {
 
 TEST_F(TxHeap, CommitsGetConsecutiveSequenceNumbersAndEmptyOnesNone) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
-  const auto r = run_each(heap, 2, 64, [] __device__(auto& t, std::uint64_t i) {
-    if (i % 2 == 0) t.write(i, static_cast<std::uint32_t>(i + 1));  // odd threads write nothing
-  });
+  const auto r = run_each(heap, 2, 64, write_if_even{});
   std::vector<bool> seen(65, false);
   for (std::uint64_t i = 0; i < 128; ++i) {
     EXPECT_EQ(r[i].status, tx_status::committed);
@@ -254,19 +370,7 @@ TEST_F(TxHeap, FailedTransactionsReportTheirStatusAndWriteNothing) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
   const std::vector<std::uint32_t> ones(256, 1);
   heap.store(0, ones.data(), ones.size());
-  // Each thread i writes word i first, then fails in its own way.
-  const auto r = run_each<4, 2>(heap, 1, 32, [] __device__(auto& t, std::uint64_t i) {
-    t.write(i, 7);
-    switch (i) {
-      case 0: t.cancel(); break;
-      case 1: t.read(t.words()); break;
-      case 2: t.write(t.words() + 5, 1); break;
-      case 3: t.template read_as<std::uint64_t>(t.words() - 1); break;
-      case 4: t.write(100, 1), t.write(101, 1); break;  // three words: the write set holds 2
-      case 5: t.read(100), t.read(101), t.read(102), t.read(103); break;  // five orecs of 4
-      default: break;
-    }
-  });
+  const auto r = run_each<4, 2>(heap, 1, 32, fail_in_own_way{});
   const tx_status want[] = {tx_status::cancelled,      tx_status::out_of_range,
                             tx_status::out_of_range,   tx_status::out_of_range,
                             tx_status::write_set_full, tx_status::read_set_full};
@@ -286,18 +390,13 @@ TEST_F(TxHeap, RecordsLargerThanTheRingOrTheLogAreRefused) {
   gpm::tx_options o = small_options();
   o.ring_chunks = 4;  // 5 pairs make a record of 4 chunks; 6 pairs of 5
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, o);
-  auto r = run_each(heap, 1, 32, [] __device__(auto& t, std::uint64_t i) {
-    for (std::uint64_t k = 0; k < (i == 0 ? 6 : 5); ++k) t.write(40 * (i % 4) + k, 3);
-  });
+  auto r = run_each(heap, 1, 32, write_run{32, 6, 5, 40});
   EXPECT_EQ(r[0].status, tx_status::record_too_large);
   for (int i = 1; i < 32; ++i) EXPECT_EQ(r[i].status, tx_status::committed) << i;
   // Direct: a 256-byte log holds 16 chunks; 30 pairs need 17.
   auto direct = gpm::tx_heap::create(pool.get(), "d", {.words = 64, .logs = 1, .log_bytes = 256},
                                      small_options(tx_mode::direct));
-  r = run_each<32, 32>(direct, 1, 32, [] __device__(auto& t, std::uint64_t i) {
-    if (i > 1) return;
-    for (std::uint64_t k = 0; k < (i == 0 ? 30 : 29); ++k) t.write(k, 3);
-  });
+  r = run_each<32, 32>(direct, 1, 32, write_run{2, 30, 29, 0});
   EXPECT_EQ(r[0].status, tx_status::record_too_large);
   EXPECT_EQ(r[1].status, tx_status::committed);
 }
@@ -331,9 +430,7 @@ TEST_F(TxHeap, GivesUpAfterMaxAttempts) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, o);
   results r;
   // Every thread increments word 0, and the seeded schedule interleaves them.
-  with_schedule(7, [&] {
-    r = run_each(heap, 2, 64, [] __device__(auto& t, std::uint64_t) { t.write(0, t.read(0) + 1); });
-  });
+  with_schedule(7, [&] { r = run_each(heap, 2, 64, increment_word0{}); });
   std::uint32_t committed = 0, gave_up = 0;
   for (const auto& x : r.r) {
     ASSERT_TRUE(x.status == tx_status::committed || x.status == tx_status::too_many_aborts)
@@ -350,29 +447,12 @@ TEST_F(TxHeap, GivesUpAfterMaxAttempts) {
 
 // ---- the transaction's operations -------------------------------------------------------------
 
-struct triple {
-  std::uint32_t a, b, c;
-};
-
 TEST_F(TxHeap, ReadsSeeOwnWritesAndTypedValuesSpanWholeWords) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
   gpm::device_buffer<std::uint32_t> seen(8);
   seen.fill_bytes(0);
   std::uint32_t* d = seen.data();
-  const auto r = run_each(heap, 1, 32, [=] __device__(auto& t, std::uint64_t i) {
-    if (i != 0) return;
-    t.write(3, 10);
-    d[0] = t.read(3);  // its own write
-    t.write(3, 11);    // a second write of one word keeps one entry
-    d[1] = t.read(3);
-    t.template write_as<std::uint64_t>(10, 0x0123456789abcdefull);
-    d[2] = t.read(10);  // the low word
-    d[3] = t.read(11);
-    t.template write_as<double>(20, 2.5);
-    t.template write_as<triple>(30, triple{7, 8, 9});
-    d[4] = t.template read_as<triple>(30).c;
-    d[5] = t.ok();
-  });
+  const auto r = run_each(heap, 1, 32, typed_access{d});
   EXPECT_EQ(r[0].status, tx_status::committed);
   EXPECT_EQ(gpm::test::to_host(seen),
             (std::vector<std::uint32_t>{10, 11, 0x89abcdef, 0x01234567, 9, 1, 0, 0}));
@@ -393,14 +473,7 @@ TEST_F(TxHeap, OkTurnsFalseOnceAnAttemptIsDoomed) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
   gpm::device_buffer<std::uint32_t> seen(4);
   std::uint32_t* d = seen.data();
-  run_each(heap, 1, 32, [=] __device__(auto& t, std::uint64_t i) {
-    if (i >= 2) return;
-    d[2 * i] = t.ok();
-    if (i == 0) t.cancel();
-    if (i == 1) t.read(1 << 20);
-    d[2 * i + 1] = t.ok() ? 1 : 2;
-    t.write(i, 5);  // ignored
-  });
+  run_each(heap, 1, 32, doom_then_write{d});
   EXPECT_EQ(gpm::test::to_host(seen), (std::vector<std::uint32_t>{1, 2, 1, 2}));
   EXPECT_EQ(contents(heap)[0], 0u);
 }
@@ -413,11 +486,7 @@ TEST_F(TxHeap, SixtyFourBitValuesAreNeverTorn) {
   std::uint32_t init[2];
   std::memcpy(init, &start, 8);
   heap.store(0, init, 2);
-  with_schedule(11, [&] {
-    run_each(heap, 4, 64, [] __device__(auto& t, std::uint64_t) {
-      t.template write_as<std::uint64_t>(0, t.template read_as<std::uint64_t>(0) + 3);
-    });
-  });
+  with_schedule(11, [&] { run_each(heap, 4, 64, add_three_to_u64{}); });
   std::uint64_t got;
   const auto w = contents(heap);
   std::memcpy(&got, w.data(), 8);
@@ -430,8 +499,7 @@ TEST_F(TxHeap, VolatileModeLogsNothingAndLeavesTheHomeImage) {
   {
     auto heap =
         gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options(tx_mode::volatile_only));
-    const auto r =
-        run_each(heap, 2, 32, [] __device__(auto& t, std::uint64_t i) { t.write(i, 9); });
+    const auto r = run_each(heap, 2, 32, write_nine{});
     for (const auto& x : r.r) {
       EXPECT_EQ(x.status, tx_status::committed);
       EXPECT_EQ(x.seq, 0u);
@@ -458,10 +526,7 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
     const std::string name = std::string(gpm::to_string(c.mode)) + std::to_string(c.helpers);
     {
       auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
-      run_each(heap, 4, 64, [] __device__(auto& t, std::uint64_t i) {
-        t.write(i % 200, t.read(i % 200) + static_cast<std::uint32_t>(i));
-        t.write(255, t.read(255) + 1);
-      });
+      run_each(heap, 4, 64, add_and_count{});
       EXPECT_EQ(heap.durable_seq(), 256u) << name;
       const gpm::tx_stats s = heap.stats();
       EXPECT_EQ(s.commits, 256u) << name;

@@ -46,7 +46,7 @@ using transaction = detail::tx::transaction<MaxLocks, MaxWrites>;
 class tx_ref {
  public:
   tx_ref() = default;
-  explicit tx_ref(const detail::tx::heap_view& v) : v_(v) {}
+  GPM_HOST_DEVICE explicit tx_ref(const detail::tx::heap_view& v) : v_(v) {}
 
   // Runs `body(t)` as one transaction of the calling lane, retrying aborted attempts (at most
   // tx_options::max_attempts times when that is not 0), and returns how it ended. Every lane of
@@ -79,7 +79,7 @@ class tx_ref {
     return grid_range(worker_index(), n, worker_count());
   }
 
-  const detail::tx::heap_view& view() const { return v_; }
+  GPM_HOST_DEVICE const detail::tx::heap_view& view() const { return v_; }
 
  private:
   detail::tx::heap_view v_{};
