@@ -24,7 +24,6 @@
 
 #include <gpm/platform/runtime.hpp>
 
-#include "crash_demo.hpp"
 #include "machine.hpp"
 #include "workload.hpp"
 

@@ -87,4 +87,10 @@ workload kvs_set_workload(), kvs_mixed_workload();  // workloads/kvs
 workload db_insert_workload(), db_update_workload();  // workloads/db
 namespace native { workload bfs_workload(), srad_workload(), prefix_sum_workload(); }  // native
 
+// `gpmbench crash-demo` (workloads/native/crash_demo.cpp): a BFS run killed with SIGKILL halfway,
+// then resumed and checked; returns the exit status (0: the resumed result is correct). The
+// child it starts runs crash_demo_child (`gpmbench crash-demo --child DIR LEVEL`).
+int crash_demo(const gpm::device_info& dev);
+int crash_demo_child(const std::string& dir, bool emulated, std::uint64_t kill_at);
+
 }  // namespace gpmbench

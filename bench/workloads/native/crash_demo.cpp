@@ -1,9 +1,10 @@
 // `gpmbench crash-demo`: a crash and a resume that a user can watch (make demo). A BFS whose
-// kernels persist their results into a pool (bench/workloads/native) runs in a child process that
-// is killed with SIGKILL halfway; the parent then resumes the run from the pool and checks that
-// the result equals an uninterrupted run's, and that only the levels that were not durable were
-// computed again.
-#include "crash_demo.hpp"
+// kernels persist their results into a pool (this folder's bfs) runs in a child process that is
+// killed with SIGKILL halfway; the parent then resumes the run from the pool and checks that the
+// result equals an uninterrupted run's, and that only the levels that were not durable were
+// computed again. Declared with the workloads in gpmbench/workload.hpp, so that the runner
+// includes no workload.
+#include "gpmbench/workload.hpp"
 
 #include <signal.h>
 #include <spawn.h>
