@@ -94,9 +94,7 @@ GPM_HOST_DEVICE inline std::uint64_t updated_cell(std::uint64_t old, std::uint64
 // Persist (the pool modes); nothing else changes, so no undo is needed for them.
 template <bool Persist>
 __global__ void insert_rows(table_view t, std::uint64_t first, std::uint64_t count) {
-  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count;
-       i += stride) {
+  for (std::uint64_t i : gpm::grid_stride(count)) {
     for (unsigned c = 0; c < kColumns; ++c) *t.cell(c, first + i) = inserted_cell(first + i, c);
   }
   if constexpr (Persist) gpm::persist();
@@ -115,16 +113,14 @@ __global__ void publish_rows(table_view t, Undo undo, std::uint64_t rows,
   if constexpr (Undo::persistent) gpm::persist(t.rows, sizeof *t.rows);
 }
 
-// UPDATE: each thread owns rows i, i + stride, ... (so a cell is logged by one thread only) and
-// updates the selected ones, logging each old cell first.
+// UPDATE: each thread owns the rows of its grid-stride range (so a cell is logged by one thread)
+// and updates the selected ones, logging each old cell first.
 template <class Undo>
 __global__ void update_rows(table_view t, Undo undo, std::uint64_t batch,
                             unsigned long long* counts /* [0] updated, [1] log failures */) {
   const std::uint64_t rows = *t.rows;
-  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   unsigned long long updated = 0, failed = 0;
-  for (std::uint64_t r = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; r < rows;
-       r += stride) {
+  for (std::uint64_t r : gpm::grid_stride(rows)) {
     if (!selected(*t.cell(kKeyColumn, r), batch)) continue;
     std::uint64_t* cell = t.cell(kUpdateColumn, r);
     if (!undo.save(cell, sizeof *cell)) {
@@ -146,9 +142,7 @@ __global__ inline void log_selected_cells(table_view t, gpm::pool_ref pool, unsi
                                           std::uint64_t entry_bytes, std::uint64_t batch,
                                           unsigned long long* used) {
   const std::uint64_t rows = *t.rows;
-  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t r = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; r < rows;
-       r += stride) {
+  for (std::uint64_t r : gpm::grid_stride(rows)) {
     if (!selected(*t.cell(kKeyColumn, r), batch)) continue;
     const std::uint64_t* cell = t.cell(kUpdateColumn, r);
     auto* head =

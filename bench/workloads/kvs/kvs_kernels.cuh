@@ -13,8 +13,8 @@
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
-#include "workloads/kvs/kvs_table.cuh"
 #include "workloads/common/undo_logs.cuh"
+#include "workloads/kvs/kvs_table.cuh"
 
 namespace gpmbench::kvs {
 
@@ -175,11 +175,9 @@ __device__ bool get_key(const Tile& tile, const table_view& t, std::uint64_t key
 template <class Undo>
 __global__ void run_batch(table_view t, scratch_view s, Undo undo, op_stream ops,
                           std::uint64_t batch, std::uint64_t count, std::uint32_t epoch) {
-  const auto tile = cg::tiled_partition<kWays>(cg::this_thread_block());
-  const std::uint64_t groups = std::uint64_t{gridDim.x} * blockDim.x / kWays;
-  const std::uint64_t first = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWays;
+  const auto tile = gpm::make_tile<kWays>();
   thread_tally tally;
-  for (std::uint64_t i = first; i < count; i += groups) {
+  for (std::uint64_t i : gpm::grid_stride<kWays>(count)) {
     const std::uint64_t key = ops.key(batch, i);
     if (ops.is_set(batch, i)) {
       set_key(tile, t, s, undo, epoch, key, value_of(key, batch), tally);
@@ -199,11 +197,9 @@ __global__ void run_batch(table_view t, scratch_view s, Undo undo, op_stream ops
 // caller makes the table durable after the kernel).
 __global__ inline void preload(table_view t, scratch_view s, std::uint64_t universe,
                                std::uint32_t epoch) {
-  const auto tile = cg::tiled_partition<kWays>(cg::this_thread_block());
-  const std::uint64_t groups = std::uint64_t{gridDim.x} * blockDim.x / kWays;
+  const auto tile = gpm::make_tile<kWays>();
   thread_tally tally;
-  for (std::uint64_t i = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWays;
-       i < universe; i += groups) {
+  for (std::uint64_t i : gpm::grid_stride<kWays>(universe)) {
     set_key(tile, t, s, no_undo{}, epoch, i + 1, value_of(i + 1, 0), tally);
   }
   tally.add_to(s.counters);
@@ -217,11 +213,9 @@ __global__ inline void log_home_buckets(table_view t, gpm::pool_ref pool, unsign
                                         std::uint64_t entry_bytes, op_stream ops,
                                         std::uint64_t batch, std::uint64_t count,
                                         unsigned long long* used) {
-  const auto tile = cg::tiled_partition<kWays>(cg::this_thread_block());
-  const std::uint64_t groups = std::uint64_t{gridDim.x} * blockDim.x / kWays;
+  const auto tile = gpm::make_tile<kWays>();
   const unsigned lane = tile.thread_rank();
-  for (std::uint64_t i = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWays; i < count;
-       i += groups) {
+  for (std::uint64_t i : gpm::grid_stride<kWays>(count)) {
     if (!ops.is_set(batch, i)) continue;
     unsigned long long at = 0;
     if (lane == 0) at = atomicAdd(used, 1ull);
