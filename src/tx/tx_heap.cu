@@ -226,18 +226,7 @@ tx_heap tx_heap::create(pool& p, std::string_view name, const tx_geometry& g,
                         const tx_options& options) {
   check_options(options);
   const T::heap_header h = T::make_header(g.words, g.logs, g.log_bytes);
-  if (p.find(name)) {
-    throw_error(errc::already_exists, "pool " + p.path() + " already holds an object named '" +
-                                          std::string(name) +
-                                          "': open the heap instead, or free the object first");
-  }
-  const std::uint64_t free_bytes = p.info().free_bytes;
-  if (h.common.object_bytes > free_bytes) {
-    throw_error(errc::out_of_memory,
-                label_of(p, name) + " needs " + std::to_string(h.common.object_bytes) +
-                    " bytes but the pool has " + std::to_string(free_bytes) +
-                    " free: create a larger pool, or a heap with fewer words or smaller logs");
-  }
+  // The pool refuses a taken name (already_exists) and a heap it has no room for (out_of_memory).
   const std::uint64_t offset = p.allocate(name, h.common.object_bytes, T::kLineBytes, T::kTypeTag);
   char* object = p.host_ptr<char>(offset);
   // The root first, the header last: until the header is durable, open() rejects the object.

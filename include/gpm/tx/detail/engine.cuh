@@ -351,7 +351,7 @@ class transaction {
     return commit_step::done;
   }
 
-  heap_view v_;
+  const heap_view& v_;  // the caller's view, which outlives the transaction
   std::uint64_t slot_;
   std::uint64_t attempt_ = 0;
   std::uint64_t mine_ = 0;
