@@ -61,18 +61,14 @@ class file_size_limit {
   explicit file_size_limit(std::uint64_t bytes) {
     getrlimit(RLIMIT_FSIZE, &old_);
     old_handler_ = signal(SIGXFSZ, SIG_IGN);  // else the write kills the process
-    set(bytes);
+    rlimit r = old_;
+    r.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &r);
   }
   ~file_size_limit() {
     setrlimit(RLIMIT_FSIZE, &old_);
     signal(SIGXFSZ, old_handler_);
   }
-  void set(std::uint64_t bytes) {
-    rlimit r = old_;
-    r.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &r);
-  }
-  void lift() { setrlimit(RLIMIT_FSIZE, &old_); }
 
  private:
   rlimit old_{};
@@ -101,10 +97,10 @@ std::vector<std::uint32_t> numbers(std::size_t n, std::uint32_t salt) {
 
 TEST(OocMapping, ReadWriteFetchesAndWritesBack) {
   files f;
-  const std::string path = f.make("rw.bin", 256 * 1024, 1);
+  const std::string path = f.make("rw.bin", lines(64), 1);
   auto expect = as<std::uint32_t>(read_file(path));
   {
-    mapping m(path, 256 * 1024, 0, tiny(mode::read_write));
+    mapping m(path, lines(64), 0, tiny(mode::read_write));
     EXPECT_TRUE(m.direct_io());  // the disk takes O_DIRECT; lines and offset are aligned
     auto a = m.ref<std::uint32_t>();
     ASSERT_EQ(a.size(), expect.size());
@@ -142,7 +138,7 @@ TEST(OocMapping, ReadWriteFetchesAndWritesBack) {
 
 TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
   files f;
-  const std::string path = f.make("r.bin", 128 * 1024, 2);
+  const std::string path = f.make("r.bin", lines(32), 2);
   const auto before = read_file(path);
   {
     mapping m(path, before.size(), 0, tiny(mode::read));
@@ -167,11 +163,11 @@ TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
 
 TEST(OocMapping, WriteModeNeverFetchesAndWritesOnlyTheBytesWritten) {
   files f;
-  const std::string path = f.make("w.bin", 128 * 1024, 3);
+  const std::string path = f.make("w.bin", lines(32), 3);
   auto expect = as<std::uint32_t>(read_file(path));
-  const std::uint32_t per_line = kLine / 4;
+  const std::uint32_t per_line = line_size() / 4;
   {
-    mapping m(path, 128 * 1024, 0, tiny(mode::write));
+    mapping m(path, lines(32), 0, tiny(mode::write));
     auto a = m.ref<std::uint32_t>();
     std::vector<std::uint64_t> idx;
     std::vector<std::uint32_t> val;
@@ -195,7 +191,7 @@ TEST(OocMapping, WriteModeNeverFetchesAndWritesOnlyTheBytesWritten) {
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
   // A whole-line write (access::write) replaces every element of each line.
   {
-    mapping m(path, 128 * 1024, 0, tiny(mode::write));
+    mapping m(path, lines(32), 0, tiny(mode::write));
     auto a = m.ref<std::uint32_t>();
     const auto values = numbers(a.size(), 5);
     expect_all(write_lines<32>(a, values, access::write), status::ok);
@@ -207,9 +203,9 @@ TEST(OocMapping, WriteModeNeverFetchesAndWritesOnlyTheBytesWritten) {
 
 TEST(OocMapping, WriteModeMergesWritesOfALineAcrossEvictions) {
   files f;
-  const std::string path = f.make("merge.bin", 64 * 1024, 4);
+  const std::string path = f.make("merge.bin", lines(16), 4);
   auto expect = as<std::uint64_t>(read_file(path));
-  mapping m(path, 64 * 1024, 0, tiny(mode::write, 2, 6));
+  mapping m(path, lines(16), 0, tiny(mode::write, 2, 6));
   auto a = m.ref<std::uint64_t>();
   // Even elements first, then odd ones: every line leaves the 2-line GPU cache in between.
   for (std::uint64_t parity = 0; parity < 2; ++parity) {
@@ -229,7 +225,7 @@ TEST(OocMapping, WriteModeMergesWritesOfALineAcrossEvictions) {
 
 TEST(OocMapping, VolatileDataSpillsAndNeverReachesTheFile) {
   files f;
-  const std::string path = f.make("v.bin", 256 * 1024, 6);
+  const std::string path = f.make("v.bin", lines(64), 6);
   const auto before = read_file(path);
   mapping m(path, before.size(), 0, tiny(mode::volatile_data));
   auto a = m.ref<std::uint32_t>();
@@ -254,7 +250,7 @@ TEST(OocMapping, VolatileScratchDataStartsAtZero) {
   files f;
   auto o = tiny(mode::volatile_data);
   o.spill_dir = f.dirs.snapshot_dir();
-  mapping m("", 100 * 1024, 0, o);
+  mapping m("", lines(25), 0, o);
   auto a = m.ref<std::uint32_t>();
   const auto r = read_lines<1>(a);
   expect_all(r.st, status::ok);
@@ -268,8 +264,8 @@ TEST(OocMapping, VolatileScratchDataStartsAtZero) {
 
 TEST(OocMapping, AccessesPastTheEndTouchNothing) {
   files f;
-  const std::string path = f.make("end.bin", 40 * 1024, 7);
-  mapping m(path, 40 * 1024, 0, tiny(mode::read_write));
+  const std::string path = f.make("end.bin", lines(10), 7);
+  mapping m(path, lines(10), 0, tiny(mode::read_write));
   auto a = m.ref<std::uint32_t>();
   const std::vector<std::uint64_t> past = {a.size(), a.size() + 1, a.size() + 12345,
                                            std::numeric_limits<std::uint64_t>::max()};
@@ -277,14 +273,14 @@ TEST(OocMapping, AccessesPastTheEndTouchNothing) {
   expect_all(store(a, past, std::vector<std::uint32_t>(past.size(), 1)), status::out_of_range);
   EXPECT_EQ(m.stats().gpu_misses, 0u);
   m.unmap();
-  EXPECT_EQ(read_file(path), pattern(40 * 1024, 7));
+  EXPECT_EQ(read_file(path), pattern(lines(10), 7));
 }
 
 TEST(OocMapping, LineAccessWorksForEveryTileSize) {
   files f;
-  const std::string path = f.make("tiles.bin", 96 * 1024, 8);
+  const std::string path = f.make("tiles.bin", lines(24), 8);
   auto expect = as<std::uint32_t>(read_file(path));
-  mapping m(path, 96 * 1024, 0, tiny(mode::read_write, 4, 6));
+  mapping m(path, lines(24), 0, tiny(mode::read_write, 4, 6));
   auto a = m.ref<std::uint32_t>();
   EXPECT_EQ(read_lines<1>(a).values, expect);
   EXPECT_EQ(read_lines<4>(a).values, expect);
@@ -303,16 +299,17 @@ TEST(OocMapping, CreateMakesAndExtendsTheFile) {
   {
     auto o = tiny(mode::write);
     o.create = true;
-    mapping m(fresh, 64 * 1024, 8192, o);
+    mapping m(fresh, lines(16), lines(2), o);
     auto a = m.ref<std::uint32_t>();
     expect_all(store(a, {0, 100}, {7, 9}), status::ok);
   }
   auto bytes = read_file(fresh);
-  ASSERT_EQ(bytes.size(), 8192u + 64 * 1024);
+  ASSERT_EQ(bytes.size(), lines(2) + lines(16));
   auto words = as<std::uint32_t>(bytes);
-  EXPECT_EQ(words[2048], 7u);
-  EXPECT_EQ(words[2048 + 100], 9u);
-  words[2048] = words[2048 + 100] = 0;
+  const std::uint64_t first = lines(2) / 4;
+  EXPECT_EQ(words[first], 7u);
+  EXPECT_EQ(words[first + 100], 9u);
+  words[first] = words[first + 100] = 0;
   EXPECT_EQ(words, std::vector<std::uint32_t>(words.size(), 0));
 
   const std::string shorter = f.make("short.bin", 1000, 9);
@@ -373,11 +370,11 @@ TEST(OocMapping, SeveralMappingsAtOnce) {
 
 TEST(OocMapping, UnalignedRangesAndPartialLastLines) {
   files f;
-  const std::size_t file_bytes = 100 * 1024 + 3;
+  const std::size_t file_bytes = lines(25) + 3;
   const std::string path = f.make("odd.bin", file_bytes, 10);
   auto expect = read_file(path);
   const std::uint64_t offset = 12345;
-  const std::uint64_t size = 10007 * 4;  // not a whole number of lines
+  const std::uint64_t size = lines(9) + 12;  // not a whole number of lines
   {
     mapping m(path, size, offset, tiny(mode::read_write, 3, 6));
     EXPECT_FALSE(m.direct_io());  // the range does not start on a block boundary
@@ -396,48 +393,48 @@ TEST(OocMapping, UnalignedRangesAndPartialLastLines) {
 
 TEST(OocMapping, SyncOfARangeWritesThatRangeOnly) {
   files f;
-  const std::string path = f.make("range.bin", 64 * 1024, 12);
+  const std::string path = f.make("range.bin", lines(16), 12);
   const auto before = read_file(path);
-  mapping m(path, 64 * 1024, 0, tiny(mode::read_write, 16, 6));  // every line stays on the GPU
+  mapping m(path, lines(16), 0, tiny(mode::read_write, 16, 6));  // every line stays on the GPU
   auto a = m.ref<std::uint32_t>();
   const auto values = numbers(a.size(), 2);
   expect_all(write_lines<32>(a, values, access::write), status::ok);
-  m.sync(2 * kLine + 100, kLine);  // lines 2 and 3
+  m.sync(2 * line_size() + 100, line_size());  // lines 2 and 3
   auto expect = before;
-  std::memcpy(expect.data() + 2 * kLine, reinterpret_cast<const char*>(values.data()) + 2 * kLine,
-              2 * kLine);
+  std::memcpy(expect.data() + lines(2), reinterpret_cast<const char*>(values.data()) + lines(2),
+              lines(2));
   EXPECT_EQ(read_file(path), expect);
   m.sync();
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
-  expect_error(gpm::errc::invalid_argument, "outside the mapping", [&] { m.sync(60 * 1024, 8192); });
+  expect_error(gpm::errc::invalid_argument, "outside the mapping", [&] { m.sync(lines(15), lines(2)); });
 }
 
 TEST(OocMapping, PrefetchFillsTheGpuCacheAhead) {
   files f;
-  const std::string path = f.make("pre.bin", 64 * 1024, 13);
-  mapping m(path, 64 * 1024, 0, tiny(mode::read, 16, 16));
+  const std::string path = f.make("pre.bin", lines(16), 13);
+  mapping m(path, lines(16), 0, tiny(mode::read, 16, 16));
   gpm::stream s;
-  m.prefetch(0, 64 * 1024, s);
+  m.prefetch(0, lines(16), s);
   s.synchronize();
   EXPECT_EQ(m.stats().gpu_misses, 16u);
   const auto r = read_lines<32>(m.ref<std::uint32_t>());
-  EXPECT_EQ(r.values, as<std::uint32_t>(pattern(64 * 1024, 13)));
+  EXPECT_EQ(r.values, as<std::uint32_t>(pattern(lines(16), 13)));
   const auto st = m.stats();
   EXPECT_EQ(st.gpu_misses, 16u);  // every line was there already
   EXPECT_EQ(st.gpu_hits, 16u);
   expect_error(gpm::errc::invalid_argument, "outside the mapping",
-               [&] { m.prefetch(64 * 1024, 1, s); });
+               [&] { m.prefetch(lines(16), 1, s); });
 }
 
 TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
   files f;
-  const std::string path = f.make("ra.bin", 512 * 1024, 14);
-  const auto expect = as<std::uint32_t>(pattern(512 * 1024, 14));
+  const std::string path = f.make("ra.bin", lines(128), 14);
+  const auto expect = as<std::uint32_t>(pattern(lines(128), 14));
   for (const auto hint : {gpm::ooc::access_hint::sequential, gpm::ooc::access_hint::random}) {
     auto o = tiny(mode::read, 2, 32);
     o.hint = hint;
     o.read_ahead_lines = 8;
-    mapping m(path, 512 * 1024, 0, o);
+    mapping m(path, lines(128), 0, o);
     auto a = m.ref<std::uint32_t>();
     // One warp reads the lines in order.
     gpm::device_buffer<std::uint32_t> out(a.size());
@@ -460,42 +457,42 @@ TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
 // Every thread of the grid reads elements of the same four lines: each line is fetched once.
 TEST(OocMapping, ALineIsFetchedOnceHoweverManyThreadsWantIt) {
   files f;
-  const std::string path = f.make("hot.bin", 64 * 1024, 15);
+  const std::string path = f.make("hot.bin", lines(16), 15);
   auto o = tiny(mode::read, 8, 6);
   o.hint = gpm::ooc::access_hint::random;  // no read-ahead: the file is read for misses only
-  mapping m(path, 64 * 1024, 0, o);
+  mapping m(path, lines(16), 0, o);
   auto a = m.ref<std::uint32_t>();
   std::vector<std::uint64_t> idx(8 * 1024);
   for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = (k * 7919) % (4 * a.elements_per_line());
   const auto r = load(a, idx);
   expect_all(r.st, status::ok);
-  const auto all = as<std::uint32_t>(pattern(64 * 1024, 15));
+  const auto all = as<std::uint32_t>(pattern(lines(16), 15));
   for (std::size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(r.values[k], all[idx[k]]) << k;
   const auto s = m.stats();
   EXPECT_EQ(s.gpu_misses, 4u);
   EXPECT_EQ(s.host_misses, 4u);
-  EXPECT_EQ(s.file_bytes_read, 4 * kLine);
+  EXPECT_EQ(s.file_bytes_read, lines(4));
 }
 
 TEST(OocMapping, UnmapEndsTheMappingOnce) {
   files f;
-  const std::string path = f.make("unmap.bin", 16 * 1024, 16);
-  mapping m(path, 16 * 1024, 0, tiny(mode::read_write));
+  const std::string path = f.make("unmap.bin", lines(4), 16);
+  mapping m(path, lines(4), 0, tiny(mode::read_write));
   EXPECT_TRUE(m.mapped());
   m.unmap();
   m.unmap();
   EXPECT_FALSE(m.mapped());
   EXPECT_EQ(m.path(), path);
-  EXPECT_EQ(m.size(), 16u * 1024);
+  EXPECT_EQ(m.size(), lines(4));
   expect_error(gpm::errc::invalid_argument, "unmapped", [&] { m.ref<int>(); });
   expect_error(gpm::errc::invalid_argument, "unmapped", [&] { m.sync(); });
   expect_error(gpm::errc::invalid_argument, "unmapped", [&] { m.stats(); });
   // The range is free again, for a new writer; moves carry the mapping.
-  mapping again(path, 16 * 1024, 0, tiny(mode::read_write));
+  mapping again(path, lines(4), 0, tiny(mode::read_write));
   mapping moved(std::move(again));
   EXPECT_TRUE(moved.mapped());
-  moved = mapping(f.make("other.bin", 16 * 1024, 17), 8 * 1024, 8 * 1024, tiny(mode::read));
-  EXPECT_EQ(moved.offset(), 8u * 1024);
+  moved = mapping(f.make("other.bin", lines(4), 17), lines(2), lines(2), tiny(mode::read));
+  EXPECT_EQ(moved.offset(), lines(2));
   EXPECT_EQ(moved.options().mode, mode::read);
   EXPECT_EQ(moved.gpu_cache_lines(), 2u);  // the mapping's lines bound the cache
   EXPECT_EQ(moved.host_cache_lines(), 6u);
@@ -504,13 +501,13 @@ TEST(OocMapping, UnmapEndsTheMappingOnce) {
 TEST(OocMapping, PageCacheTransfersWhenDirectIoIsOff) {
   files f;
   const std::string path = f.tmpfs("shm.bin");
-  write_file(path, pattern(32 * 1024, 17));
+  write_file(path, pattern(lines(8), 17));
   auto o = tiny(mode::read_write);
   o.direct_io = false;
-  mapping m(path, 32 * 1024, 0, o);
+  mapping m(path, lines(8), 0, o);
   EXPECT_FALSE(m.direct_io());
   auto a = m.ref<std::uint32_t>();
-  EXPECT_EQ(read_lines<32>(a).values, as<std::uint32_t>(pattern(32 * 1024, 17)));
+  EXPECT_EQ(read_lines<32>(a).values, as<std::uint32_t>(pattern(lines(8), 17)));
   const auto values = numbers(a.size(), 9);
   expect_all(write_lines<32>(a, values, access::write), status::ok);
   m.unmap();
@@ -527,18 +524,18 @@ TEST(OocMappingErrors, MissingFileNeedsCreate) {
 
 TEST(OocMappingErrors, BadRangesAreRefused) {
   files f;
-  const std::string path = f.make("small.bin", 8192, 18);
+  const std::string path = f.make("small.bin", lines(2), 18);
   expect_error(gpm::errc::invalid_argument, "0 bytes",
                [&] { mapping m(path, 0, 0, tiny(mode::read)); });
   expect_error(gpm::errc::invalid_argument, "overflows", [&] {
     mapping m(path, 4096, std::numeric_limits<std::uint64_t>::max() - 100, tiny(mode::read));
   });
   expect_error(gpm::errc::invalid_argument, "past the end",
-               [&] { mapping m(path, 100, 8192, tiny(mode::read)); });
+               [&] { mapping m(path, 100, lines(2), tiny(mode::read)); });
   expect_error(gpm::errc::invalid_argument, "fewer than",
-               [&] { mapping m(path, 8193, 0, tiny(mode::read)); });
+               [&] { mapping m(path, lines(2) + 1, 0, tiny(mode::read)); });
   expect_error(gpm::errc::invalid_argument, "fewer than",
-               [&] { mapping m(path, 8000, 4096, tiny(mode::read)); });
+               [&] { mapping m(path, lines(1) + 1, lines(1), tiny(mode::read)); });
 }
 
 TEST(OocMappingErrors, SpecialFilesAreRefused) {
@@ -557,12 +554,12 @@ TEST(OocMappingErrors, ReadOnlyFileCannotBeMappedForWriting) {
   files f;
   std::string path = f.make("ro.bin", 8192, 19);
   // root may write any file it can open: use a read-only file system for it.
-  small_tmpfs ro(f.dirs.snapshot_dir() + "/ro", 64 * 1024);
+  small_tmpfs ro(f.dirs.snapshot_dir() + "/ro", lines(16));
   if (geteuid() == 0) {
     if (!ro.mounted()) GTEST_SKIP() << "running as root without the right to mount a tmpfs";
     path = f.dirs.snapshot_dir() + "/ro/ro.bin";
     write_file(path, pattern(8192, 19));
-    ASSERT_TRUE(ro.remount(MS_RDONLY, 64 * 1024));
+    ASSERT_TRUE(ro.remount(MS_RDONLY, lines(16)));
   } else {
     ASSERT_EQ(chmod(path.c_str(), 0444), 0);
   }
@@ -576,29 +573,29 @@ TEST(OocMappingErrors, ReadOnlyFileCannotBeMappedForWriting) {
 
 TEST(OocMappingErrors, OverlappingWritersAreRefused) {
   files f;
-  const std::string path = f.make("lock.bin", 64 * 1024, 20);
-  mapping w(path, 16 * 1024, 16 * 1024, tiny(mode::read_write));
+  const std::string path = f.make("lock.bin", lines(16), 20);
+  mapping w(path, lines(4), lines(4), tiny(mode::read_write));
   expect_error(gpm::errc::busy, "overlap",
-               [&] { mapping m(path, 8 * 1024, 20 * 1024, tiny(mode::write)); });
+               [&] { mapping m(path, lines(2), lines(5), tiny(mode::write)); });
   expect_error(gpm::errc::busy, "overlap",
-               [&] { mapping m(path, 32 * 1024, 0, tiny(mode::read)); });
+               [&] { mapping m(path, lines(8), 0, tiny(mode::read)); });
   expect_error(gpm::errc::busy, "overlap",
-               [&] { mapping m(path, 32 * 1024, 0, tiny(mode::volatile_data)); });
+               [&] { mapping m(path, lines(8), 0, tiny(mode::volatile_data)); });
   // Disjoint ranges, and readers of one range, go together.
-  mapping other(path, 16 * 1024, 32 * 1024, tiny(mode::write));
-  mapping r1(path, 16 * 1024, 0, tiny(mode::read));
-  mapping r2(path, 8 * 1024, 0, tiny(mode::read));
+  mapping other(path, lines(4), lines(8), tiny(mode::write));
+  mapping r1(path, lines(4), 0, tiny(mode::read));
+  mapping r2(path, lines(2), 0, tiny(mode::read));
   expect_error(gpm::errc::busy, "overlap",
-               [&] { mapping m(path, 4 * 1024, 0, tiny(mode::read_write)); });
+               [&] { mapping m(path, lines(1), 0, tiny(mode::read_write)); });
 }
 
 TEST(OocMappingErrors, BadOptionsAreRefused) {
   files f;
-  const std::string path = f.make("opt.bin", 64 * 1024, 21);
+  const std::string path = f.make("opt.bin", lines(16), 21);
   auto bad = [&](const std::string& words, auto change) {
     auto o = tiny(mode::read_write);
     change(o);
-    expect_error(gpm::errc::invalid_argument, words, [&] { mapping m(path, 64 * 1024, 0, o); });
+    expect_error(gpm::errc::invalid_argument, words, [&] { mapping m(path, lines(16), 0, o); });
   };
   bad("line_bytes", [](mapping_options& o) { o.line_bytes = 3000; });
   bad("line_bytes", [](mapping_options& o) { o.line_bytes = 128; });
@@ -606,7 +603,7 @@ TEST(OocMappingErrors, BadOptionsAreRefused) {
   bad("io_threads", [](mapping_options& o) { o.io_threads = 0; });
   bad("queue_slots", [](mapping_options& o) { o.queue_slots = 0; });
   bad("holds no line", [](mapping_options& o) { o.gpu_cache_bytes = 100; });
-  bad("at least 6 lines", [](mapping_options& o) { o.host_cache_bytes = 5 * kLine; });
+  bad("at least 6 lines", [](mapping_options& o) { o.host_cache_bytes = 5 * line_size(); });
   bad("create needs", [](mapping_options& o) {
     o.mode = mode::read;
     o.create = true;
@@ -621,31 +618,32 @@ TEST(OocMappingErrors, BadOptionsAreRefused) {
 
 TEST(OocMappingErrors, ElementTypesMustFitTheMapping) {
   files f;
-  const std::string path = f.make("elem.bin", 32 * 1024, 22);
+  const std::string path = f.make("elem.bin", lines(8), 22);
   mapping odd(path, 4098, 0, tiny(mode::read));
   expect_error(gpm::errc::invalid_argument, "whole number of 4-byte",
                [&] { odd.ref<std::uint32_t>(); });
   EXPECT_EQ(odd.ref<std::uint16_t>().size(), 2049u);
-  mapping w(path, 8192, 16384, tiny(mode::write));
+  mapping w(path, lines(2), lines(4), tiny(mode::write));
   expect_error(gpm::errc::invalid_argument, "4-byte granules", [&] { w.ref<std::uint16_t>(); });
   struct twelve {
     std::uint32_t v[3];
   };
-  mapping r(path, 12 * 1024, 0, tiny(mode::read));
-  expect_error(gpm::errc::invalid_argument, "lines of 4096", [&] { r.ref<twelve>(); });
+  mapping r(path, lines(3), 0, tiny(mode::read));
+  expect_error(gpm::errc::invalid_argument, "lines of " + std::to_string(line_size()),
+               [&] { r.ref<twelve>(); });
 }
 
 // ---- disk full ------------------------------------------------------------------------------
 
 TEST(OocMappingDiskFull, SyncFailsClearlyKeepsTheDataAndSucceedsLater) {
   files f;
-  const std::string path = f.make("full.bin", 256 * 1024, 23);
-  mapping m(path, 256 * 1024, 0, tiny(mode::read_write, 64, 6));  // the GPU holds every line
+  const std::string path = f.make("full.bin", lines(64), 23);
+  mapping m(path, lines(64), 0, tiny(mode::read_write, 64, 6));  // the GPU holds every line
   auto a = m.ref<std::uint32_t>();
   const auto values = numbers(a.size(), 4);
   expect_all(write_lines<32>(a, values, access::write), status::ok);
   {
-    file_size_limit limit(128 * 1024);  // writes past 128 KiB fail, as on a full disk
+    file_size_limit limit(lines(32));  // writes past half the file fail, as on a full disk
     expect_error(gpm::errc::io, "full", [&] { m.sync(); });
     expect_error(gpm::errc::io, "full", [&] { m.sync(); });  // still kept, still failing
   }
@@ -655,14 +653,14 @@ TEST(OocMappingDiskFull, SyncFailsClearlyKeepsTheDataAndSucceedsLater) {
 
 TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothing) {
   files f;
-  const std::string path = f.make("full2.bin", 64 * 1024, 24);
-  mapping m(path, 64 * 1024, 0, tiny(mode::read_write, 4, 6));
+  const std::string path = f.make("full2.bin", lines(16), 24);
+  mapping m(path, lines(16), 0, tiny(mode::read_write, 4, 6));
   auto a = m.ref<std::uint32_t>();
   std::vector<std::uint64_t> idx = iota(a.size());
   const auto values = numbers(a.size(), 8);
   std::vector<status> st;
   {
-    file_size_limit limit(16 * 1024);
+    file_size_limit limit(lines(4));
     st = store(a, idx, values);
     const auto s = m.stats();
     EXPECT_GT(s.gpu_io_errors, 0u);
@@ -686,17 +684,17 @@ TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothin
 
 TEST(OocMappingDiskFull, FullTmpfsReportsNoSpace) {
   files f;
-  small_tmpfs fs(f.dirs.snapshot_dir() + "/full", 64 * 1024);
+  small_tmpfs fs(f.dirs.snapshot_dir() + "/full", lines(16));
   if (!fs.mounted()) GTEST_SKIP() << "no right to mount a tmpfs here";
   const std::string path = f.dirs.snapshot_dir() + "/full/data.bin";
   auto o = tiny(mode::write, 64, 6);
   o.create = true;  // a sparse file of 256 KiB on a 64 KiB file system
-  mapping m(path, 256 * 1024, 0, o);
+  mapping m(path, lines(64), 0, o);
   auto a = m.ref<std::uint32_t>();
   const auto values = numbers(a.size(), 6);
   expect_all(write_lines<32>(a, values, access::write), status::ok);
   expect_error(gpm::errc::io, "No space left", [&] { m.sync(); });
-  ASSERT_TRUE(fs.remount(0, 1024 * 1024));
+  ASSERT_TRUE(fs.remount(0, lines(256)));
   m.sync();
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
 }

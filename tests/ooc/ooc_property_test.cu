@@ -12,33 +12,37 @@ namespace {
 using namespace gpm::test::ooc;
 using gpm::ooc::mapping;
 
+// Sizes in lines (line_size() bytes) plus bytes.
 struct scenario {
   mode m;
-  std::uint64_t file_bytes;
-  std::uint64_t offset;
-  std::uint64_t size;  // bytes mapped: a multiple of 8, not necessarily of the line
+  std::uint64_t file_lines;
+  std::uint64_t offset_lines;
+  std::uint64_t offset_bytes;
+  std::uint64_t size_lines;
+  std::int64_t size_bytes;  // the mapped size: a multiple of 8, not necessarily of the line
   const char* name;
+  std::uint64_t file() const { return lines(file_lines); }
+  std::uint64_t offset() const { return lines(offset_lines) + offset_bytes; }
+  std::uint64_t size() const { return lines(size_lines) + size_bytes; }
 };
 
 std::ostream& operator<<(std::ostream& os, const scenario& s) { return os << s.name; }
-
-constexpr std::uint64_t kMiB = 1 << 20;
 
 class OocProperty : public ::testing::TestWithParam<scenario> {
  protected:
   void SetUp() override {
     const scenario& s = GetParam();
     path_ = dirs_.snapshot_dir() + "/data.bin";
-    initial_ = pattern(s.file_bytes, 31);
+    initial_ = pattern(s.file(), 31);
     write_file(path_, initial_);
     gpm::ooc::mapping_options o;
     o.mode = s.m;
-    o.line_bytes = kLine;
-    o.gpu_cache_bytes = 256 * 1024;   // 64 lines
-    o.host_cache_bytes = 1024 * 1024;  // 256 lines
-    map_ = std::make_unique<mapping>(path_, s.size, s.offset, o);
-    ref_.resize(s.size / 8);
-    std::memcpy(ref_.data(), initial_.data() + s.offset, s.size);
+    o.line_bytes = line_size();
+    o.gpu_cache_bytes = lines(64);    // 256 KiB on the emulator, 4 MiB on a GPU
+    o.host_cache_bytes = lines(256);  // 1 MiB on the emulator, 16 MiB on a GPU
+    map_ = std::make_unique<mapping>(path_, s.size(), s.offset(), o);
+    ref_.resize(s.size() / 8);
+    std::memcpy(ref_.data(), initial_.data() + s.offset(), s.size());
   }
 
   bool can_load() const { return GetParam().m != mode::write; }
@@ -46,7 +50,7 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
 
   // Indices: half on three hot lines, half anywhere.
   std::vector<std::uint64_t> indices(std::size_t n, std::mt19937_64& rng, bool distinct) {
-    const std::uint64_t per_line = kLine / 8;
+    const std::uint64_t per_line = line_size() / 8;
     const std::uint64_t hot_first = (ref_.size() / 2) / per_line * per_line;
     std::uniform_int_distribution<std::uint64_t> any(0, ref_.size() - 1);
     std::uniform_int_distribution<std::uint64_t> hot(hot_first,
@@ -88,7 +92,7 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
     const scenario& s = GetParam();
     auto want = initial_;
     if (s.m == mode::read_write || s.m == mode::write) {
-      std::memcpy(want.data() + s.offset, ref_.data(), s.size);
+      std::memcpy(want.data() + s.offset(), ref_.data(), s.size());
     }
     ASSERT_EQ(read_file(path_), want);
   }
@@ -101,7 +105,7 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
 };
 
 TEST_P(OocProperty, RandomStoresAndLoadsMatchTheReference) {
-  std::mt19937_64 rng(GetParam().offset + 17 * static_cast<int>(GetParam().m));
+  std::mt19937_64 rng(GetParam().offset() + 17 * static_cast<int>(GetParam().m));
   for (std::uint64_t round = 0; round < 3; ++round) {
     if (can_store()) {
       ASSERT_NO_FATAL_FAILURE(do_stores(rng, round));
@@ -144,15 +148,14 @@ TEST_P(OocProperty, LineSweepsMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, OocProperty,
-    ::testing::Values(scenario{mode::read_write, 8 * kMiB, 0, 8 * kMiB, "read_write_8MiB"},
-                      scenario{mode::read, 8 * kMiB, 0, 8 * kMiB, "read_8MiB"},
-                      scenario{mode::write, 8 * kMiB, 0, 8 * kMiB, "write_8MiB"},
-                      scenario{mode::volatile_data, 8 * kMiB, 0, 8 * kMiB, "volatile_8MiB"},
-                      scenario{mode::read_write, 3 * kMiB, 4096 * 3 + 20, 2 * kMiB + 808,
-                               "read_write_unaligned"},
-                      scenario{mode::write, 3 * kMiB, 1000, 2 * kMiB - 8, "write_unaligned"},
-                      scenario{mode::volatile_data, 3 * kMiB, 8, 2 * kMiB + 1024,
-                               "volatile_unaligned"}),
+    // 2048 lines: 8 MiB on the emulator (128 MiB on a GPU) through 64 + 256 cached lines.
+    ::testing::Values(scenario{mode::read_write, 2048, 0, 0, 2048, 0, "read_write"},
+                      scenario{mode::read, 2048, 0, 0, 2048, 0, "read"},
+                      scenario{mode::write, 2048, 0, 0, 2048, 0, "write"},
+                      scenario{mode::volatile_data, 2048, 0, 0, 2048, 0, "volatile"},
+                      scenario{mode::read_write, 768, 3, 20, 512, 808, "read_write_unaligned"},
+                      scenario{mode::write, 768, 0, 1000, 512, -8, "write_unaligned"},
+                      scenario{mode::volatile_data, 768, 0, 8, 512, 1024, "volatile_unaligned"}),
     [](const ::testing::TestParamInfo<scenario>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -24,16 +24,22 @@ using gpm::ooc::access;
 using gpm::ooc::mode;
 using gpm::ooc::status;
 
-inline constexpr std::uint64_t kLine = 4096;  // small lines: many lines in small files
+// The tests' line size: the smallest a GPU takes (64 KiB), and small lines on the host emulator
+// (4 KiB), so that files of many lines stay small there. Sizes in the tests are in lines.
+inline std::uint64_t line_size() {
+  static const std::uint64_t bytes = gpm::query_device().emulated ? 4096 : 65536;
+  return bytes;
+}
+inline std::uint64_t lines(std::uint64_t n) { return n * line_size(); }
 
 // Caches far smaller than the files the tests map, so lines are evicted all the time.
 inline gpm::ooc::mapping_options tiny(mode m, std::uint64_t gpu_lines = 8,
                                       std::uint64_t host_lines = 6) {
   gpm::ooc::mapping_options o;
   o.mode = m;
-  o.line_bytes = kLine;
-  o.gpu_cache_bytes = gpu_lines * kLine;
-  o.host_cache_bytes = host_lines * kLine;
+  o.line_bytes = line_size();
+  o.gpu_cache_bytes = lines(gpu_lines);
+  o.host_cache_bytes = lines(host_lines);
   return o;
 }
 
