@@ -76,7 +76,7 @@ std::uint32_t host_cache::find_victim(bool clean_only) {
   return clean_only ? kNone : dirty;
 }
 
-void host_cache::install(std::uint32_t e, std::uint64_t line, bool fill, bool by_read_ahead) {
+void host_cache::install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead) {
   entry& x = entries_[e];
   if (x.line != kNoLine) {
     index_.erase(x.line);
@@ -84,7 +84,7 @@ void host_cache::install(std::uint32_t e, std::uint64_t line, bool fill, bool by
   }
   x.line = line;
   x.pins = 1;
-  x.busy = fill;
+  x.busy = busy;
   x.dirty = false;
   x.whole = false;
   x.referenced = true;
@@ -133,6 +133,8 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
       if (why == purpose::fetch) {
         ++counters_.hits;
         if (x.read_ahead) ++counters_.read_ahead_hits;
+      } else {
+        x.busy = true;  // until store(): nobody reads bytes that are being replaced
       }
       x.read_ahead = false;
       return it->second;
@@ -148,7 +150,7 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
     }
     const bool fill = why == purpose::fetch;
     const bool from_spill = in_spill(line);
-    install(e, line, fill, false);
+    install(e, line, !fill, false);  // a store's entry is busy until store()
     if (fill) {
       ++counters_.misses;
       unlocked_io(lock, e, [&] { read_line(line, from_spill, data(e)); },
@@ -166,9 +168,12 @@ void host_cache::unpin(std::uint32_t e, bool discard) {
   std::lock_guard lock(m_);
   entry& x = entries_[e];
   --x.pins;
-  if (discard && x.pins == 0 && !x.dirty) {
-    index_.erase(x.line);
-    x.line = kNoLine;
+  if (discard) {
+    x.busy = false;  // the store that made it busy failed
+    if (x.pins == 0 && !x.dirty) {
+      index_.erase(x.line);
+      x.line = kNoLine;
+    }
   }
   cv_.notify_all();
 }
@@ -190,6 +195,8 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
     for (std::uint32_t w = 0; w < mask_words_; ++w) x.mask[w] |= mask[w];
   }
   x.dirty = true;
+  x.busy = false;
+  cv_.notify_all();
 }
 
 bool host_cache::read_ahead(std::uint64_t line) {
@@ -198,7 +205,7 @@ bool host_cache::read_ahead(std::uint64_t line) {
   const std::uint32_t e = find_victim(true);
   if (e == kNone) return false;
   const bool from_spill = in_spill(line);
-  install(e, line, true, true);
+  install(e, line, false, true);
   unlocked_io(lock, e, [&] { read_line(line, from_spill, data(e)); },
               [&] {
                 index_.erase(line);

@@ -53,8 +53,9 @@ class host_cache {
              const backing_file* spill);
 
   // Pins the entry of `line`, making room (writing a dirty entry back if it must) and, for
-  // purpose::fetch, filling it. Throws gpm::error (io) if no room can be made or the read fails:
-  // then nothing changed.
+  // purpose::fetch, filling it; for purpose::store the entry stays busy (no other thread uses its
+  // bytes) until store(), or unpin() with discard. Throws gpm::error (io) if no room can be made
+  // or the read fails: then nothing changed.
   std::uint32_t pin(std::uint64_t line, purpose why);
   // Undoes pin(). `discard`: the entry's contents are unreliable (a copy into it failed): a clean
   // entry is dropped.
@@ -92,8 +93,8 @@ class host_cache {
   };
 
   std::uint32_t find_victim(bool clean_only);
-  // Installs `line` in free entry e (lock held), pinned or for read-ahead, busy if it must be read.
-  void install(std::uint32_t e, std::uint64_t line, bool fill, bool by_read_ahead);
+  // Installs `line` in the free or clean entry e (lock held), pinned once.
+  void install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead);
   // Runs `io` on entry e outside the lock with e busy; rethrows its failure after `undo`.
   template <class Io, class Undo>
   void unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io, Undo&& undo);
