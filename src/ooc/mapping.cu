@@ -108,6 +108,7 @@ struct mapping::impl {
   std::uint64_t line_count = 0;
   std::uint32_t capacity = 0;
   std::uint64_t host_lines = 0;
+  std::uint32_t read_ahead_lines = 0;
   int clock_khz = 0;
   std::unique_ptr<live_state> live;
 
@@ -161,6 +162,106 @@ void validate(const mapping_options& o, const std::string& path, std::uint64_t s
   }
 }
 
+// GPU cache lines, host cache lines and the read-ahead window of a mapping (see the options).
+void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
+  const mapping_options& o = m.options;
+  const std::uint64_t lb = o.line_bytes;
+  const std::string what = "gpm::ooc::mapping of " + m.path + ": ";
+  std::uint64_t capacity = 0;
+  if (o.gpu_cache_bytes == 0) {
+    capacity = std::min<std::uint64_t>(m.line_count, free_gpu_bytes / 4 / lb);
+    if (capacity == 0) {
+      throw_error(errc::out_of_memory, what + "a quarter of the free GPU memory (" +
+                                           mib(free_gpu_bytes) + ") holds no line of " +
+                                           std::to_string(lb) + " bytes");
+    }
+  } else {
+    capacity = std::min<std::uint64_t>(m.line_count, o.gpu_cache_bytes / lb);
+    if (capacity == 0) {
+      throw_error(errc::invalid_argument, what + "gpu_cache_bytes " +
+                                              std::to_string(o.gpu_cache_bytes) +
+                                              " holds no line of " + std::to_string(lb) + " bytes");
+    }
+  }
+  m.capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, kPending - 1));
+
+  const std::uint64_t min_host = 2ull * o.io_threads + 2;
+  if (o.host_cache_bytes == 0) {
+    m.host_lines = std::max(min_host, std::min(m.line_count, kDefaultHostCacheBytes / lb));
+  } else {
+    m.host_lines = o.host_cache_bytes / lb;
+    if (m.host_lines < min_host) {
+      throw_error(errc::invalid_argument,
+                  what + "host_cache_bytes " + std::to_string(o.host_cache_bytes) +
+                      " must hold at least " + std::to_string(min_host) + " lines of " +
+                      std::to_string(lb) + " bytes (2 per I/O thread and 2 more)");
+    }
+    m.host_lines = std::max(min_host, std::min(m.host_lines, m.line_count));
+  }
+  const std::uint64_t window = o.read_ahead_lines != 0
+                                   ? o.read_ahead_lines
+                                   : std::max<std::uint64_t>(2, kDefaultReadAheadBytes / lb);
+  m.read_ahead_lines = static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(1, std::min(window, m.host_lines / 2)));
+}
+
+// Allocates and clears the GPU cache and the request queue, and fills in the kernels' view.
+void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t free_gpu_bytes) {
+  const std::uint64_t lb = m.options.line_bytes;
+  const std::uint32_t slots = m.options.queue_slots;
+  const std::uint32_t mask_words =
+      m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
+  const std::uint64_t bytes = m.capacity * (lb + 12 + mask_words * 4ull) + m.line_count * 4;
+  if (bytes > free_gpu_bytes) {
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.path + ": the GPU cache needs " +
+                                         mib(bytes) + " and " + mib(free_gpu_bytes) +
+                                         " are free: lower gpu_cache_bytes");
+  }
+  try {
+    s.lines = device_buffer<std::byte>(m.capacity * lb);
+    s.slot_word = device_buffer<std::uint64_t>(m.capacity);
+    s.dirty = device_buffer<std::uint32_t>(m.capacity);
+    s.mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
+    s.directory = device_buffer<std::uint32_t>(m.line_count);
+    s.clock_hand = device_buffer<std::uint32_t>(1);
+    s.counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
+    s.owner = device_buffer<std::uint32_t>(slots);
+    s.next_seq = device_buffer<std::uint64_t>(slots);
+    s.requests = pinned_buffer<request>(slots, true);
+    s.responses = pinned_buffer<response>(slots, true);
+  } catch (const gpm::error& e) {
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.path +
+                                         ": cannot allocate its GPU cache and queue: " + e.what());
+  }
+  s.slot_word.fill_bytes(0);
+  s.dirty.fill_bytes(0);
+  s.mask.fill_bytes(0);
+  s.directory.fill_bytes(0xff);  // kNoSlot
+  s.clock_hand.fill_bytes(0);
+  s.counters.fill_bytes(0);
+  s.owner.fill_bytes(0);
+  s.next_seq.fill_bytes(0);
+  std::memset(static_cast<void*>(s.requests.data()), 0, s.requests.bytes());
+  std::memset(static_cast<void*>(s.responses.data()), 0, s.responses.bytes());
+
+  cache_view& v = s.view;
+  v.lines = s.lines.data();
+  v.slot_word = s.slot_word.data();
+  v.dirty = s.dirty.data();
+  v.mask = s.mask.data();
+  v.directory = s.directory.data();
+  v.clock_hand = s.clock_hand.data();
+  v.counters = s.counters.data();
+  v.queue = queue_view{s.requests.device_data(), s.responses.device_data(), s.owner.data(),
+                       s.next_seq.data(), slots};
+  v.bytes = m.size;
+  v.line_count = m.line_count;
+  v.line_shift = m.line_shift;
+  v.capacity = m.capacity;
+  v.mask_words = mask_words;
+  v.mapping_mode = m.options.mode;
+}
+
 }  // namespace
 
 mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offset,
@@ -178,7 +279,6 @@ mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offs
   validate(options, path, size, dev.emulated);
   m.line_shift = static_cast<std::uint32_t>(__builtin_ctzll(options.line_bytes));
   m.line_count = (size - 1) / options.line_bytes + 1;
-  const std::uint64_t lb = options.line_bytes;
 
   auto s = std::make_unique<live_state>();
   const mode md = options.mode;
@@ -198,96 +298,10 @@ mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offs
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  std::uint64_t capacity = 0;
-  if (options.gpu_cache_bytes == 0) {
-    capacity = std::min<std::uint64_t>(m.line_count, free_bytes / 4 / lb);
-    if (capacity == 0) {
-      throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + path + ": a quarter of the free GPU "
-                                       "memory (" + mib(free_bytes) + ") holds no line of " +
-                                       std::to_string(lb) + " bytes");
-    }
-  } else {
-    capacity = std::min<std::uint64_t>(m.line_count, options.gpu_cache_bytes / lb);
-    if (capacity == 0) {
-      throw_error(errc::invalid_argument,
-                  "gpm::ooc::mapping of " + path + ": gpu_cache_bytes " +
-                      std::to_string(options.gpu_cache_bytes) + " holds no line of " +
-                      std::to_string(lb) + " bytes");
-    }
-  }
-  m.capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, kPending - 1));
+  size_caches(m, free_bytes);
+  allocate_gpu_cache(*s, m, free_bytes);
 
-  const std::uint64_t min_host = 2ull * options.io_threads + 2;
-  if (options.host_cache_bytes == 0) {
-    m.host_lines = std::max(min_host, std::min(m.line_count, kDefaultHostCacheBytes / lb));
-  } else {
-    m.host_lines = options.host_cache_bytes / lb;
-    if (m.host_lines < min_host) {
-      throw_error(errc::invalid_argument,
-                  "gpm::ooc::mapping of " + path + ": host_cache_bytes " +
-                      std::to_string(options.host_cache_bytes) + " must hold at least " +
-                      std::to_string(min_host) + " lines of " + std::to_string(lb) +
-                      " bytes (2 per I/O thread and 2 more)");
-    }
-    m.host_lines = std::max(min_host, std::min(m.host_lines, m.line_count));
-  }
-  std::uint64_t ra = options.read_ahead_lines != 0
-                         ? options.read_ahead_lines
-                         : std::max<std::uint64_t>(2, kDefaultReadAheadBytes / lb);
-  ra = std::max<std::uint64_t>(1, std::min(ra, m.host_lines / 2));
-
-  const std::uint32_t mask_words =
-      md == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
-  const std::uint64_t gpu_bytes = m.capacity * (lb + 12 + mask_words * 4ull) + m.line_count * 4;
-  if (gpu_bytes > free_bytes) {
-    throw_error(errc::out_of_memory,
-                "gpm::ooc::mapping of " + path + ": the GPU cache needs " + mib(gpu_bytes) +
-                    " and " + mib(free_bytes) + " are free: lower gpu_cache_bytes");
-  }
-  try {
-    s->lines = device_buffer<std::byte>(m.capacity * lb);
-    s->slot_word = device_buffer<std::uint64_t>(m.capacity);
-    s->dirty = device_buffer<std::uint32_t>(m.capacity);
-    s->mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
-    s->directory = device_buffer<std::uint32_t>(m.line_count);
-    s->clock_hand = device_buffer<std::uint32_t>(1);
-    s->counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
-    s->owner = device_buffer<std::uint32_t>(options.queue_slots);
-    s->next_seq = device_buffer<std::uint64_t>(options.queue_slots);
-    s->requests = pinned_buffer<request>(options.queue_slots, true);
-    s->responses = pinned_buffer<response>(options.queue_slots, true);
-  } catch (const gpm::error& e) {
-    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + path +
-                                         ": cannot allocate its GPU cache and queue: " + e.what());
-  }
-  s->slot_word.fill_bytes(0);
-  s->dirty.fill_bytes(0);
-  s->mask.fill_bytes(0);
-  s->directory.fill_bytes(0xff);  // kNoSlot
-  s->clock_hand.fill_bytes(0);
-  s->counters.fill_bytes(0);
-  s->owner.fill_bytes(0);
-  s->next_seq.fill_bytes(0);
-  std::memset(static_cast<void*>(s->requests.data()), 0, s->requests.bytes());
-  std::memset(static_cast<void*>(s->responses.data()), 0, s->responses.bytes());
-
-  cache_view& v = s->view;
-  v.lines = s->lines.data();
-  v.slot_word = s->slot_word.data();
-  v.dirty = s->dirty.data();
-  v.mask = s->mask.data();
-  v.directory = s->directory.data();
-  v.clock_hand = s->clock_hand.data();
-  v.counters = s->counters.data();
-  v.queue = queue_view{s->requests.device_data(), s->responses.device_data(), s->owner.data(),
-                       s->next_seq.data(), options.queue_slots};
-  v.bytes = size;
-  v.line_count = m.line_count;
-  v.line_shift = m.line_shift;
-  v.capacity = m.capacity;
-  v.mask_words = mask_words;
-  v.mapping_mode = md;
-
+  const std::uint64_t lb = options.line_bytes;
   try {
     s->cache = std::make_unique<host_cache>(host_cache_config{md, lb, size, m.host_lines},
                                             s->file.get(), s->spill.get());
@@ -296,11 +310,12 @@ mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offs
                                          mib(m.host_lines * lb) + " of pinned host cache (" +
                                          e.what() + "): lower host_cache_bytes");
   }
-  const gpu_cache_geometry geometry{v.lines, v.mask, lb, mask_words, md};
+  const cache_view& v = s->view;
+  const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
   s->io = std::make_unique<io_service>(
-      io_config{options.io_threads, device, read_ahead, static_cast<std::uint32_t>(ra)}, geometry,
-      *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
+      io_config{options.io_threads, device, read_ahead, m.read_ahead_lines}, geometry, *s->cache,
+      s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   m.live = std::move(s);
 }
