@@ -31,10 +31,10 @@ void for_each_run(const std::uint32_t* mask, std::uint32_t words, F&& f) {
 
 }  // namespace
 
-host_cache::host_cache(const host_cache_config& config, const backing_file* file,
+host_cache::host_cache(const host_cache_config& config, std::vector<const backing_file*> files,
                        const backing_file* spill)
     : config_(config),
-      file_(file),
+      files_(std::move(files)),
       spill_(spill),
       memory_(config.lines * config.line_bytes),
       mask_words_(static_cast<std::uint32_t>(config.line_bytes / kMaskGranule / 32)),
@@ -247,13 +247,19 @@ std::uint64_t host_cache::dirty_lines() const {
   return n;
 }
 
+// Line l lies in file l % n at line l / n of its range (striping; n = 1: the one file).
+std::pair<const backing_file*, std::uint64_t> host_cache::place(std::uint64_t line) const {
+  const std::uint64_t n = files_.size();
+  return {files_[line % n], line / n * config_.line_bytes};
+}
+
 void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) {
-  const std::uint64_t at = line * config_.line_bytes;
   const std::uint64_t valid = valid_bytes(line);
   if (from_spill) {
-    spill_->read(at, dst, valid, config_.line_bytes);
-  } else if (file_ != nullptr) {
-    file_->read(at, dst, valid, config_.line_bytes);
+    spill_->read(line * config_.line_bytes, dst, valid, config_.line_bytes);
+  } else if (!files_.empty()) {
+    const auto [file, at] = place(line);
+    file->read(at, dst, valid, config_.line_bytes);
     counters_.file_bytes_read += valid;
   } else {
     std::memset(dst, 0, valid);
@@ -262,21 +268,23 @@ void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) 
 }
 
 void host_cache::write_entry(const entry& x, const std::byte* src) {
-  const std::uint64_t at = x.line * config_.line_bytes;
   const std::uint64_t valid = valid_bytes(x.line);
   if (config_.mode == mode::volatile_data) {
-    spill_->write(at, src, valid);
+    spill_->write(x.line * config_.line_bytes, src, valid);
     counters_.spill_bytes_written += valid;
-  } else if (config_.mode == mode::write && !x.whole) {
+    return;
+  }
+  const auto [file, at] = place(x.line);
+  if (config_.mode == mode::write && !x.whole) {
     for_each_run(x.mask.data(), mask_words_, [&](std::uint32_t b, std::uint32_t end) {
       const std::uint64_t from = std::uint64_t{b} * kMaskGranule;
       const std::uint64_t to = std::min<std::uint64_t>(std::uint64_t{end} * kMaskGranule, valid);
       if (from >= to) return;
-      file_->write(at + from, src + from, to - from);
+      file->write(at + from, src + from, to - from);
       counters_.file_bytes_written += to - from;
     });
   } else {
-    file_->write(at, src, valid);
+    file->write(at, src, valid);
     counters_.file_bytes_written += valid;
   }
 }

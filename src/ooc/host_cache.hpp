@@ -1,6 +1,6 @@
 // The host tier of a gpm::ooc mapping: a bounded cache of lines in pinned host memory (the copy
-// engines transfer to and from it directly) over the mapped file, or for mode::volatile_data over
-// the source file and a private spill file. Entries are chosen for reuse by a clock that prefers
+// engines transfer to and from it directly) over the mapped file (or the files it is striped
+// over), or for mode::volatile_data over the source file and a private spill file. Entries are chosen for reuse by a clock that prefers
 // clean entries; a dirty entry is written to the file before its memory is reused, and on a
 // write failure (disk full) it stays dirty, so nothing is lost. Shared by the I/O threads, sync()
 // and read-ahead; one mutex guards the bookkeeping and no I/O runs under it.
@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <gpm/ooc/detail/file.hpp>
@@ -48,8 +49,9 @@ class host_cache {
   // hit or miss), or to receive a line leaving the GPU (never read from the file).
   enum class purpose { fetch, store };
 
-  // `file`: the mapped file (null for volatile scratch data); `spill`: volatile data only.
-  host_cache(const host_cache_config& config, const backing_file* file,
+  // `files`: the mapped file, or the files it is striped over (none for volatile scratch
+  // data); `spill`: volatile data only.
+  host_cache(const host_cache_config& config, std::vector<const backing_file*> files,
              const backing_file* spill);
 
   // Pins the entry of `line`, making room (writing a dirty entry back if it must) and, for
@@ -103,9 +105,11 @@ class host_cache {
   void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
   void write_entry(const entry& x, const std::byte* src);
   bool in_spill(std::uint64_t line) const;
+  // The file holding `line` and the line's byte offset in that file's range.
+  std::pair<const backing_file*, std::uint64_t> place(std::uint64_t line) const;
 
   host_cache_config config_;
-  const backing_file* file_;
+  std::vector<const backing_file*> files_;
   const backing_file* spill_;
   pinned_buffer<std::byte> memory_;
   std::uint32_t mask_words_;

@@ -79,7 +79,7 @@ std::string mib(std::uint64_t bytes) {
 
 // What a mapping holds while mapped; destroyed members in reverse order, the I/O threads first.
 struct live_state {
-  std::unique_ptr<backing_file> file;
+  std::vector<std::unique_ptr<backing_file>> files;  // none for volatile scratch data
   std::unique_ptr<backing_file> spill;
   device_buffer<std::byte> lines;
   device_buffer<std::uint64_t> slot_word;
@@ -100,7 +100,8 @@ struct live_state {
 };
 
 struct mapping::impl {
-  std::string path;
+  std::vector<std::string> paths;
+  std::string name;  // for messages: the file, the files striped over, or "scratch data"
   std::uint64_t size = 0;
   std::uint64_t offset = 0;
   mapping_options options;
@@ -113,7 +114,7 @@ struct mapping::impl {
   std::unique_ptr<live_state> live;
 
   live_state& state() const {
-    if (!live) throw_error(errc::invalid_argument, "gpm::ooc::mapping of " + path + " is unmapped");
+    if (!live) throw_error(errc::invalid_argument, "gpm::ooc::mapping of " + name + " is unmapped");
     return *live;
   }
   std::uint64_t line_bytes() const { return options.line_bytes; }
@@ -122,7 +123,7 @@ struct mapping::impl {
     if (off > size || bytes > size - off) {
       throw_error(errc::invalid_argument,
                   "range [" + std::to_string(off) + ", +" + std::to_string(bytes) +
-                      ") lies outside the mapping of " + std::to_string(size) + " bytes of " + path);
+                      ") lies outside the mapping of " + std::to_string(size) + " bytes of " + name);
     }
     if (bytes == 0) return {1, 0};
     return {off >> line_shift, (off + bytes - 1) >> line_shift};
@@ -131,9 +132,8 @@ struct mapping::impl {
 
 namespace {
 
-void validate(const mapping_options& o, const std::string& path, std::uint64_t size,
-              bool emulated) {
-  const std::string what = "gpm::ooc::mapping of " + (path.empty() ? "scratch data" : path) + ": ";
+void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
+  const std::string what = "gpm::ooc::mapping of " + m.name + ": ";
   const std::uint64_t min_line = emulated ? kMinEmulatedLineBytes : kMinGpuLineBytes;
   if (o.line_bytes < min_line || o.line_bytes > kMaxLineBytes ||
       (o.line_bytes & (o.line_bytes - 1)) != 0) {
@@ -147,26 +147,52 @@ void validate(const mapping_options& o, const std::string& path, std::uint64_t s
   if (o.queue_slots < 1 || o.queue_slots > 65536) {
     throw_error(errc::invalid_argument, what + "queue_slots must be 1 to 65536");
   }
-  if (path.empty() && o.mode != mode::volatile_data) {
-    throw_error(errc::invalid_argument, what + "the file path is empty (only mode::volatile_data "
-                                               "maps scratch data without a file)");
+  if (m.paths.empty()) throw_error(errc::invalid_argument, what + "no file is named");
+  for (const std::string& p : m.paths) {
+    if (p.empty() && (m.paths.size() > 1 || o.mode != mode::volatile_data)) {
+      throw_error(errc::invalid_argument, what + "a file path is empty (only mode::volatile_data "
+                                                 "maps scratch data without a file)");
+    }
   }
   if (o.create && (o.mode == mode::read || o.mode == mode::volatile_data)) {
     throw_error(errc::invalid_argument,
                 what + "create needs mode::read_write or mode::write, not mode::" + to_string(o.mode));
   }
-  if (size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
-  if ((size - 1) / o.line_bytes + 1 > kMaxLines) {
-    throw_error(errc::invalid_argument, what + std::to_string(size) + " bytes make more than " +
+  if (m.size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
+  const std::uint64_t lines = (m.size - 1) / o.line_bytes + 1;
+  if (lines > kMaxLines) {
+    throw_error(errc::invalid_argument, what + std::to_string(m.size) + " bytes make more than " +
                                             std::to_string(kMaxLines) + " lines: use larger lines");
   }
+  if (m.paths.size() > lines) {
+    throw_error(errc::invalid_argument,
+                what + std::to_string(m.paths.size()) + " files cannot share " +
+                    std::to_string(lines) + " lines: stripe over fewer files, or use smaller lines");
+  }
+}
+
+// Bytes of the mapping that file k of n holds when lines are striped over the files (the whole
+// mapping when n = 1): its lines k, k + n, ..., the last of the mapping possibly partial.
+std::uint64_t file_share(const mapping::impl& m, std::uint64_t k) {
+  const std::uint64_t n = m.paths.size();
+  const std::uint64_t lines = (m.line_count - k + n - 1) / n;
+  const std::uint64_t last = m.line_count - 1;
+  const std::uint64_t short_by = last % n == k ? m.line_count * m.options.line_bytes - m.size : 0;
+  return lines * m.options.line_bytes - short_by;
+}
+
+std::string describe(const std::vector<std::string>& paths) {
+  if (paths.size() == 1) return paths[0].empty() ? "scratch data" : paths[0];
+  std::string s = "data striped over";
+  for (const std::string& p : paths) s += " " + p;
+  return s;
 }
 
 // GPU cache lines, host cache lines and the read-ahead window of a mapping (see the options).
 void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
   const mapping_options& o = m.options;
   const std::uint64_t lb = o.line_bytes;
-  const std::string what = "gpm::ooc::mapping of " + m.path + ": ";
+  const std::string what = "gpm::ooc::mapping of " + m.name + ": ";
   std::uint64_t capacity = 0;
   if (o.gpu_cache_bytes == 0) {
     capacity = std::min<std::uint64_t>(m.line_count, free_gpu_bytes / 4 / lb);
@@ -213,7 +239,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
       m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
   const std::uint64_t bytes = m.capacity * (lb + 12 + mask_words * 4ull) + m.line_count * 4;
   if (bytes > free_gpu_bytes) {
-    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.path + ": the GPU cache needs " +
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
                                          mib(bytes) + " and " + mib(free_gpu_bytes) +
                                          " are free: lower gpu_cache_bytes");
   }
@@ -230,7 +256,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
     s.requests = pinned_buffer<request>(slots, true);
     s.responses = pinned_buffer<response>(slots, true);
   } catch (const gpm::error& e) {
-    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.path +
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name +
                                          ": cannot allocate its GPU cache and queue: " + e.what());
   }
   s.slot_word.fill_bytes(0);
@@ -266,9 +292,14 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
 
 mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offset,
                  const mapping_options& options)
+    : mapping(std::vector<std::string>{path}, size, offset, options) {}
+
+mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std::uint64_t offset,
+                 const mapping_options& options)
     : impl_(std::make_unique<impl>()) {
   impl& m = *impl_;
-  m.path = path;
+  m.paths = paths;
+  m.name = describe(paths);
   m.size = size;
   m.offset = offset;
   m.options = options;
@@ -276,19 +307,23 @@ mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offs
   if (!dev.present) {
     throw_error(errc::no_device, "gpm::ooc::mapping needs a GPU: " + dev.absent_reason);
   }
-  validate(options, path, size, dev.emulated);
+  validate(options, m, dev.emulated);
   m.line_shift = static_cast<std::uint32_t>(__builtin_ctzll(options.line_bytes));
   m.line_count = (size - 1) / options.line_bytes + 1;
 
   auto s = std::make_unique<live_state>();
   const mode md = options.mode;
-  if (!path.empty()) {
+  const std::string& first = paths.front();
+  if (!first.empty()) {
     const bool writable = md == mode::read_write || md == mode::write;
-    s->file = std::make_unique<backing_file>(path, size, offset, writable, options.create,
-                                             options.direct_io);
+    for (std::uint64_t k = 0; k < paths.size(); ++k) {
+      s->files.push_back(std::make_unique<backing_file>(paths[k], file_share(m, k), offset,
+                                                        writable, options.create,
+                                                        options.direct_io));
+    }
   }
   if (md == mode::volatile_data) {
-    s->spill = std::make_unique<backing_file>(backing_file::temporary(spill_directory(path, options)));
+    s->spill = std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
   }
 
   int device = 0;
@@ -302,11 +337,13 @@ mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offs
   allocate_gpu_cache(*s, m, free_bytes);
 
   const std::uint64_t lb = options.line_bytes;
+  std::vector<const backing_file*> files;
+  for (const auto& f : s->files) files.push_back(f.get());
   try {
     s->cache = std::make_unique<host_cache>(host_cache_config{md, lb, size, m.host_lines},
-                                            s->file.get(), s->spill.get());
+                                            std::move(files), s->spill.get());
   } catch (const gpm::error& e) {
-    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + path + ": cannot allocate " +
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": cannot allocate " +
                                          mib(m.host_lines * lb) + " of pinned host cache (" +
                                          e.what() + "): lower host_cache_bytes");
   }
@@ -327,7 +364,7 @@ mapping::~mapping() {
   } catch (const std::exception& e) {
     std::fprintf(stderr,
                  "gpm::ooc: unmapping %s failed and its unwritten changes are lost: %s\n",
-                 impl_->path.c_str(), e.what());
+                 impl_->name.c_str(), e.what());
   }
 }
 
@@ -344,7 +381,7 @@ mapping& mapping::operator=(mapping&& o) noexcept {
 void mapping::check_element(std::size_t bytes) const {
   const impl& m = *impl_;
   m.state();
-  const std::string what = "gpm::ooc::mapping of " + m.path + ": ";
+  const std::string what = "gpm::ooc::mapping of " + m.name + ": ";
   if (m.size % bytes != 0) {
     throw_error(errc::invalid_argument, what + "its " + std::to_string(m.size) +
                                             " bytes are not a whole number of " +
@@ -391,7 +428,7 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   s.dirty.copy_from_host(dirty.data(), dirty.size());
   if (!failure.empty()) throw_error(errc::io, failure);
   s.cache->write_back(first, last);
-  s.file->datasync();
+  for (const auto& f : s.files) f->datasync();
   ++s.syncs;
 }
 
@@ -449,7 +486,8 @@ mapping_stats mapping::stats() const {
   return r;
 }
 
-const std::string& mapping::path() const { return impl_->path; }
+const std::string& mapping::path() const { return impl_->paths.front(); }
+const std::vector<std::string>& mapping::paths() const { return impl_->paths; }
 std::uint64_t mapping::size() const { return impl_->size; }
 std::uint64_t mapping::offset() const { return impl_->offset; }
 const mapping_options& mapping::options() const { return impl_->options; }
@@ -457,7 +495,8 @@ std::uint64_t mapping::gpu_cache_lines() const { return impl_->capacity; }
 std::uint64_t mapping::host_cache_lines() const { return impl_->host_lines; }
 bool mapping::direct_io() const {
   const live_state& s = impl_->state();
-  return s.file && s.file->direct() && impl_->line_bytes() % kDirectAlign == 0;
+  return !s.files.empty() && impl_->line_bytes() % kDirectAlign == 0 &&
+         std::all_of(s.files.begin(), s.files.end(), [](const auto& f) { return f->direct(); });
 }
 
 }  // namespace gpm::ooc

@@ -514,6 +514,46 @@ TEST(OocMapping, PageCacheTransfersWhenDirectIoIsOff) {
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
 }
 
+TEST(OocMapping, StripedOverSeveralFiles) {
+  files f;
+  // 20 lines over 3 files from offset lines(1): files 0 and 1 hold 7 lines, file 2 holds 6, and
+  // the last line (19, in file 1) is partial.
+  const std::uint64_t offset = lines(1);
+  const std::uint64_t size = lines(20) - 400;
+  std::vector<std::string> paths(3);
+  std::vector<std::vector<unsigned char>> contents(3);
+  for (int k = 0; k < 3; ++k) {
+    paths[k] = f.make("stripe" + std::to_string(k), offset + lines(7), 40 + k);
+    contents[k] = read_file(paths[k]);
+  }
+  {
+    mapping m(paths, size, offset, tiny(mode::read_write, 4, 6));
+    EXPECT_EQ(m.paths(), paths);
+    EXPECT_EQ(m.path(), paths[0]);
+    EXPECT_TRUE(m.direct_io());
+    auto a = m.ref<std::uint32_t>();
+    const auto r = read_lines<32>(a);
+    expect_all(r.st, status::ok);
+    EXPECT_EQ(r.values, as<std::uint32_t>(gather(contents, offset, size)));
+    const auto values = numbers(a.size(), 21);
+    expect_all(write_lines<32>(a, values, access::write), status::ok);
+    std::vector<unsigned char> bytes(size);
+    std::memcpy(bytes.data(), values.data(), size);
+    scatter(contents, offset, bytes);
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(read_file(paths[k]), contents[k]) << paths[k];
+  // Each file must hold its share; no more files than lines.
+  expect_error(gpm::errc::invalid_argument, "fewer than",
+               [&] { mapping m(paths, lines(23), offset, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "cannot share",
+               [&] { mapping m(paths, lines(2), 0, tiny(mode::read)); });
+  expect_error(gpm::errc::invalid_argument, "path is empty",
+               [&] { mapping m({paths[0], ""}, lines(4), 0, tiny(mode::volatile_data)); });
+  // A file named twice would be written through two locks of one range.
+  expect_error(gpm::errc::busy, "overlap",
+               [&] { mapping m({paths[0], paths[0]}, lines(4), 0, tiny(mode::read_write)); });
+}
+
 // ---- bad input ------------------------------------------------------------------------------
 
 TEST(OocMappingErrors, MissingFileNeedsCreate) {

@@ -12,9 +12,10 @@ namespace {
 using namespace gpm::test::ooc;
 using gpm::ooc::mapping;
 
-// Sizes in lines (line_size() bytes) plus bytes.
+// Sizes in lines (line_size() bytes) plus bytes; `files` > 1 stripes the mapping over them.
 struct scenario {
   mode m;
+  std::uint64_t files;
   std::uint64_t file_lines;
   std::uint64_t offset_lines;
   std::uint64_t offset_bytes;
@@ -32,17 +33,18 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
  protected:
   void SetUp() override {
     const scenario& s = GetParam();
-    path_ = dirs_.snapshot_dir() + "/data.bin";
-    initial_ = pattern(s.file(), 31);
-    write_file(path_, initial_);
+    for (std::uint64_t k = 0; k < s.files; ++k) {
+      paths_.push_back(dirs_.snapshot_dir() + "/data" + std::to_string(k));
+      initial_.push_back(pattern(s.file(), 31 + k));
+      write_file(paths_.back(), initial_.back());
+    }
     gpm::ooc::mapping_options o;
     o.mode = s.m;
     o.line_bytes = line_size();
     o.gpu_cache_bytes = lines(64);    // 256 KiB on the emulator, 4 MiB on a GPU
     o.host_cache_bytes = lines(256);  // 1 MiB on the emulator, 16 MiB on a GPU
-    map_ = std::make_unique<mapping>(path_, s.size(), s.offset(), o);
-    ref_.resize(s.size() / 8);
-    std::memcpy(ref_.data(), initial_.data() + s.offset(), s.size());
+    map_ = std::make_unique<mapping>(paths_, s.size(), s.offset(), o);
+    ref_ = as<std::uint64_t>(gather(initial_, s.offset(), s.size()));
   }
 
   bool can_load() const { return GetParam().m != mode::write; }
@@ -87,19 +89,21 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
     expect_all(store(map_->ref<std::uint64_t>(), idx, val), status::ok);
   }
 
-  // What the file must hold now: the reference where it reaches the file.
+  // What the files must hold now: the reference where it reaches them.
   void check_file() {
     const scenario& s = GetParam();
     auto want = initial_;
     if (s.m == mode::read_write || s.m == mode::write) {
-      std::memcpy(want.data() + s.offset(), ref_.data(), s.size());
+      std::vector<unsigned char> bytes(s.size());
+      std::memcpy(bytes.data(), ref_.data(), s.size());
+      scatter(want, s.offset(), bytes);
     }
-    ASSERT_EQ(read_file(path_), want);
+    for (std::size_t k = 0; k < paths_.size(); ++k) ASSERT_EQ(read_file(paths_[k]), want[k]) << k;
   }
 
   gpm::test::scratch_dirs dirs_{"ooc-prop"};
-  std::string path_;
-  std::vector<unsigned char> initial_;
+  std::vector<std::string> paths_;
+  std::vector<std::vector<unsigned char>> initial_;
   std::vector<std::uint64_t> ref_;  // the mapped range as kernels must see it
   std::unique_ptr<mapping> map_;
 };
@@ -149,13 +153,16 @@ TEST_P(OocProperty, LineSweepsMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(
     Modes, OocProperty,
     // 2048 lines: 8 MiB on the emulator (128 MiB on a GPU) through 64 + 256 cached lines.
-    ::testing::Values(scenario{mode::read_write, 2048, 0, 0, 2048, 0, "read_write"},
-                      scenario{mode::read, 2048, 0, 0, 2048, 0, "read"},
-                      scenario{mode::write, 2048, 0, 0, 2048, 0, "write"},
-                      scenario{mode::volatile_data, 2048, 0, 0, 2048, 0, "volatile"},
-                      scenario{mode::read_write, 768, 3, 20, 512, 808, "read_write_unaligned"},
-                      scenario{mode::write, 768, 0, 1000, 512, -8, "write_unaligned"},
-                      scenario{mode::volatile_data, 768, 0, 8, 512, 1024, "volatile_unaligned"}),
+    ::testing::Values(scenario{mode::read_write, 1, 2048, 0, 0, 2048, 0, "read_write"},
+                      scenario{mode::read, 1, 2048, 0, 0, 2048, 0, "read"},
+                      scenario{mode::write, 1, 2048, 0, 0, 2048, 0, "write"},
+                      scenario{mode::volatile_data, 1, 2048, 0, 0, 2048, 0, "volatile"},
+                      scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_unaligned"},
+                      scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_unaligned"},
+                      scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_unaligned"},
+                      // 3 files of 300 lines hold 700 lines from their line 40 on.
+                      scenario{mode::read_write, 3, 300, 40, 0, 700, -64, "read_write_striped"},
+                      scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped"}),
     [](const ::testing::TestParamInfo<scenario>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -65,6 +66,29 @@ inline std::vector<unsigned char> pattern(std::size_t n, std::uint64_t seed) {
     b = static_cast<unsigned char>(x);
   }
   return v;
+}
+
+// The bytes of a mapping of `size` bytes at `offset` striped line by line over `files` (one
+// file: a plain range), and the inverse: `data` written into the files.
+inline std::vector<unsigned char> gather(const std::vector<std::vector<unsigned char>>& files,
+                                         std::uint64_t offset, std::uint64_t size) {
+  std::vector<unsigned char> data(size);
+  for (std::uint64_t at = 0; at < size; at += line_size()) {
+    const std::uint64_t l = at / line_size();
+    const auto& file = files[l % files.size()];
+    const std::uint64_t from = offset + l / files.size() * line_size();
+    std::memcpy(data.data() + at, file.data() + from, std::min(line_size(), size - at));
+  }
+  return data;
+}
+inline void scatter(std::vector<std::vector<unsigned char>>& files, std::uint64_t offset,
+                    const std::vector<unsigned char>& data) {
+  for (std::uint64_t at = 0; at < data.size(); at += line_size()) {
+    const std::uint64_t l = at / line_size();
+    auto& file = files[l % files.size()];
+    const std::uint64_t to = offset + l / files.size() * line_size();
+    std::memcpy(file.data() + to, data.data() + at, std::min(line_size(), data.size() - at));
+  }
 }
 
 // The elements of type T that `bytes` hold.

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gpm/ooc/array.cuh>
 #include <gpm/ooc/status.hpp>
@@ -94,6 +95,13 @@ class mapping {
   // mode::volatile_data takes an empty path for zero-initialised scratch data.
   mapping(const std::string& path, std::uint64_t size, std::uint64_t offset = 0,
           const mapping_options& options = {});
+  // Maps `size` bytes striped line by line over the files `paths` (n of them): line l of the
+  // mapping is the (l / n)-th line of the range that starts at `offset` in file l % n, so n disks
+  // serve a sequential stream together. Each file must hold its share of the lines (the last line
+  // may be partial); the errors are those above, for each file, and invalid_argument when there
+  // are more files than lines.
+  mapping(const std::vector<std::string>& paths, std::uint64_t size, std::uint64_t offset = 0,
+          const mapping_options& options = {});
   // Unmaps (see unmap()); if that fails, names on stderr what could not be written back.
   ~mapping();
   mapping(mapping&&) noexcept;
@@ -126,7 +134,8 @@ class mapping {
 
   mapping_stats stats() const;
 
-  const std::string& path() const;
+  const std::string& path() const;  // the first file
+  const std::vector<std::string>& paths() const;
   std::uint64_t size() const;
   std::uint64_t offset() const;
   const mapping_options& options() const;
