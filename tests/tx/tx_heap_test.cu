@@ -407,6 +407,27 @@ __global__ void write_own_word(gpm::tx_ref tx, gpm::tx_result* out) {
   out[i] = tx.run([&](auto& t) { t.write(i % t.words(), static_cast<std::uint32_t>(i + 1)); });
 }
 
+// Every worker adds one to each word its worker-stride loop visits.
+struct visit_each_word {
+  template <class Tx>
+  __device__ void operator()(Tx& tx, std::uint64_t n) const {
+    for (std::uint64_t i : tx.workers(n)) tx.run([&](auto& t) { t.write(i, t.read(i) + 1); });
+  }
+};
+__global__ void visit_kernel(gpm::tx_ref tx, std::uint64_t n) { visit_each_word{}(tx, n); }
+void visit_in_launch(gpm::tx_heap& heap, std::uint64_t n) {
+  heap.launch(3, 64, [=] __device__(gpm::tx_ref tx) { visit_each_word{}(tx, n); });
+}
+
+TEST_F(TxHeap, WorkerStrideLoopsVisitEveryIndexOnce) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  visit_in_launch(heap, 250);  // 192 workers, helpers excluded
+  gpm::launch(visit_kernel, 5, 32, 0, nullptr, heap.ref(), std::uint64_t{256});  // 160 threads
+  heap.sync();
+  const auto w = contents(heap);
+  for (std::uint64_t i = 0; i < 256; ++i) EXPECT_EQ(w[i], i < 250 ? 2u : 1u) << i;
+}
+
 TEST_F(TxHeap, KernelsLaunchedByTheCallerCommitDirectly) {
   gpm::tx_options o = small_options(tx_mode::helpers);
   o.max_threads = 40;

@@ -18,7 +18,8 @@
 // Durability: a commit is durable once every commit before it in the global order is persisted
 // too (durable_seq()). Durable means the pool's durability: process-crash durable for pools in
 // tmpfs, power-fail durable on device-DAX with a persistent cache domain, snapshot durable at
-// pool.snapshot() (take it after sync()). Kernels that use one heap run one at a time.
+// pool.snapshot() (take it after sync()). Kernels that use one heap run one at a time, and the
+// heap must be destroyed after its kernels finish and before its pool is closed.
 #pragma once
 
 #include <cstddef>

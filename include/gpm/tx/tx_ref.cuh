@@ -79,8 +79,6 @@ class tx_ref {
     return grid_range(worker_index(), n, worker_count());
   }
 
-  GPM_HOST_DEVICE const detail::tx::heap_view& view() const { return v_; }
-
  private:
   detail::tx::heap_view v_{};
 };
