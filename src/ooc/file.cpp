@@ -57,8 +57,8 @@ void lock_range(int fd, std::uint64_t offset, std::uint64_t size, bool writable,
                                 " (by this or another process): unmap it first, or map "
                                 "disjoint ranges");
   }
-  throw_error(errc::io, "cannot lock " + range_text(offset, size) + " of " + path + ": " +
-                            sys_reason(err));
+  throw_error(errc::io,
+              "cannot lock " + range_text(offset, size) + " of " + path + ": " + sys_reason(err));
 }
 
 }  // namespace
@@ -70,9 +70,9 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
   if (size == 0) throw_error(errc::invalid_argument, "gpm::ooc: cannot map 0 bytes of " + path);
   constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(LLONG_MAX);
   if (offset > kMaxOffset || size > kMaxOffset - offset) {
-    throw_error(errc::invalid_argument,
-                "gpm::ooc: offset " + std::to_string(offset) + " + size " + std::to_string(size) +
-                    " of " + path + " overflows the largest file offset");
+    throw_error(errc::invalid_argument, "gpm::ooc: offset " + std::to_string(offset) + " + size " +
+                                            std::to_string(size) + " of " + path +
+                                            " overflows the largest file offset");
   }
   if (create && !writable) {
     throw_error(errc::invalid_argument,
@@ -91,8 +91,8 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
   }
   // O_NONBLOCK: should a FIFO replace the file between stat and open, open does not block on it
   // (and the fstat below refuses it); it changes nothing for regular files.
-  const int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
-                    (create ? O_CREAT : 0);
+  const int flags =
+      (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (create ? O_CREAT : 0);
   fd_ = ::open(path.c_str(), flags, 0644);
   if (fd_ < 0) {
     const int err = errno;
@@ -104,7 +104,8 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
     throw_error(errc::io, "cannot open " + path + ": " + sys_reason(err));
   }
   try {
-    if (::fstat(fd_, &st) != 0) throw_error(errc::io, "cannot stat " + path + ": " + sys_reason(errno));
+    if (::fstat(fd_, &st) != 0)
+      throw_error(errc::io, "cannot stat " + path + ": " + sys_reason(errno));
     require_regular(st, path);
     lock_range(fd_, offset, size, writable, path);
     const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
@@ -115,14 +116,15 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
                                     " bytes: " + sys_reason(errno));
         }
       } else if (offset >= file_bytes) {
-        throw_error(errc::invalid_argument,
-                    "offset " + std::to_string(offset) + " is past the end of " + path + " (" +
-                        std::to_string(file_bytes) + " bytes)");
+        throw_error(errc::invalid_argument, "offset " + std::to_string(offset) +
+                                                " is past the end of " + path + " (" +
+                                                std::to_string(file_bytes) + " bytes)");
       } else {
-        throw_error(errc::invalid_argument,
-                    path + " holds " + std::to_string(file_bytes) + " bytes, fewer than the " +
-                        std::to_string(offset + size) + " that offset + size need: map a shorter "
-                        "range, or use create = true to extend it");
+        throw_error(errc::invalid_argument, path + " holds " + std::to_string(file_bytes) +
+                                                " bytes, fewer than the " +
+                                                std::to_string(offset + size) +
+                                                " that offset + size need: map a shorter "
+                                                "range, or use create = true to extend it");
       }
     }
     if (direct_io) {
@@ -215,9 +217,10 @@ void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) c
                                std::to_string(offset_ + at) + " of " + path_ + ": " +
                                sys_reason(err);
       if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
-        throw_error(errc::io, what + ": the file system is full (or the file size limit is "
-                                     "reached); the data stays in memory: make room, then sync "
-                                     "again");
+        throw_error(errc::io, what +
+                                  ": the file system is full (or the file size limit is "
+                                  "reached); the data stays in memory: make room, then sync "
+                                  "again");
       }
       throw_error(errc::io, what);
     }

@@ -13,6 +13,9 @@ using gpm::ooc::mode;
 
 namespace {
 
+// mode::write lines with more runs of written bytes than this go back by read-merge-write.
+constexpr std::size_t kMaxRunWrites = 8;
+
 // Calls f(first_bit, end_bit) for each run of set bits in `mask` (words of 32 bits).
 template <class F>
 void for_each_run(const std::uint32_t* mask, std::uint32_t words, F&& f) {
@@ -93,6 +96,12 @@ void host_cache::install(std::uint32_t e, std::uint64_t line, bool busy, bool by
   index_[line] = e;
 }
 
+void host_cache::forget(std::uint32_t e) {
+  index_.erase(entries_[e].line);
+  entries_[e].line = kNoLine;
+  entries_[e].pins = 0;
+}
+
 template <class Io, class Undo>
 void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io,
                              Undo&& undo) {
@@ -114,7 +123,8 @@ void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e
 
 void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
   entry& x = entries_[e];
-  unlocked_io(lock, e, [&] { write_entry(x, data(e)); }, [] {});
+  unlocked_io(
+      lock, e, [&] { write_entry(x, data(e)); }, [] {});
   x.dirty = false;
   if (config_.mode == mode::volatile_data) spilled_[x.line] = true;
 }
@@ -153,12 +163,8 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
     install(e, line, !fill, false);  // a store's entry is busy until store()
     if (fill) {
       ++counters_.misses;
-      unlocked_io(lock, e, [&] { read_line(line, from_spill, data(e)); },
-                  [&] {
-                    index_.erase(line);
-                    entries_[e].line = kNoLine;
-                    entries_[e].pins = 0;
-                  });
+      unlocked_io(
+          lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
     }
     return e;
   }
@@ -170,10 +176,7 @@ void host_cache::unpin(std::uint32_t e, bool discard) {
   --x.pins;
   if (discard) {
     x.busy = false;  // the store that made it busy failed
-    if (x.pins == 0 && !x.dirty) {
-      index_.erase(x.line);
-      x.line = kNoLine;
-    }
+    if (x.pins == 0 && !x.dirty) forget(e);
   }
   cv_.notify_all();
 }
@@ -184,8 +187,7 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
     std::memcpy(data(e), src, config_.line_bytes);
   } else if (src != nullptr) {
     for_each_run(mask, mask_words_, [&](std::uint32_t b, std::uint32_t end) {
-      std::memcpy(data(e) + b * kMaskGranule, src + b * kMaskGranule,
-                  (end - b) * kMaskGranule);
+      std::memcpy(data(e) + b * kMaskGranule, src + b * kMaskGranule, (end - b) * kMaskGranule);
     });
   }
   std::lock_guard lock(m_);
@@ -199,27 +201,17 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
   cv_.notify_all();
 }
 
-bool host_cache::read_ahead(std::uint64_t line) {
+void host_cache::read_ahead(std::uint64_t line) {
   std::unique_lock lock(m_);
-  if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return false;
+  if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return;
   const std::uint32_t e = find_victim(true);
-  if (e == kNone) return false;
+  if (e == kNone) return;
   const bool from_spill = in_spill(line);
   install(e, line, false, true);
-  unlocked_io(lock, e, [&] { read_line(line, from_spill, data(e)); },
-              [&] {
-                index_.erase(line);
-                entries_[e].line = kNoLine;
-                entries_[e].pins = 0;
-              });
+  unlocked_io(
+      lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
   entries_[e].pins = 0;
   ++counters_.read_ahead_lines;
-  return true;
-}
-
-bool host_cache::contains(std::uint64_t line) const {
-  std::lock_guard lock(m_);
-  return index_.count(line) != 0;
 }
 
 void host_cache::write_back(std::uint64_t first, std::uint64_t last) {
@@ -238,13 +230,6 @@ void host_cache::write_back(std::uint64_t first, std::uint64_t last) {
     }
   }
   if (!failure.empty()) throw_error(errc::io, failure);
-}
-
-std::uint64_t host_cache::dirty_lines() const {
-  std::lock_guard lock(m_);
-  std::uint64_t n = 0;
-  for (const entry& x : entries_) n += x.dirty ? 1 : 0;
-  return n;
 }
 
 // Line l lies in file l % n at line l / n of its range (striping; n = 1: the one file).
@@ -275,18 +260,32 @@ void host_cache::write_entry(const entry& x, const std::byte* src) {
     return;
   }
   const auto [file, at] = place(x.line);
-  if (config_.mode == mode::write && !x.whole) {
-    for_each_run(x.mask.data(), mask_words_, [&](std::uint32_t b, std::uint32_t end) {
-      const std::uint64_t from = std::uint64_t{b} * kMaskGranule;
-      const std::uint64_t to = std::min<std::uint64_t>(std::uint64_t{end} * kMaskGranule, valid);
-      if (from >= to) return;
-      file->write(at + from, src + from, to - from);
-      counters_.file_bytes_written += to - from;
-    });
-  } else {
+  if (config_.mode != mode::write || x.whole) {
     file->write(at, src, valid);
     counters_.file_bytes_written += valid;
+    return;
   }
+  // Only the bytes written go back: the runs of the mask, within the line's valid bytes.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;
+  for_each_run(x.mask.data(), mask_words_, [&](std::uint32_t b, std::uint32_t end) {
+    const std::uint64_t from = std::uint64_t{b} * kMaskGranule;
+    const std::uint64_t to = std::min<std::uint64_t>(std::uint64_t{end} * kMaskGranule, valid);
+    if (from < to) runs.emplace_back(from, to);
+  });
+  if (runs.size() <= kMaxRunWrites) {
+    for (const auto& [from, to] : runs) file->write(at + from, src + from, to - from);
+  } else if (!runs.empty()) {
+    // A system call per run would cost thousands for a line written sparsely (every few
+    // elements): read the span the runs cover, put the written bytes in, write it back once.
+    // The bytes between the runs go back as they were read.
+    const std::uint64_t from = runs.front().first;
+    const std::uint64_t bytes = runs.back().second - from;
+    std::vector<std::byte> span(bytes);
+    file->read(at + from, span.data(), bytes, bytes);
+    for (const auto& [b, e] : runs) std::memcpy(span.data() + (b - from), src + b, e - b);
+    file->write(at + from, span.data(), bytes);
+  }
+  for (const auto& [from, to] : runs) counters_.file_bytes_written += to - from;
 }
 
 }  // namespace gpm::detail::ooc

@@ -1,9 +1,10 @@
 // The host tier of a gpm::ooc mapping: a bounded cache of lines in pinned host memory (the copy
 // engines transfer to and from it directly) over the mapped file (or the files it is striped
-// over), or for mode::volatile_data over the source file and a private spill file. Entries are chosen for reuse by a clock that prefers
-// clean entries; a dirty entry is written to the file before its memory is reused, and on a
-// write failure (disk full) it stays dirty, so nothing is lost. Shared by the I/O threads, sync()
-// and read-ahead; one mutex guards the bookkeeping and no I/O runs under it.
+// over), or for mode::volatile_data over the source file and a private spill file. Entries are
+// chosen for reuse by a clock that prefers clean entries; a dirty entry is written to the file
+// before its memory is reused, and on a write failure (disk full) it stays dirty, so nothing is
+// lost. Shared by the I/O threads, sync() and read-ahead; one mutex guards the bookkeeping and no
+// I/O runs under it.
 #pragma once
 
 #include <atomic>
@@ -68,35 +69,33 @@ class host_cache {
   // bytes; null: the whole line), merged over what the entry held.
   void store(std::uint32_t entry, const std::byte* src, const std::uint32_t* mask);
 
-  // Reads `line` into a free or clean entry unless present; never writes. False when there was
-  // nothing to do or no clean room.
-  bool read_ahead(std::uint64_t line);
-  bool contains(std::uint64_t line) const;
+  // Reads `line` into a free or clean entry unless it is present or there is no such entry;
+  // never writes. Throws gpm::error (io) if the read fails.
+  void read_ahead(std::uint64_t line);
 
   // Writes the dirty entries of lines [first, last] back. Throws gpm::error (io) naming the first
   // failure after trying them all; failed entries stay dirty.
   void write_back(std::uint64_t first, std::uint64_t last);
 
-  std::uint64_t valid_bytes(std::uint64_t line) const;
   const host_cache_counters& counters() const { return counters_; }
-  std::uint64_t lines() const { return entries_.size(); }
-  std::uint64_t dirty_lines() const;
 
  private:
   struct entry {
     std::uint64_t line = kNoLine;
     std::uint32_t pins = 0;
-    bool busy = false;        // I/O in progress on it, outside the lock
+    bool busy = false;  // I/O in progress on it, outside the lock
     bool dirty = false;
-    bool whole = false;       // mode::write: every byte of the line is valid
-    bool referenced = false;  // the clock's second chance
-    bool read_ahead = false;  // filled by read-ahead and not used yet
+    bool whole = false;               // mode::write: every byte of the line is valid
+    bool referenced = false;          // the clock's second chance
+    bool read_ahead = false;          // filled by read-ahead and not used yet
     std::vector<std::uint32_t> mask;  // mode::write: bytes valid, one bit per 4 bytes
   };
 
   std::uint32_t find_victim(bool clean_only);
   // Installs `line` in the free or clean entry e (lock held), pinned once.
   void install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead);
+  // Makes entry e free, holding no line (lock held).
+  void forget(std::uint32_t e);
   // Runs `io` on entry e outside the lock with e busy; rethrows its failure after `undo`.
   template <class Io, class Undo>
   void unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io, Undo&& undo);
@@ -105,6 +104,8 @@ class host_cache {
   void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
   void write_entry(const entry& x, const std::byte* src);
   bool in_spill(std::uint64_t line) const;
+  // The bytes of `line` inside the mapping (the last line may be partial).
+  std::uint64_t valid_bytes(std::uint64_t line) const;
   // The file holding `line` and the line's byte offset in that file's range.
   std::pair<const backing_file*, std::uint64_t> place(std::uint64_t line) const;
 

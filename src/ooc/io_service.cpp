@@ -58,7 +58,8 @@ io_service::~io_service() {
 io_service::channel io_service::make_channel() const {
   channel ch;
   if (gpu_.mode == gpm::ooc::mode::write) {
-    ch.staging = pinned_buffer<std::byte>(gpu_.line_bytes + gpu_.mask_words * sizeof(std::uint32_t));
+    ch.staging =
+        pinned_buffer<std::byte>(gpu_.line_bytes + gpu_.mask_words * sizeof(std::uint32_t));
   }
   return ch;
 }
@@ -165,9 +166,9 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
       ch.copies.synchronize();
       cache_.store(e, staged, whole ? nullptr : staged_mask);
     } else {
-      check_cuda(cudaMemcpyAsync(cache_.data(e), src, gpu_.line_bytes, cudaMemcpyDeviceToHost,
-                                 ch.copies),
-                 "cudaMemcpyAsync");
+      check_cuda(
+          cudaMemcpyAsync(cache_.data(e), src, gpu_.line_bytes, cudaMemcpyDeviceToHost, ch.copies),
+          "cudaMemcpyAsync");
       ch.copies.synchronize();
       cache_.store(e, nullptr, nullptr);
     }
@@ -186,7 +187,7 @@ void io_service::note_miss(std::uint64_t line) {
       line > 0 && std::find(recent_.begin(), recent_.end(), line - 1) != recent_.end();
   recent_[recent_next_++ % recent_.size()] = line;
   if (!sequential) return;
-  for (std::uint64_t l = line + 1; l <= line + config_.read_ahead_lines; ++l) {
+  for (std::uint64_t l = line + 1; l <= line + config_.read_ahead_window; ++l) {
     if (ra_queued_.insert(l).second) ra_queue_.push_back(l);
   }
 }

@@ -37,7 +37,7 @@ struct io_config {
   std::uint32_t threads = 2;
   int device = 0;
   bool read_ahead = true;
-  std::uint32_t read_ahead_lines = 2;
+  std::uint32_t read_ahead_window = 2;
 };
 
 struct io_counters {
@@ -77,7 +77,7 @@ class io_service {
   void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);
   bool read_ahead_one();
   // Sequential-stream detection: line - 1 among the recent misses means a stream; queues the
-  // next read_ahead_lines lines.
+  // next read_ahead_window lines.
   void note_miss(std::uint64_t line);
   void record(const std::string& what);
 

@@ -109,7 +109,7 @@ struct mapping::impl {
   std::uint64_t line_count = 0;
   std::uint32_t capacity = 0;
   std::uint64_t host_lines = 0;
-  std::uint32_t read_ahead_lines = 0;
+  std::uint32_t read_ahead_window = 0;
   int clock_khz = 0;
   std::unique_ptr<live_state> live;
 
@@ -121,9 +121,10 @@ struct mapping::impl {
   // Lines [first, last] covering bytes [off, off + bytes) of the mapping; {1, 0} when empty.
   std::pair<std::uint64_t, std::uint64_t> lines_of(std::uint64_t off, std::uint64_t bytes) const {
     if (off > size || bytes > size - off) {
-      throw_error(errc::invalid_argument,
-                  "range [" + std::to_string(off) + ", +" + std::to_string(bytes) +
-                      ") lies outside the mapping of " + std::to_string(size) + " bytes of " + name);
+      throw_error(errc::invalid_argument, "range [" + std::to_string(off) + ", +" +
+                                              std::to_string(bytes) +
+                                              ") lies outside the mapping of " +
+                                              std::to_string(size) + " bytes of " + name);
     }
     if (bytes == 0) return {1, 0};
     return {off >> line_shift, (off + bytes - 1) >> line_shift};
@@ -137,9 +138,10 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
   const std::uint64_t min_line = emulated ? kMinEmulatedLineBytes : kMinGpuLineBytes;
   if (o.line_bytes < min_line || o.line_bytes > kMaxLineBytes ||
       (o.line_bytes & (o.line_bytes - 1)) != 0) {
-    throw_error(errc::invalid_argument,
-                what + "line_bytes " + std::to_string(o.line_bytes) + " must be a power of two from " +
-                    std::to_string(min_line) + " to " + std::to_string(kMaxLineBytes));
+    throw_error(errc::invalid_argument, what + "line_bytes " + std::to_string(o.line_bytes) +
+                                            " must be a power of two from " +
+                                            std::to_string(min_line) + " to " +
+                                            std::to_string(kMaxLineBytes));
   }
   if (o.io_threads < 1 || o.io_threads > 64) {
     throw_error(errc::invalid_argument, what + "io_threads must be 1 to 64");
@@ -150,13 +152,15 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
   if (m.paths.empty()) throw_error(errc::invalid_argument, what + "no file is named");
   for (const std::string& p : m.paths) {
     if (p.empty() && (m.paths.size() > 1 || o.mode != mode::volatile_data)) {
-      throw_error(errc::invalid_argument, what + "a file path is empty (only mode::volatile_data "
-                                                 "maps scratch data without a file)");
+      throw_error(errc::invalid_argument, what +
+                                              "a file path is empty (only mode::volatile_data "
+                                              "maps scratch data without a file)");
     }
   }
   if (o.create && (o.mode == mode::read || o.mode == mode::volatile_data)) {
-    throw_error(errc::invalid_argument,
-                what + "create needs mode::read_write or mode::write, not mode::" + to_string(o.mode));
+    throw_error(
+        errc::invalid_argument,
+        what + "create needs mode::read_write or mode::write, not mode::" + to_string(o.mode));
   }
   if (m.size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
   const std::uint64_t lines = (m.size - 1) / o.line_bytes + 1;
@@ -167,7 +171,8 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
   if (m.paths.size() > lines) {
     throw_error(errc::invalid_argument,
                 what + std::to_string(m.paths.size()) + " files cannot share " +
-                    std::to_string(lines) + " lines: stripe over fewer files, or use smaller lines");
+                    std::to_string(lines) +
+                    " lines: stripe over fewer files, or use smaller lines");
   }
 }
 
@@ -224,11 +229,11 @@ void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
     }
     m.host_lines = std::max(min_host, std::min(m.host_lines, m.line_count));
   }
-  const std::uint64_t window = o.read_ahead_lines != 0
-                                   ? o.read_ahead_lines
+  const std::uint64_t window = o.read_ahead_window != 0
+                                   ? o.read_ahead_window
                                    : std::max<std::uint64_t>(2, kDefaultReadAheadBytes / lb);
-  m.read_ahead_lines = static_cast<std::uint32_t>(
-      std::max<std::uint64_t>(1, std::min(window, m.host_lines / 2)));
+  m.read_ahead_window =
+      static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min(window, m.host_lines / 2)));
 }
 
 // Allocates and clears the GPU cache and the request queue, and fills in the kernels' view.
@@ -317,13 +322,13 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   if (!first.empty()) {
     const bool writable = md == mode::read_write || md == mode::write;
     for (std::uint64_t k = 0; k < paths.size(); ++k) {
-      s->files.push_back(std::make_unique<backing_file>(paths[k], file_share(m, k), offset,
-                                                        writable, options.create,
-                                                        options.direct_io));
+      s->files.push_back(std::make_unique<backing_file>(
+          paths[k], file_share(m, k), offset, writable, options.create, options.direct_io));
     }
   }
   if (md == mode::volatile_data) {
-    s->spill = std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
+    s->spill =
+        std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
   }
 
   int device = 0;
@@ -351,7 +356,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
   s->io = std::make_unique<io_service>(
-      io_config{options.io_threads, device, read_ahead, m.read_ahead_lines}, geometry, *s->cache,
+      io_config{options.io_threads, device, read_ahead, m.read_ahead_window}, geometry, *s->cache,
       s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   m.live = std::move(s);
@@ -362,8 +367,7 @@ mapping::~mapping() {
   try {
     unmap();
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "gpm::ooc: unmapping %s failed and its unwritten changes are lost: %s\n",
+    std::fprintf(stderr, "gpm::ooc: unmapping %s failed and its unwritten changes are lost: %s\n",
                  impl_->name.c_str(), e.what());
   }
 }
@@ -467,7 +471,8 @@ mapping_stats mapping::stats() const {
   r.gpu_hits = sum[kHits];
   r.gpu_misses = sum[kMisses];
   r.gpu_io_errors = sum[kIoErrors];
-  r.gpu_wait_seconds = m.clock_khz > 0 ? static_cast<double>(sum[kWaitCycles]) / (m.clock_khz * 1e3) : 0;
+  r.gpu_wait_seconds =
+      m.clock_khz > 0 ? static_cast<double>(sum[kWaitCycles]) / (m.clock_khz * 1e3) : 0;
   const io_counters& io = s.io->counters();
   r.gpu_evictions = io.gpu_evictions;
   r.bytes_to_gpu = io.bytes_to_gpu;

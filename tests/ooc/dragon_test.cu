@@ -53,7 +53,7 @@ TEST(Dragon, EachFlagMovesTheDataItPromises) {
   auto plus_one = start;
   for (float& x : plus_one) x += 1.0f;
 
-  EXPECT_EQ(add_one_through(path, n, 0), plus_one);                  // read and write
+  EXPECT_EQ(add_one_through(path, n, 0), plus_one);  // read and write
   EXPECT_EQ(add_one_through(path, n, D_READ | D_WRITE), floats(n, 3.0f));
   EXPECT_EQ(add_one_through(path, n, D_READ), floats(n, 3.0f));      // never written back
   EXPECT_EQ(add_one_through(path, n, D_VOLATILE), floats(n, 3.0f));  // never written back

@@ -32,6 +32,18 @@ struct files {
   }
 };
 
+// A file of `n` lines of pattern bytes on the disk, its bytes before the test, and a mapping of
+// all of it with `o`.
+struct mapped_file {
+  files f;
+  std::string path;
+  std::vector<unsigned char> before;
+  mapping m;
+  mapped_file(const std::string& name, std::uint64_t n, std::uint64_t seed,
+              const mapping_options& o)
+      : path(f.make(name, lines(n), seed)), before(read_file(path)), m(path, lines(n), 0, o) {}
+};
+
 // A small tmpfs of its own (needs CAP_SYS_ADMIN; mounted() says whether it could be made).
 class small_tmpfs {
  public:
@@ -202,11 +214,9 @@ TEST(OocMapping, WriteModeNeverFetchesAndWritesOnlyTheBytesWritten) {
 }
 
 TEST(OocMapping, WriteModeMergesWritesOfALineAcrossEvictions) {
-  files f;
-  const std::string path = f.make("merge.bin", lines(16), 4);
-  auto expect = as<std::uint64_t>(read_file(path));
-  mapping m(path, lines(16), 0, tiny(mode::write, 2, 6));
-  auto a = m.ref<std::uint64_t>();
+  mapped_file t("merge.bin", 16, 4, tiny(mode::write, 2, 6));
+  auto expect = as<std::uint64_t>(t.before);
+  auto a = t.m.ref<std::uint64_t>();
   // Even elements first, then odd ones: every line leaves the 2-line GPU cache in between.
   for (std::uint64_t parity = 0; parity < 2; ++parity) {
     std::vector<std::uint64_t> idx;
@@ -219,16 +229,14 @@ TEST(OocMapping, WriteModeMergesWritesOfALineAcrossEvictions) {
     }
     expect_all(store(a, idx, val), status::ok);
   }
-  m.unmap();
-  EXPECT_EQ(as<std::uint64_t>(read_file(path)), expect);
+  t.m.unmap();
+  EXPECT_EQ(as<std::uint64_t>(read_file(t.path)), expect);
 }
 
 TEST(OocMapping, VolatileDataSpillsAndNeverReachesTheFile) {
-  files f;
-  const std::string path = f.make("v.bin", lines(64), 6);
-  const auto before = read_file(path);
-  mapping m(path, before.size(), 0, tiny(mode::volatile_data));
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("v.bin", 64, 6, tiny(mode::volatile_data));
+  const auto& before = t.before;
+  auto a = t.m.ref<std::uint32_t>();
   const auto r = read_lines<32>(a);  // starts as the file's bytes
   expect_all(r.st, status::ok);
   EXPECT_EQ(r.values, as<std::uint32_t>(before));
@@ -237,13 +245,13 @@ TEST(OocMapping, VolatileDataSpillsAndNeverReachesTheFile) {
   const auto back = read_lines<8>(a);  // 64 lines through 8 + 6 cached: most come back spilled
   expect_all(back.st, status::ok);
   EXPECT_EQ(back.values, values);
-  m.sync();  // nothing to write: the data is volatile
-  const auto s = m.stats();
+  t.m.sync();  // nothing to write: the data is volatile
+  const auto s = t.m.stats();
   EXPECT_GT(s.spill_bytes_written, 0u);
   EXPECT_EQ(s.file_bytes_written, 0u);
   EXPECT_EQ(s.syncs, 0u);
-  m.unmap();
-  EXPECT_EQ(read_file(path), before);
+  t.m.unmap();
+  EXPECT_EQ(read_file(t.path), before);
 }
 
 TEST(OocMapping, VolatileScratchDataStartsAtZero) {
@@ -263,25 +271,21 @@ TEST(OocMapping, VolatileScratchDataStartsAtZero) {
 }
 
 TEST(OocMapping, AccessesPastTheEndTouchNothing) {
-  files f;
-  const std::string path = f.make("end.bin", lines(10), 7);
-  mapping m(path, lines(10), 0, tiny(mode::read_write));
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("end.bin", 10, 7, tiny(mode::read_write));
+  auto a = t.m.ref<std::uint32_t>();
   const std::vector<std::uint64_t> past = {a.size(), a.size() + 1, a.size() + 12345,
                                            std::numeric_limits<std::uint64_t>::max()};
   expect_all(load(a, past).st, status::out_of_range);
   expect_all(store(a, past, std::vector<std::uint32_t>(past.size(), 1)), status::out_of_range);
-  EXPECT_EQ(m.stats().gpu_misses, 0u);
-  m.unmap();
-  EXPECT_EQ(read_file(path), pattern(lines(10), 7));
+  EXPECT_EQ(t.m.stats().gpu_misses, 0u);
+  t.m.unmap();
+  EXPECT_EQ(read_file(t.path), pattern(lines(10), 7));
 }
 
 TEST(OocMapping, LineAccessWorksForEveryTileSize) {
-  files f;
-  const std::string path = f.make("tiles.bin", lines(24), 8);
-  auto expect = as<std::uint32_t>(read_file(path));
-  mapping m(path, lines(24), 0, tiny(mode::read_write, 4, 6));
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("tiles.bin", 24, 8, tiny(mode::read_write, 4, 6));
+  auto expect = as<std::uint32_t>(t.before);
+  auto a = t.m.ref<std::uint32_t>();
   EXPECT_EQ(read_lines<1>(a).values, expect);
   EXPECT_EQ(read_lines<4>(a).values, expect);
   EXPECT_EQ(read_lines<32>(a).values, expect);
@@ -289,8 +293,8 @@ TEST(OocMapping, LineAccessWorksForEveryTileSize) {
   expect_all(write_lines<1>(a, add, access::read_write), status::ok);
   expect_all(write_lines<16>(a, add, access::read_write), status::ok);
   for (std::size_t i = 0; i < expect.size(); ++i) expect[i] += 2 * add[i];
-  m.unmap();
-  EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
+  t.m.unmap();
+  EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), expect);
 }
 
 TEST(OocMapping, CreateMakesAndExtendsTheFile) {
@@ -392,38 +396,34 @@ TEST(OocMapping, UnalignedRangesAndPartialLastLines) {
 }
 
 TEST(OocMapping, SyncOfARangeWritesThatRangeOnly) {
-  files f;
-  const std::string path = f.make("range.bin", lines(16), 12);
-  const auto before = read_file(path);
-  mapping m(path, lines(16), 0, tiny(mode::read_write, 16, 6));  // every line stays on the GPU
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("range.bin", 16, 12, tiny(mode::read_write, 16, 6));  // all lines fit the GPU
+  auto a = t.m.ref<std::uint32_t>();
   const auto values = numbers(a.size(), 2);
   expect_all(write_lines<32>(a, values, access::write), status::ok);
-  m.sync(2 * line_size() + 100, line_size());  // lines 2 and 3
-  auto expect = before;
+  t.m.sync(2 * line_size() + 100, line_size());  // lines 2 and 3
+  auto expect = t.before;
   std::memcpy(expect.data() + lines(2), reinterpret_cast<const char*>(values.data()) + lines(2),
               lines(2));
-  EXPECT_EQ(read_file(path), expect);
-  m.sync();
-  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
-  expect_error(gpm::errc::invalid_argument, "outside the mapping", [&] { m.sync(lines(15), lines(2)); });
+  EXPECT_EQ(read_file(t.path), expect);
+  t.m.sync();
+  EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), values);
+  expect_error(gpm::errc::invalid_argument, "outside the mapping",
+               [&] { t.m.sync(lines(15), lines(2)); });
 }
 
 TEST(OocMapping, PrefetchFillsTheGpuCacheAhead) {
-  files f;
-  const std::string path = f.make("pre.bin", lines(16), 13);
-  mapping m(path, lines(16), 0, tiny(mode::read, 16, 16));
+  mapped_file t("pre.bin", 16, 13, tiny(mode::read, 16, 16));
   gpm::stream s;
-  m.prefetch(0, lines(16), s);
+  t.m.prefetch(0, lines(16), s);
   s.synchronize();
-  EXPECT_EQ(m.stats().gpu_misses, 16u);
-  const auto r = read_lines<32>(m.ref<std::uint32_t>());
+  EXPECT_EQ(t.m.stats().gpu_misses, 16u);
+  const auto r = read_lines<32>(t.m.ref<std::uint32_t>());
   EXPECT_EQ(r.values, as<std::uint32_t>(pattern(lines(16), 13)));
-  const auto st = m.stats();
+  const auto st = t.m.stats();
   EXPECT_EQ(st.gpu_misses, 16u);  // every line was there already
   EXPECT_EQ(st.gpu_hits, 16u);
   expect_error(gpm::errc::invalid_argument, "outside the mapping",
-               [&] { m.prefetch(lines(16), 1, s); });
+               [&] { t.m.prefetch(lines(16), 1, s); });
 }
 
 TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
@@ -433,7 +433,7 @@ TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
   for (const auto hint : {gpm::ooc::access_hint::sequential, gpm::ooc::access_hint::random}) {
     auto o = tiny(mode::read, 2, 32);
     o.hint = hint;
-    o.read_ahead_lines = 8;
+    o.read_ahead_window = 8;
     mapping m(path, lines(128), 0, o);
     auto a = m.ref<std::uint32_t>();
     // One warp reads the lines in order.
@@ -456,19 +456,17 @@ TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
 
 // Every thread of the grid reads elements of the same four lines: each line is fetched once.
 TEST(OocMapping, ALineIsFetchedOnceHoweverManyThreadsWantIt) {
-  files f;
-  const std::string path = f.make("hot.bin", lines(16), 15);
   auto o = tiny(mode::read, 8, 6);
   o.hint = gpm::ooc::access_hint::random;  // no read-ahead: the file is read for misses only
-  mapping m(path, lines(16), 0, o);
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("hot.bin", 16, 15, o);
+  auto a = t.m.ref<std::uint32_t>();
   std::vector<std::uint64_t> idx(8 * 1024);
   for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = (k * 7919) % (4 * a.elements_per_line());
   const auto r = load(a, idx);
   expect_all(r.st, status::ok);
   const auto all = as<std::uint32_t>(pattern(lines(16), 15));
   for (std::size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(r.values[k], all[idx[k]]) << k;
-  const auto s = m.stats();
+  const auto s = t.m.stats();
   EXPECT_EQ(s.gpu_misses, 4u);
   EXPECT_EQ(s.host_misses, 4u);
   EXPECT_EQ(s.file_bytes_read, lines(4));
@@ -547,11 +545,13 @@ TEST(OocMapping, StripedOverSeveralFiles) {
                [&] { mapping m(paths, lines(23), offset, tiny(mode::read)); });
   expect_error(gpm::errc::invalid_argument, "cannot share",
                [&] { mapping m(paths, lines(2), 0, tiny(mode::read)); });
-  expect_error(gpm::errc::invalid_argument, "path is empty",
-               [&] { mapping m({paths[0], ""}, lines(4), 0, tiny(mode::volatile_data)); });
+  expect_error(gpm::errc::invalid_argument, "path is empty", [&] {
+    mapping m({paths[0], ""}, lines(4), 0, tiny(mode::volatile_data));
+  });
   // A file named twice would be written through two locks of one range.
-  expect_error(gpm::errc::busy, "overlap",
-               [&] { mapping m({paths[0], paths[0]}, lines(4), 0, tiny(mode::read_write)); });
+  expect_error(gpm::errc::busy, "overlap", [&] {
+    mapping m({paths[0], paths[0]}, lines(4), 0, tiny(mode::read_write));
+  });
 }
 
 // ---- bad input ------------------------------------------------------------------------------
@@ -617,8 +617,7 @@ TEST(OocMappingErrors, OverlappingWritersAreRefused) {
   mapping w(path, lines(4), lines(4), tiny(mode::read_write));
   expect_error(gpm::errc::busy, "overlap",
                [&] { mapping m(path, lines(2), lines(5), tiny(mode::write)); });
-  expect_error(gpm::errc::busy, "overlap",
-               [&] { mapping m(path, lines(8), 0, tiny(mode::read)); });
+  expect_error(gpm::errc::busy, "overlap", [&] { mapping m(path, lines(8), 0, tiny(mode::read)); });
   expect_error(gpm::errc::busy, "overlap",
                [&] { mapping m(path, lines(8), 0, tiny(mode::volatile_data)); });
   // Disjoint ranges, and readers of one range, go together.
@@ -676,33 +675,29 @@ TEST(OocMappingErrors, ElementTypesMustFitTheMapping) {
 // ---- disk full ------------------------------------------------------------------------------
 
 TEST(OocMappingDiskFull, SyncFailsClearlyKeepsTheDataAndSucceedsLater) {
-  files f;
-  const std::string path = f.make("full.bin", lines(64), 23);
-  mapping m(path, lines(64), 0, tiny(mode::read_write, 64, 6));  // the GPU holds every line
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("full.bin", 64, 23, tiny(mode::read_write, 64, 6));  // all lines fit the GPU
+  auto a = t.m.ref<std::uint32_t>();
   const auto values = numbers(a.size(), 4);
   expect_all(write_lines<32>(a, values, access::write), status::ok);
   {
     file_size_limit limit(lines(32));  // writes past half the file fail, as on a full disk
-    expect_error(gpm::errc::io, "full", [&] { m.sync(); });
-    expect_error(gpm::errc::io, "full", [&] { m.sync(); });  // still kept, still failing
+    expect_error(gpm::errc::io, "full", [&] { t.m.sync(); });
+    expect_error(gpm::errc::io, "full", [&] { t.m.sync(); });  // still kept, still failing
   }
-  m.sync();
-  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+  t.m.sync();
+  EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), values);
 }
 
 TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothing) {
-  files f;
-  const std::string path = f.make("full2.bin", lines(16), 24);
-  mapping m(path, lines(16), 0, tiny(mode::read_write, 4, 6));
-  auto a = m.ref<std::uint32_t>();
+  mapped_file t("full2.bin", 16, 24, tiny(mode::read_write, 4, 6));
+  auto a = t.m.ref<std::uint32_t>();
   std::vector<std::uint64_t> idx = iota(a.size());
   const auto values = numbers(a.size(), 8);
   std::vector<status> st;
   {
     file_size_limit limit(lines(4));
     st = store(a, idx, values);
-    const auto s = m.stats();
+    const auto s = t.m.stats();
     EXPECT_GT(s.gpu_io_errors, 0u);
     EXPECT_NE(s.last_io_error.find("full"), std::string::npos) << s.last_io_error;
   }
@@ -718,8 +713,8 @@ TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothin
   }
   EXPECT_FALSE(again.empty());
   expect_all(store(a, again, again_values), status::ok);
-  m.unmap();
-  EXPECT_EQ(as<std::uint32_t>(read_file(path)), values);
+  t.m.unmap();
+  EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), values);
 }
 
 TEST(OocMappingDiskFull, FullTmpfsReportsNoSpace) {

@@ -55,8 +55,8 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
     const std::uint64_t per_line = line_size() / 8;
     const std::uint64_t hot_first = (ref_.size() / 2) / per_line * per_line;
     std::uniform_int_distribution<std::uint64_t> any(0, ref_.size() - 1);
-    std::uniform_int_distribution<std::uint64_t> hot(hot_first,
-                                                     std::min(ref_.size(), hot_first + 3 * per_line) - 1);
+    std::uniform_int_distribution<std::uint64_t> hot(
+        hot_first, std::min(ref_.size(), hot_first + 3 * per_line) - 1);
     std::vector<std::uint64_t> v;
     std::vector<bool> taken(distinct ? ref_.size() : 0);
     while (v.size() < n) {

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -102,8 +102,8 @@ std::vector<T> as(const std::vector<unsigned char>& bytes) {
 // ---- kernels ------------------------------------------------------------------------------
 
 template <class T>
-__global__ void load_kernel(gpm::ooc::array<T> a, const std::uint64_t* idx, std::uint64_t n,
-                            T* out, status* st) {
+__global__ void load_kernel(gpm::ooc::array<T> a, const std::uint64_t* idx, std::uint64_t n, T* out,
+                            status* st) {
   for (std::uint64_t k : gpm::grid_stride(n)) st[k] = a.get(idx[k], out[k]);
 }
 

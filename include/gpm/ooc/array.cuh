@@ -95,9 +95,9 @@ class array {
       st = static_cast<std::uint32_t>(detail::ooc::acquire_line(v_, ln, slot));
       if (st == 0 && intent != access::read) {
         // A whole-line write needs no mask: the tile promises to store every element.
-        detail::ooc::mark_dirty(v_, slot, intent == access::write
-                                              ? detail::ooc::kDirtyWhole
-                                              : detail::ooc::dirty_kind(v_.mapping_mode));
+        detail::ooc::mark_dirty(v_, slot,
+                                intent == access::write ? detail::ooc::kDirtyWhole
+                                                        : detail::ooc::dirty_kind(v_.mapping_mode));
       }
     }
     slot = tile.shfl(slot, 0);
@@ -106,8 +106,8 @@ class array {
     const std::uint64_t first = ln * elements_per_line();
     out.data = reinterpret_cast<T*>(v_.lines + (static_cast<std::uint64_t>(slot) << v_.line_shift));
     out.first = first;
-    out.count = static_cast<std::uint32_t>(size_ - first < elements_per_line() ? size_ - first
-                                                                               : elements_per_line());
+    out.count = static_cast<std::uint32_t>(
+        size_ - first < elements_per_line() ? size_ - first : elements_per_line());
     out.slot = slot;
     out.intent = intent;
     return status::ok;

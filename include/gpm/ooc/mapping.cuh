@@ -49,8 +49,8 @@ struct mapping_options {
   std::uint64_t host_cache_bytes = 0;
   access_hint hint = access_hint::sequential;
   // Lines read ahead when a sequential stream is seen (0: 8 MiB worth, at least 2 lines).
-  std::uint32_t read_ahead_lines = 0;
-  std::uint32_t io_threads = 2;   // 1..64
+  std::uint32_t read_ahead_window = 0;
+  std::uint32_t io_threads = 2;     // 1..64
   std::uint32_t queue_slots = 128;  // misses in flight to the host at once (1..65536)
   bool direct_io = true;            // O_DIRECT where the file system supports it
   // mode::volatile_data: directory of the private temporary file that holds lines spilled from
@@ -64,11 +64,11 @@ struct mapping_options {
 struct mapping_stats {
   std::uint64_t gpu_hits = 0;
   std::uint64_t gpu_misses = 0;
-  std::uint64_t gpu_evictions = 0;     // dirty lines copied out of the GPU cache
-  std::uint64_t gpu_io_errors = 0;     // accesses that returned status::io_error
-  double gpu_wait_seconds = 0;         // kernel time waiting for lines, summed over leaders
-  std::uint64_t bytes_to_gpu = 0;      // copied into the GPU cache
-  std::uint64_t bytes_from_gpu = 0;    // copied out of it
+  std::uint64_t gpu_evictions = 0;   // dirty lines copied out of the GPU cache
+  std::uint64_t gpu_io_errors = 0;   // accesses that returned status::io_error
+  double gpu_wait_seconds = 0;       // kernel time waiting for lines, summed over leaders
+  std::uint64_t bytes_to_gpu = 0;    // copied into the GPU cache
+  std::uint64_t bytes_from_gpu = 0;  // copied out of it
   std::uint64_t host_hits = 0;
   std::uint64_t host_misses = 0;
   std::uint64_t host_evictions = 0;

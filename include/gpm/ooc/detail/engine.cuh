@@ -43,11 +43,11 @@ inline constexpr std::uint32_t kCounterShards = 32;
 inline constexpr std::uint32_t kShardStride = 16;  // 128 bytes per shard
 
 struct cache_view {
-  std::byte* lines = nullptr;            // capacity * line bytes
-  std::uint64_t* slot_word = nullptr;    // per slot
-  std::uint32_t* dirty = nullptr;        // per slot
-  std::uint32_t* mask = nullptr;         // mode::write: mask_words per slot
-  std::uint32_t* directory = nullptr;    // per line of the mapping
+  std::byte* lines = nullptr;          // capacity * line bytes
+  std::uint64_t* slot_word = nullptr;  // per slot
+  std::uint32_t* dirty = nullptr;      // per slot
+  std::uint32_t* mask = nullptr;       // mode::write: mask_words per slot
+  std::uint32_t* directory = nullptr;  // per line of the mapping
   std::uint32_t* clock_hand = nullptr;
   unsigned long long* counters = nullptr;  // kCounterShards * kShardStride
   queue_view queue;
@@ -82,8 +82,8 @@ __device__ inline std::uint32_t call_host(const queue_view& q, std::uint32_t slo
   unsigned ns = 32;
   for (std::uint32_t tried = 1;; ++tried) {
     std::uint32_t expected = 0;
-    if (atomic_ref<std::uint32_t>(q.owner[k]).compare_exchange_strong(expected, 1,
-                                                                      memory_order_acquire)) {
+    if (atomic_ref<std::uint32_t>(q.owner[k])
+            .compare_exchange_strong(expected, 1, memory_order_acquire)) {
       break;
     }
     k = (k + 1) % q.slots;
@@ -100,9 +100,9 @@ __device__ inline std::uint32_t call_host(const queue_view& q, std::uint32_t slo
   atomic_ref<std::uint64_t, thread_scope::system> done(q.responses[k].seq);
   ns = 32;
   while (done.load(memory_order_acquire) != seq) backoff(ns);
-  const std::uint32_t result = atomic_ref<std::uint32_t, thread_scope::system>(
-                                   q.responses[k].result)
-                                   .load(memory_order_relaxed);
+  const std::uint32_t result =
+      atomic_ref<std::uint32_t, thread_scope::system>(q.responses[k].result)
+          .load(memory_order_relaxed);
   atomic_ref<std::uint32_t>(q.owner[k]).store(0, memory_order_release);
   return result;
 }
@@ -144,7 +144,8 @@ __device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint
     dir.store(kNoSlot, memory_order_release);
     return status::io_error;
   }
-  if (old != kNoLine) atomic_ref<std::uint32_t>(v.directory[old]).store(kNoSlot, memory_order_relaxed);
+  if (old != kNoLine)
+    atomic_ref<std::uint32_t>(v.directory[old]).store(kNoSlot, memory_order_relaxed);
   dirty.store(kClean, memory_order_relaxed);
   if ((result & kFilled) == 0) {
     word.store(0, memory_order_release);
@@ -164,7 +165,8 @@ __device__ inline status acquire_line(const cache_view& v, std::uint64_t line,
   long long waiting_since = 0;
   unsigned ns = 32;
   auto account_wait = [&] {
-    if (waiting_since != 0) count(v, kWaitCycles, static_cast<unsigned long long>(clock64() - waiting_since));
+    if (waiting_since != 0)
+      count(v, kWaitCycles, static_cast<unsigned long long>(clock64() - waiting_since));
   };
   for (;;) {
     const std::uint32_t d = dir.load(memory_order_acquire);

@@ -1,6 +1,6 @@
 // The contract between kernels and the host I/O threads of one gpm::ooc::mapping. Requests go
-// through a queue of fixed slots in page-locked host memory mapped into the GPU. Every word has one writer side, because
-// GPU atomics on host memory are not atomic with respect to CPU atomics
+// through a queue of fixed slots in page-locked host memory mapped into the GPU. Every word has one
+// writer side, because GPU atomics on host memory are not atomic with respect to CPU atomics
 // (hostNativeAtomicSupported = 0 on the lent GPUs):
 //   request[k]   written by the GPU thread that owns slot k (ownership is claimed in GPU memory),
 //                `seq` last, with a system-scope release store;
@@ -49,8 +49,8 @@ struct alignas(64) response {
 
 // The queue as kernels see it.
 struct queue_view {
-  request* requests = nullptr;    // host memory, GPU address
-  response* responses = nullptr;  // host memory, GPU address
+  request* requests = nullptr;        // host memory, GPU address
+  response* responses = nullptr;      // host memory, GPU address
   std::uint32_t* owner = nullptr;     // GPU memory: 1 while a GPU thread owns the slot
   std::uint64_t* next_seq = nullptr;  // GPU memory: the last seq used per slot (owner only)
   std::uint32_t slots = 0;
