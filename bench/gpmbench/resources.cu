@@ -140,4 +140,11 @@ mode d2h_ceiling_mode(std::function<std::uint64_t(const mode_context&)> bytes) {
           "", [bytes](const mode_context& ctx) { return measure_d2h_memcpy(ctx, bytes(ctx)); }};
 }
 
+mode persist_stream_ceiling_mode(std::function<std::uint64_t(const mode_context&)> bytes) {
+  return {"persist_stream",
+          "coalesced 16-byte stores into a pool, one persist per thread: the ceiling for "
+          "persisting from GPU code",
+          "", [bytes](const mode_context& ctx) { return measure_persist_stream(ctx, bytes(ctx)); }};
+}
+
 }  // namespace gpmbench

@@ -102,4 +102,12 @@ measurement measure_d2h_memcpy(const mode_context& ctx, std::uint64_t bytes);
 // workloads whose GB/s figures are compared against it in the same run.
 mode d2h_ceiling_mode(std::function<std::uint64_t(const mode_context&)> bytes);
 
+// The `platform` workload's persist_stream (workloads/platform): a kernel storing `bytes` into a
+// pool object with coalesced 16-byte stores, one persist per thread, `ctx.repeat`ed, checked.
+// The bandwidth GPU code can persist at: the ceiling of modes that persist records or logs.
+measurement measure_persist_stream(const mode_context& ctx, std::uint64_t bytes);
+
+// A mode named "persist_stream" that measures the ceiling above for `bytes(ctx)` bytes.
+mode persist_stream_ceiling_mode(std::function<std::uint64_t(const mode_context&)> bytes);
+
 }  // namespace gpmbench

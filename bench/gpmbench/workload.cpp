@@ -23,6 +23,9 @@ const std::vector<workload>& workloads() {
       kvs_set_workload(), kvs_mixed_workload(),
       db_insert_workload(), db_update_workload(),
       native::bfs_workload(), native::srad_workload(), native::prefix_sum_workload(),
+      tx_atm_a1_workload(), tx_atm_a2_workload(), tx_hash_h1_workload(), tx_hash_h2_workload(),
+      tx_bvh_1_workload(), tx_bvh_2_workload(), tx_micro_pressure_workload(),
+      tx_ring_sweep_workload(),
   };
   return all;
 }
@@ -147,6 +150,24 @@ void print_line(const bench_record& r) {
   std::fflush(stdout);
 }
 
+// What a mode's record compares with its ceiling (measured in `ceiling_unit`): its throughput,
+// or the metric the measurement names.
+double compared_value(const mode& m, const bench_record& r, const std::string& metric,
+                      const std::string& ceiling_unit) {
+  if (metric.empty()) {
+    if (ceiling_unit != r.throughput_unit) {
+      throw std::logic_error("mode " + m.name + " (" + r.throughput_unit + ") is compared to " +
+                             m.ceiling + ", measured in " + ceiling_unit);
+    }
+    return r.throughput_value;
+  }
+  for (const auto& [name, value] : r.metrics) {
+    if (name == metric) return value;
+  }
+  throw std::logic_error("mode " + m.name + " compares its metric " + metric +
+                         " with its ceiling but recorded no such metric");
+}
+
 }  // namespace
 
 void run_workload(const workload& w, const run_options& options, const gpm::device_info& dev) {
@@ -185,12 +206,9 @@ void run_workload(const workload& w, const run_options& options, const gpm::devi
     r.metrics = std::move(result.metrics);
     if (!m->ceiling.empty()) {
       const ceiling& c = measured.at(m->ceiling);
-      if (c.unit != r.throughput_unit) {
-        throw std::logic_error("mode " + m->name + " (" + r.throughput_unit + ") is compared to " +
-                               m->ceiling + ", measured in " + c.unit);
-      }
       r.ceilings = {{c.key, c.value}};
-      r.ratio_to_ceiling = {{c.key, r.throughput_value / c.value}};
+      r.ratio_to_ceiling = {
+          {c.key, compared_value(*m, r, result.compared_metric, c.unit) / c.value}};
     }
     measured[m->name] = {ceiling_key(m->name, r.throughput_unit), r.throughput_unit,
                          r.throughput_value};

@@ -41,6 +41,10 @@ struct measurement {
   throughput_basis throughput;
   std::uint64_t bytes_persisted = 0;
   named_values metrics;  // further figures of this mode, recorded as they are
+  // The metric compared with the mode's ceiling when the ceiling is measured in another unit
+  // than the throughput (e.g. "persist_GBps" of a mode measured in Mop/s, against a GB/s
+  // ceiling); empty: the throughput is compared, and the units must match.
+  std::string compared_metric;
 };
 
 struct mode_context {
@@ -85,6 +89,10 @@ workload hash_cache_workload(), hash_load_factor_workload();  // workloads/ycsb
 workload hash_resize_recovery_workload();                    // workloads/ycsb
 workload kvs_set_workload(), kvs_mixed_workload();  // workloads/kvs
 workload db_insert_workload(), db_update_workload();  // workloads/db
+workload tx_atm_a1_workload(), tx_atm_a2_workload();      // workloads/tx
+workload tx_hash_h1_workload(), tx_hash_h2_workload();    // workloads/tx
+workload tx_bvh_1_workload(), tx_bvh_2_workload();        // workloads/tx
+workload tx_micro_pressure_workload(), tx_ring_sweep_workload();  // workloads/tx
 namespace native { workload bfs_workload(), srad_workload(), prefix_sum_workload(); }  // native
 
 // `gpmbench crash-demo` (workloads/native/crash_demo.cpp): a BFS run killed with SIGKILL halfway,

@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from suite import suite_sections
+from tx import tx_sections
 
 SCHEMA = "gpmkit.bench/1"
 
@@ -295,6 +296,7 @@ def main():
         lines += ["> Note: plots were skipped because matplotlib is not installed "
                   "(`pip install -r bench/requirements.txt`).", ""]
     lines += suite_sections(plt, records, out.parent, describe_machine)
+    lines += tx_sections(records, describe_machine)
     for workload in sorted(by_workload):
         lines += workload_section(plt, workload, by_workload[workload], out.parent)
     out.write_text("\n".join(lines))

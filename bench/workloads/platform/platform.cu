@@ -194,8 +194,7 @@ measurement d2h_memcpy(const mode_context& ctx) {
 enum class stream_kind { persist_per_thread, persist_each_store, bulk_copy };
 
 template <stream_kind Kind>
-measurement persist_stream(const mode_context& ctx) {
-  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+measurement persist_stream_of(const mode_context& ctx, std::uint64_t bytes) {
   const std::uint64_t n = bytes / sizeof(uint4);
   const bench_pool p(ctx,
                      Kind == stream_kind::persist_per_thread   ? "persist_stream"
@@ -231,6 +230,11 @@ measurement persist_stream(const mode_context& ctx) {
   m.throughput = gigabytes(bytes);
   m.bytes_persisted = bytes;
   return m;
+}
+
+template <stream_kind Kind>
+measurement persist_stream(const mode_context& ctx) {
+  return persist_stream_of<Kind>(ctx, sizes_for(ctx).stream_bytes);
 }
 
 measurement persist_random8(const mode_context& ctx) {
@@ -406,6 +410,10 @@ measurement snapshot_incremental(const mode_context& ctx, std::uint64_t percent,
 }
 
 }  // namespace
+
+measurement measure_persist_stream(const mode_context& ctx, std::uint64_t bytes) {
+  return persist_stream_of<stream_kind::persist_per_thread>(ctx, bytes);
+}
 
 workload platform_workload() {
   return {

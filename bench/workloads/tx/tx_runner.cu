@@ -1,0 +1,201 @@
+// The runner of the gpmbench `tx` workloads (tx_bench.hpp): persistence modes, launches, and
+// the measurement of one application in one mode.
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
+#include <gpm/pool/pool.hpp>
+
+#include "gpmbench/resources.hpp"
+#include "gpmbench/stats.hpp"
+#include "gpmbench/timing.hpp"
+#include "workloads/tx/tx_bench.hpp"
+
+namespace gpmbench::tx {
+
+const std::vector<persistence>& persistences() {
+  static const std::vector<persistence> all = {
+      {"volatile", gpm::tx_mode::volatile_only,
+       "the same STM on the GPU's working copy, nothing logged or persisted"},
+      {"redo-direct", gpm::tx_mode::direct,
+       "redo records persisted by the committing thread (the paper's baseline)"},
+      {"helpers", gpm::tx_mode::helpers,
+       "redo records handed to a ring in shared memory, persisted by a helper warp per block"},
+  };
+  return all;
+}
+
+const persistence& persistence_named(const std::string& name) {
+  for (const persistence& p : persistences()) {
+    if (p.name == name) return p;
+  }
+  throw std::logic_error("gpmbench tx: no persistence mode named " + name);
+}
+
+launch_shape paper_launch(const mode_context& ctx) {
+  return ctx.options.quick ? launch_shape{8, 64} : launch_shape{512, 256};
+}
+
+launch_shape filling_launch(const mode_context& ctx) {
+  const geometry g = filling_geometry(ctx);
+  return {g.blocks, g.threads};
+}
+
+std::uint64_t scaled(const mode_context& ctx, std::uint64_t paper, std::uint64_t host_divisor,
+                     std::uint64_t quick_divisor, std::uint64_t floor) {
+  const std::uint64_t divisor = ctx.options.quick     ? quick_divisor
+                                : ctx.device.emulated ? host_divisor
+                                                      : 1;
+  return std::max(floor, paper / divisor);
+}
+
+std::uint64_t ceiling_bytes(const mode_context& ctx) {
+  return ctx.options.quick ? 4 * kMiB : ctx.device.emulated ? 32 * kMiB : 256 * kMiB;
+}
+
+failure_counter::failure_counter() : count_(1) { clear(); }
+
+void failure_counter::clear() { count_.fill_bytes(0); }
+
+void failure_counter::expect_none(const std::string& what) const {
+  std::uint64_t n = 0;
+  count_.copy_to_host(&n, 1);
+  if (n != 0) {
+    check_failed(what + ": " + std::to_string(n) +
+                 " transactions ended in a status other than "
+                 "committed");
+  }
+}
+
+namespace {
+
+constexpr std::uint64_t kChunkBytes = 16;  // a ring or log chunk: two address-value pairs
+
+// The heap's geometry for `app` at `launch`: a log per block, each large enough for its share of
+// a whole repeat's records twice over, so that a repeat never waits for the host to apply
+// records (the host's reproducer is measured by the time to durable instead).
+gpm::tx_geometry geometry_for(const application& app, launch_shape launch) {
+  const std::uint64_t record_bytes = (app.record_words() + 4) / 2 * kChunkBytes;
+  const std::uint64_t per_block = (app.transactions() + launch.blocks - 1) / launch.blocks;
+  const std::uint64_t log_bytes =
+      std::max<std::uint64_t>(64 << 10, (2 * per_block * record_bytes + 4095) / 4096 * 4096);
+  return {app.words(), launch.blocks, log_bytes};
+}
+
+// The heap object's bytes (header, roots, a control line per log, home image, logs), with room
+// to spare for alignment, in whole pages as pools are.
+std::uint64_t heap_bytes(const gpm::tx_geometry& g) {
+  const std::uint64_t bytes =
+      g.words * 4 + std::uint64_t{g.logs} * (g.log_bytes + 128) + (64 << 10);
+  return (bytes + bench_pool::kPageBytes - 1) / bench_pool::kPageBytes * bench_pool::kPageBytes;
+}
+
+double median_of(std::vector<double> v) { return summarize(v).median_s; }
+
+}  // namespace
+
+measurement measure(const mode_context& ctx, application& app, const mode_setup& setup) {
+  const launch_shape launch = setup.launch(ctx);
+  const bool helpers = setup.persist.mode == gpm::tx_mode::helpers;
+  const bool persistent = setup.persist.mode != gpm::tx_mode::volatile_only;
+  const gpm::tx_geometry g = geometry_for(app, launch);
+  gpm::tx_options o;
+  o.mode = setup.persist.mode;
+  o.ring_chunks = (setup.ring_entries + 1) / 2;
+  o.max_threads = std::uint64_t{launch.blocks} * launch.workers;
+  bench_pool pool(ctx, "tx", pool_bytes_for(heap_bytes(g)), bench_pool::kNoObject);
+  // The heap goes before its pool.
+  std::optional<gpm::tx_heap> heap(gpm::tx_heap::create(pool.pool(), "heap", g, o));
+  const gpm::stream s;
+
+  const std::vector<std::string> phase_names = app.phases();
+  std::vector<std::vector<double>> phase_s(phase_names.size());
+  std::vector<double> durable_s;
+  std::uint64_t commits = 0, aborts = 0, bytes = 0;
+  measurement m;
+  m.times_s = ctx.repeat([&](int call) {
+    app.reset(*heap);
+    const gpm::tx_stats before = heap->stats();
+    const std::vector<double> phases = app.run(*heap, launch, s);
+    const double durable = seconds_on_host([&] { heap->sync(s); });
+    const gpm::tx_stats after = heap->stats();
+    if (after.commits - before.commits != app.transactions()) {
+      check_failed("a repeat committed " + std::to_string(after.commits - before.commits) +
+                   " transactions, not the " + std::to_string(app.transactions()) + " it ran");
+    }
+    double total = 0;
+    for (double t : phases) total += t;
+    if (call >= ctx.options.warmup) {
+      for (std::size_t k = 0; k < phase_s.size(); ++k) phase_s[k].push_back(phases.at(k));
+      durable_s.push_back(durable);
+      commits += after.commits - before.commits;
+      aborts += after.aborts - before.aborts;
+      bytes = after.persisted_bytes - before.persisted_bytes;
+    }
+    return total;
+  });
+  app.check(*heap, true);
+  if (persistent && bytes == 0) check_failed("a persistent mode persisted no bytes");
+
+  // A simulated stop: one more repeat, then the heap goes away without sync(), with records
+  // still waiting in its logs for the host; reopening it recovers them.
+  app.reset(*heap);
+  app.run(*heap, launch, s);
+  heap.reset();
+  const double recovery_s =
+      seconds_on_host([&] { heap.emplace(gpm::tx_heap::open(pool.pool(), "heap", g, o)); });
+  app.check(*heap, false);
+  const gpm::tx_recovery& rec = heap->last_recovery();
+
+  m.sizes = app.sizes();
+  m.sizes.insert(m.sizes.end(), {{"blocks", launch.blocks},
+                                 {"threads_per_block", launch.workers},
+                                 {"transactions", app.transactions()},
+                                 {"logs", g.logs},
+                                 {"log_bytes", g.log_bytes}});
+  if (helpers) {
+    m.sizes.insert(m.sizes.end(),
+                   {{"helper_warps", o.helper_warps}, {"ring_entries", 2ull * o.ring_chunks}});
+  }
+  m.throughput = mega_operations(app.transactions());
+  m.bytes_persisted = bytes;
+  const double median_s = median_of(m.times_s);
+  m.metrics = {{"aborts_per_commit", static_cast<double>(aborts) / static_cast<double>(commits)},
+               {"persist_GBps", static_cast<double>(bytes) / median_s / 1e9},
+               {"durable_s", median_of(durable_s)},
+               {"recovery_s", recovery_s},
+               {"recovery_replayed", static_cast<double>(rec.replayed)}};
+  for (std::size_t k = 0; k < phase_names.size(); ++k) {
+    m.metrics.emplace_back(phase_names[k] + "_s", median_of(phase_s[k]));
+  }
+  if (persistent) m.compared_metric = "persist_GBps";
+  return m;
+}
+
+mode tx_mode_of(const std::string& name, const std::string& summary, application_factory make,
+                mode_setup setup) {
+  const bool persistent = setup.persist.mode != gpm::tx_mode::volatile_only;
+  return {name, summary, persistent ? "persist_stream" : "",
+          [make, setup](const mode_context& ctx) {
+            const std::unique_ptr<application> app = make(ctx);
+            return measure(ctx, *app, setup);
+          }};
+}
+
+mode ceiling_mode() { return persist_stream_ceiling_mode(ceiling_bytes); }
+
+workload paper_workload(const std::string& name, const std::string& summary,
+                        application_factory make) {
+  workload w{name, summary, {ceiling_mode()}};
+  for (const bool fill : {false, true}) {
+    for (const persistence& p : persistences()) {
+      w.modes.push_back(tx_mode_of(
+          fill ? p.name + "@fill" : p.name,
+          p.summary + (fill ? ", at a launch that fills the GPU" : ", at the paper's launch"), make,
+          {p, fill ? filling_launch : paper_launch}));
+    }
+  }
+  return w;
+}
+
+}  // namespace gpmbench::tx

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Unit test of the tx section of the report (bench/report/tx.py), on records made up here with
+known numbers: every ratio it prints must be the one these numbers give, computed only between
+records of the newest run, with absent modes shown as "–" and the ATM A1 goal marked.
+
+usage: report_tx_test.py <bench/report directory> <scratch directory>
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+STAMP = "2026-01-02T00:00:00.000Z"
+OLDER = "2026-01-01T00:00:00.000Z"
+
+
+def record(workload, mode, mtxps, stamp=STAMP, sizes=None, metrics=None, unit="Mop/s",
+           bytes_persisted=0, ratio=None):
+    seconds = 1.0 / mtxps
+    return {"schema": "gpmkit.bench/1", "workload": workload, "mode": mode, "backend": "host",
+            "machine": {"hostname": "h", "cpu": "c", "cores": 2, "gpu": "g",
+                        "compute_capability": "9.0", "multiprocessors": 2,
+                        "pcie_generation": None, "pcie_width": None, "driver": None,
+                        "cuda_runtime": None},
+            "sizes": {"blocks": 512, "threads_per_block": 256, **(sizes or {})},
+            "repeats": 1, "warmup": 0, "times_s": [seconds], "median_s": seconds,
+            "spread": {"min_s": seconds, "p25_s": seconds, "p75_s": seconds, "max_s": seconds},
+            "throughput": {"value": mtxps, "unit": unit}, "bytes_persisted": bytes_persisted,
+            "ceilings": {"persist_stream_GBps": 50.0} if ratio is not None else {},
+            "ratio_to_ceiling": {"persist_stream_GBps": ratio} if ratio is not None else {},
+            "metrics": metrics or {}, "timestamp": stamp}
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def main():
+    report_dir, scratch = Path(sys.argv[1]), Path(sys.argv[2])
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    fill = {"blocks": 1056}
+    detail = {"aborts_per_commit": 0.25, "persist_GBps": 5.0, "durable_s": 0.002,
+              "recovery_s": 0.003, "recovery_replayed": 1234}
+    records = [
+        # an older run whose numbers must not be used
+        record("tx_atm_a1", "volatile", 1000.0, stamp=OLDER),
+        record("tx_atm_a1", "helpers", 1.0, stamp=OLDER),
+        record("tx_atm_a1", "persist_stream", 50.0, unit="GB/s"),
+        record("tx_atm_a1", "volatile", 100.0),
+        record("tx_atm_a1", "redo-direct", 20.0),
+        record("tx_atm_a1", "helpers", 80.0, sizes={"ring_entries": 1300}, metrics=detail,
+               bytes_persisted=4800, ratio=0.1),
+        record("tx_atm_a1", "adaptive", 84.0),
+        record("tx_atm_a1", "volatile@fill", 200.0, sizes=fill),
+        record("tx_atm_a1", "redo-direct@fill", 50.0, sizes=fill),
+        record("tx_atm_a1", "helpers@fill", 100.0, sizes=fill),
+        record("tx_hash_h2", "volatile", 10.0),
+        record("tx_hash_h2", "helpers", 2.0),
+        record("tx_micro_pressure", "w4:volatile", 30.0),
+        record("tx_micro_pressure", "w4:redo-direct", 5.0, metrics={"persist_GBps": 1.5}),
+        record("tx_micro_pressure", "w4:helpers", 15.0, metrics={"persist_GBps": 4.5}),
+        record("tx_ring_sweep", "redo-direct", 20.0),
+        record("tx_ring_sweep", "helpers-ring500", 30.0, sizes={"ring_entries": 500}),
+        record("tx_ring_sweep", "helpers-ring9000", 50.0, sizes={"ring_entries": 9000}),
+    ]
+    (scratch / "tx.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    subprocess.run([sys.executable, str(report_dir / "report.py"), str(scratch)], check=True)
+    text = (scratch / "report.md").read_text()
+    expected = [
+        "## Persistent GPU transactions (tx)",
+        # paper launch: helpers/direct 80/20, adaptive over the better of them 84/80, the best
+        # persistent mode (adaptive) 100/84 slower than volatile, within the 1.5x goal
+        "| tx_atm_a1 | paper: 512×256 | 100 | 20 | 80 | 84 | 4.00× | 1.05× | 1.19× (adaptive) ✓ |",
+        # fill launch: no adaptive record, helpers 200/100 slower, the goal missed
+        "| tx_atm_a1 | fill: 1056×256 | 200 | 50 | 100 | – | 2.00× | – | 2.00× (helpers) ✗ |",
+        # no redo-direct in H2's run: no helpers/direct ratio; no goal mark off ATM A1
+        "| tx_hash_h2 | paper: 512×256 | 10 | – | 2 | – | – | – | 5.00× (helpers) |",
+        "| 4 | 30 | 5 | 15 | 3.00× | 1.5 | 4.5 |",
+        "| 500 | 30 | 1.50× |",
+        "| 9000 | 50 | 2.50× |",
+        "| tx_atm_a1 | helpers | 80 | 0.25 | 4,800 | 5 (0.100) | 2 | 3 (1,234) | 1300 | – |",
+    ]
+    for line in expected:
+        if line not in text:
+            fail(f"report.md lacks {line!r}")
+    if "1000" in text.split("## Persistent GPU transactions (tx)")[1].split("\n## ")[0]:
+        fail("the tx section used a record of an older run")
+    print("ok: tx section")
+
+
+if __name__ == "__main__":
+    main()
