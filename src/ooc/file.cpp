@@ -5,17 +5,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <gpm/platform/error.hpp>
 
 namespace gpm::detail::ooc {
 
 namespace {
+
+// Masked writes with more runs of written bytes than this go back by read-merge-write.
+constexpr std::size_t kMaxRunWrites = 8;
 
 std::string sys_reason(int err) { return std::strerror(err); }
 
@@ -65,7 +70,7 @@ void lock_range(int fd, std::uint64_t offset, std::uint64_t size, bool writable,
 
 backing_file::backing_file(const std::string& path, std::uint64_t size, std::uint64_t offset,
                            bool writable, bool create, bool direct_io)
-    : path_(path), offset_(offset) {
+    : path_(path), offset_(offset), size_(size) {
   if (path.empty()) throw_error(errc::invalid_argument, "gpm::ooc: the file path is empty");
   if (size == 0) throw_error(errc::invalid_argument, "gpm::ooc: cannot map 0 bytes of " + path);
   constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(LLONG_MAX);
@@ -162,6 +167,7 @@ backing_file::~backing_file() {
 backing_file::backing_file(backing_file&& o) noexcept
     : path_(std::move(o.path_)),
       offset_(o.offset_),
+      size_(o.size_),
       fd_(std::exchange(o.fd_, -1)),
       direct_fd_(std::exchange(o.direct_fd_, -1)),
       direct_refused_(o.direct_refused_.load()) {}
@@ -225,6 +231,41 @@ void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) c
       throw_error(errc::io, what);
     }
     done += static_cast<std::size_t>(n);
+  }
+}
+
+std::uint64_t backing_file::write_masked(std::uint64_t at, const std::byte* src,
+                                         std::uint64_t valid, const std::uint32_t* mask,
+                                         std::uint32_t mask_words) const {
+  if (mask == nullptr) {
+    write(at, src, valid);
+    return valid;
+  }
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;
+  for_each_run(mask, mask_words, [&](std::uint32_t b, std::uint32_t end) {
+    const std::uint64_t from = std::uint64_t{b} * kMaskGranule;
+    const std::uint64_t to = std::min<std::uint64_t>(std::uint64_t{end} * kMaskGranule, valid);
+    if (from < to) runs.emplace_back(from, to);
+  });
+  if (runs.size() <= kMaxRunWrites) {
+    for (const auto& [from, to] : runs) write(at + from, src + from, to - from);
+  } else {
+    const std::uint64_t from = runs.front().first;
+    const std::uint64_t bytes = runs.back().second - from;
+    std::vector<std::byte> span(bytes);
+    read(at + from, span.data(), bytes, bytes);
+    for (const auto& [b, e] : runs) std::memcpy(span.data() + (b - from), src + b, e - b);
+    write(at + from, span.data(), bytes);
+  }
+  std::uint64_t written = 0;
+  for (const auto& [from, to] : runs) written += to - from;
+  return written;
+}
+
+void backing_file::resize(std::uint64_t bytes) const {
+  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+    throw_error(errc::io, "cannot size " + path_ + " to " + std::to_string(bytes) +
+                              " bytes: " + sys_reason(errno));
   }
 }
 

@@ -5,34 +5,12 @@
 #include <cstring>
 #include <utility>
 
+#include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/error.hpp>
 
 namespace gpm::detail::ooc {
 
 using gpm::ooc::mode;
-
-namespace {
-
-// mode::write lines with more runs of written bytes than this go back by read-merge-write.
-constexpr std::size_t kMaxRunWrites = 8;
-
-// Calls f(first_bit, end_bit) for each run of set bits in `mask` (words of 32 bits).
-template <class F>
-void for_each_run(const std::uint32_t* mask, std::uint32_t words, F&& f) {
-  const std::uint32_t bits = words * 32;
-  std::uint32_t b = 0;
-  while (b < bits) {
-    if ((mask[b / 32] >> (b % 32) & 1u) == 0) {
-      ++b;
-      continue;
-    }
-    const std::uint32_t start = b;
-    while (b < bits && (mask[b / 32] >> (b % 32) & 1u) != 0) ++b;
-    f(start, b);
-  }
-}
-
-}  // namespace
 
 host_cache::host_cache(const host_cache_config& config, std::vector<const backing_file*> files,
                        const backing_file* spill)
@@ -42,8 +20,11 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
       memory_(config.lines * config.line_bytes),
       mask_words_(static_cast<std::uint32_t>(config.line_bytes / kMaskGranule / 32)),
       entries_(config.lines) {
-  if (config.mode == mode::volatile_data) {
-    spilled_.assign((config.mapping_bytes + config.line_bytes - 1) / config.line_bytes, false);
+  if (config.mode == mode::volatile_data || config.staged) {
+    const std::uint64_t lines = (config.mapping_bytes + config.line_bytes - 1) / config.line_bytes;
+    spilled_.assign(lines, false);
+    // Sparse: a line staged in runs (mode::write) reads zeros between and after them.
+    spill_->resize(lines * config.line_bytes);
   }
 }
 
@@ -58,7 +39,7 @@ std::uint64_t host_cache::valid_bytes(std::uint64_t line) const {
 }
 
 bool host_cache::in_spill(std::uint64_t line) const {
-  return config_.mode == mode::volatile_data && spilled_[line];
+  return !spilled_.empty() && spilled_[line];
 }
 
 std::uint32_t host_cache::find_victim(bool clean_only) {
@@ -126,7 +107,7 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
   unlocked_io(
       lock, e, [&] { write_entry(x, data(e)); }, [] {});
   x.dirty = false;
-  if (config_.mode == mode::volatile_data) spilled_[x.line] = true;
+  if (!spilled_.empty()) spilled_[x.line] = true;
 }
 
 std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
@@ -254,38 +235,95 @@ void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) 
 
 void host_cache::write_entry(const entry& x, const std::byte* src) {
   const std::uint64_t valid = valid_bytes(x.line);
-  if (config_.mode == mode::volatile_data) {
-    spill_->write(x.line * config_.line_bytes, src, valid);
-    counters_.spill_bytes_written += valid;
+  const std::uint32_t* mask = config_.mode == mode::write && !x.whole ? x.mask.data() : nullptr;
+  if (config_.mode == mode::volatile_data || config_.staged) {
+    // The spill file holds line l at l * line_bytes; a masked line's runs land over the runs an
+    // earlier spill of it left there, and the line's spill mask gathers them all.
+    counters_.spill_bytes_written +=
+        spill_->write_masked(x.line * config_.line_bytes, src, valid, mask, mask_words_);
+    if (config_.mode == mode::write) {
+      std::vector<std::uint32_t>& m = spill_mask_[x.line];
+      m.resize(mask_words_, 0);
+      for (std::uint32_t w = 0; w < mask_words_; ++w) m[w] |= mask != nullptr ? mask[w] : ~0u;
+    }
+    crash_point("ooc.spill");
     return;
   }
   const auto [file, at] = place(x.line);
-  if (config_.mode != mode::write || x.whole) {
-    file->write(at, src, valid);
-    counters_.file_bytes_written += valid;
-    return;
+  counters_.file_bytes_written += file->write_masked(at, src, valid, mask, mask_words_);
+}
+
+void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink emit, void* ctx) {
+  std::unique_lock lock(m_);
+  last = std::min<std::uint64_t>(last, spilled_.size() - 1);
+  // The dirty entries of the range, pinned so that read-ahead cannot take them meanwhile.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> dirty;
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+    entry& x = entries_[e];
+    if (!x.dirty || x.line < first || x.line > last) continue;
+    cv_.wait(lock, [&] { return !x.busy; });
+    if (!x.dirty || x.line < first || x.line > last) continue;
+    ++x.pins;
+    dirty.emplace_back(x.line, e);
   }
-  // Only the bytes written go back: the runs of the mask, within the line's valid bytes.
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;
-  for_each_run(x.mask.data(), mask_words_, [&](std::uint32_t b, std::uint32_t end) {
-    const std::uint64_t from = std::uint64_t{b} * kMaskGranule;
-    const std::uint64_t to = std::min<std::uint64_t>(std::uint64_t{end} * kMaskGranule, valid);
-    if (from < to) runs.emplace_back(from, to);
-  });
-  if (runs.size() <= kMaxRunWrites) {
-    for (const auto& [from, to] : runs) file->write(at + from, src + from, to - from);
-  } else if (!runs.empty()) {
-    // A system call per run would cost thousands for a line written sparsely (every few
-    // elements): read the span the runs cover, put the written bytes in, write it back once.
-    // The bytes between the runs go back as they were read.
-    const std::uint64_t from = runs.front().first;
-    const std::uint64_t bytes = runs.back().second - from;
-    std::vector<std::byte> span(bytes);
-    file->read(at + from, span.data(), bytes, bytes);
-    for (const auto& [b, e] : runs) std::memcpy(span.data() + (b - from), src + b, e - b);
-    file->write(at + from, span.data(), bytes);
+  std::sort(dirty.begin(), dirty.end());
+  std::vector<std::uint64_t> staged;
+  for (std::uint64_t l = first; l <= last; ++l) {
+    if (spilled_[l]) staged.push_back(l);
   }
-  for (const auto& [from, to] : runs) counters_.file_bytes_written += to - from;
+  lock.unlock();
+  auto unpin_all = [&] {
+    std::lock_guard relock(m_);
+    for (const auto& d : dirty) --entries_[d.second].pins;
+    cv_.notify_all();
+  };
+  try {
+    std::vector<std::byte> buf(config_.line_bytes);
+    auto next = dirty.begin();
+    for (const std::uint64_t l : staged) {
+      for (; next != dirty.end() && next->first < l; ++next) emit_entry(*next, emit, ctx);
+      const std::uint64_t valid = valid_bytes(l);
+      const entry* resident = next != dirty.end() && next->first == l ? &entries_[next->second]
+                                                                       : nullptr;
+      // A resident line written whole supersedes its staged copy.
+      const bool superseded = resident != nullptr && (config_.mode != mode::write || resident->whole);
+      if (!superseded) {
+        spill_->read(l * config_.line_bytes, buf.data(), valid, config_.line_bytes);
+        const auto it = spill_mask_.find(l);
+        emit(ctx, l, buf.data(), valid, it == spill_mask_.end() ? nullptr : it->second.data(),
+             mask_words_);
+      }
+    }
+    for (; next != dirty.end(); ++next) emit_entry(*next, emit, ctx);
+  } catch (...) {
+    unpin_all();
+    throw;
+  }
+  unpin_all();
+}
+
+void host_cache::emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, epoch_sink emit,
+                            void* ctx) const {
+  const entry& x = entries_[d.second];
+  const bool masked = config_.mode == mode::write && !x.whole;
+  emit(ctx, d.first, data(d.second), valid_bytes(d.first), masked ? x.mask.data() : nullptr,
+       mask_words_);
+}
+
+void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
+  std::lock_guard lock(m_);
+  for (entry& x : entries_) {
+    if (!x.dirty || x.line < first || x.line > last) continue;
+    x.dirty = false;
+    x.whole = false;
+    std::fill(x.mask.begin(), x.mask.end(), 0u);
+  }
+  last = std::min<std::uint64_t>(last, spilled_.size() - 1);
+  for (std::uint64_t l = first; l <= last; ++l) {
+    if (!spilled_[l]) continue;
+    spilled_[l] = false;
+    spill_mask_.erase(l);
+  }
 }
 
 }  // namespace gpm::detail::ooc

@@ -29,6 +29,9 @@ struct host_cache_config {
   std::uint64_t line_bytes = 0;
   std::uint64_t mapping_bytes = 0;
   std::uint64_t lines = 0;  // entries (the cap)
+  // Crash-consistent sync: dirty lines leaving the host cache go to the spill file, never to the
+  // mapped file, which changes only when an epoch is applied (see log_epoch).
+  bool staged = false;
 };
 
 struct host_cache_counters {
@@ -77,6 +80,19 @@ class host_cache {
   // failure after trying them all; failed entries stay dirty.
   void write_back(std::uint64_t first, std::uint64_t last);
 
+  // Staged caches: calls emit(line, bytes, valid, mask, mask_words) for every change of lines
+  // [first, last] since the last epoch, lines in ascending order and, for a line, older changes
+  // first (its staged copy, then its dirty entry); mask null: the line's `valid` bytes all
+  // changed. Changes nothing; the caller must keep kernels and other syncs away meanwhile. Throws
+  // gpm::error (io) if a staged line cannot be read, or what emit throws.
+  using epoch_sink = void (*)(void* ctx, std::uint64_t line, const std::byte* bytes,
+                              std::uint64_t valid, const std::uint32_t* mask,
+                              std::uint32_t mask_words);
+  void log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink emit, void* ctx);
+  // Staged caches: the changes log_epoch emitted are in the file now: lines [first, last] are
+  // clean and read from the file again.
+  void finish_epoch(std::uint64_t first, std::uint64_t last);
+
   const host_cache_counters& counters() const { return counters_; }
 
  private:
@@ -103,6 +119,9 @@ class host_cache {
   void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
   void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
   void write_entry(const entry& x, const std::byte* src);
+  // log_epoch's record of dirty entry d.second, which holds line d.first.
+  void emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, epoch_sink emit,
+                  void* ctx) const;
   bool in_spill(std::uint64_t line) const;
   // The bytes of `line` inside the mapping (the last line may be partial).
   std::uint64_t valid_bytes(std::uint64_t line) const;
@@ -119,7 +138,10 @@ class host_cache {
   std::condition_variable cv_;
   std::vector<entry> entries_;
   std::unordered_map<std::uint64_t, std::uint32_t> index_;
-  std::vector<bool> spilled_;  // volatile data: lines whose newest copy is in the spill file
+  // Volatile data and staged caches: lines whose newest copy left the host cache for the spill
+  // file; for a staged mode::write cache also the bytes of it written (one bit per 4 bytes).
+  std::vector<bool> spilled_;
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> spill_mask_;
   std::uint64_t hand_ = 0;
   host_cache_counters counters_;
 };

@@ -12,6 +12,7 @@
 #include <gpm/ooc/detail/file.hpp>
 #include <gpm/platform/kernel.cuh>
 
+#include "epoch_log.hpp"
 #include "host_cache.hpp"
 #include "io_service.hpp"
 
@@ -80,7 +81,8 @@ std::string mib(std::uint64_t bytes) {
 // What a mapping holds while mapped; destroyed members in reverse order, the I/O threads first.
 struct live_state {
   std::vector<std::unique_ptr<backing_file>> files;  // none for volatile scratch data
-  std::unique_ptr<backing_file> spill;
+  std::unique_ptr<epoch_log> log;                    // crash-consistent mappings
+  std::unique_ptr<backing_file> spill;               // volatile data, crash-consistent staging
   device_buffer<std::byte> lines;
   device_buffer<std::uint64_t> slot_word;
   device_buffer<std::uint32_t> dirty;
@@ -97,6 +99,7 @@ struct live_state {
   std::unique_ptr<io_service> io;
   cache_view view;
   std::uint64_t syncs = 0;
+  std::uint64_t epochs = 0;
 };
 
 struct mapping::impl {
@@ -111,6 +114,7 @@ struct mapping::impl {
   std::uint64_t host_lines = 0;
   std::uint32_t read_ahead_window = 0;
   int clock_khz = 0;
+  epoch_recovery recovery;
   std::unique_ptr<live_state> live;
 
   live_state& state() const {
@@ -161,6 +165,16 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
     throw_error(
         errc::invalid_argument,
         what + "create needs mode::read_write or mode::write, not mode::" + to_string(o.mode));
+  }
+  if (o.crash_consistent && (o.mode == mode::read || o.mode == mode::volatile_data)) {
+    throw_error(errc::invalid_argument,
+                what + "crash_consistent needs mode::read_write or mode::write, not mode::" +
+                    to_string(o.mode) + " (it makes the file's changes all-or-nothing)");
+  }
+  if (o.crash_consistent && m.paths.size() != 1) {
+    throw_error(errc::invalid_argument,
+                what + "crash_consistent maps one file: an epoch of data striped over several "
+                       "files is not supported");
   }
   if (m.size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
   const std::uint64_t lines = (m.size - 1) / o.line_bytes + 1;
@@ -326,7 +340,16 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
           paths[k], file_share(m, k), offset, writable, options.create, options.direct_io));
     }
   }
-  if (md == mode::volatile_data) {
+  if (paths.size() == 1 && (md == mode::read_write || md == mode::write)) {
+    // Before the data is read: the file must be at its newest committed epoch.
+    const bool has_log = std::filesystem::exists(epoch_log_path(first, offset));
+    if (options.crash_consistent || has_log) {
+      auto log = std::make_unique<epoch_log>(first, offset);
+      m.recovery = log->recover(*s->files.front());
+      if (options.crash_consistent) s->log = std::move(log);
+    }
+  }
+  if (md == mode::volatile_data || options.crash_consistent) {
     s->spill =
         std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
   }
@@ -345,7 +368,8 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   std::vector<const backing_file*> files;
   for (const auto& f : s->files) files.push_back(f.get());
   try {
-    s->cache = std::make_unique<host_cache>(host_cache_config{md, lb, size, m.host_lines},
+    s->cache = std::make_unique<host_cache>(
+        host_cache_config{md, lb, size, m.host_lines, options.crash_consistent},
                                             std::move(files), s->spill.get());
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": cannot allocate " +
@@ -405,6 +429,37 @@ void mapping::check_element(std::size_t bytes) const {
 
 detail::ooc::cache_view mapping::view() const { return impl_->state().view; }
 
+// The crash-consistent write-back of lines [first, last]: their changes since the last epoch
+// (staged in the spill file or dirty in the host cache) become the next epoch of the log, which
+// is committed, then written in place (epoch_log.hpp). A failure before the commit leaves the file
+// and the caches as they were; after it, the epoch is durable and the next sync (or mapping)
+// finishes writing it.
+namespace {
+
+void commit_epoch(live_state& s, std::uint64_t lb, std::uint64_t first, std::uint64_t last) {
+  const backing_file& data = *s.files.front();
+  s.log->recover(data);  // a sync that failed after its commit left that epoch to finish
+  struct sink {
+    epoch_log* log;
+    std::uint64_t line_bytes;
+  } k{s.log.get(), lb};
+  s.cache->log_epoch(
+      first, last,
+      [](void* ctx, std::uint64_t line, const std::byte* bytes, std::uint64_t valid,
+         const std::uint32_t* mask, std::uint32_t mask_words) {
+        const auto* c = static_cast<sink*>(ctx);
+        c->log->append(line * c->line_bytes, bytes, valid, mask, mask_words);
+      },
+      &k);
+  if (s.log->pending_records() == 0) return;  // nothing changed: no epoch
+  s.log->commit();
+  s.log->apply(data);
+  s.cache->finish_epoch(first, last);
+  ++s.epochs;
+}
+
+}  // namespace
+
 void mapping::sync() { sync(0, impl_->size); }
 
 void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
@@ -431,10 +486,15 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   }
   s.dirty.copy_from_host(dirty.data(), dirty.size());
   if (!failure.empty()) throw_error(errc::io, failure);
-  s.cache->write_back(first, last);
-  for (const auto& f : s.files) f->datasync();
+  if (s.log) {
+    commit_epoch(s, m.line_bytes(), first, last);
+  } else {
+    s.cache->write_back(first, last);
+    for (const auto& f : s.files) f->datasync();
+  }
   ++s.syncs;
 }
+
 
 void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t stream) {
   impl& m = *impl_;
@@ -488,8 +548,13 @@ mapping_stats mapping::stats() const {
   r.spill_bytes_written = h.spill_bytes_written;
   r.syncs = s.syncs;
   r.last_io_error = s.io->last_error();
+  r.epoch = s.log ? s.log->epoch() : m.recovery.epoch;
+  r.epochs_committed = s.epochs;
+  r.log_bytes_written = s.log ? s.log->bytes_written() : 0;
   return r;
 }
+
+const epoch_recovery& mapping::last_recovery() const { return impl_->recovery; }
 
 const std::string& mapping::path() const { return impl_->paths.front(); }
 const std::vector<std::string>& mapping::paths() const { return impl_->paths; }

@@ -20,18 +20,6 @@ using namespace gpm::test::ooc;
 using gpm::ooc::mapping;
 using gpm::ooc::mapping_options;
 
-struct files {
-  gpm::test::scratch_dirs dirs{"ooc"};
-  std::string disk(const std::string& name) const { return dirs.snapshot_dir() + "/" + name; }
-  std::string tmpfs(const std::string& name) const { return dirs.pm_dir() + "/" + name; }
-  // A file of `bytes` pattern bytes on the disk.
-  std::string make(const std::string& name, std::size_t bytes, std::uint64_t seed) const {
-    const std::string path = disk(name);
-    write_file(path, pattern(bytes, seed));
-    return path;
-  }
-};
-
 // A file of `n` lines of pattern bytes on the disk, its bytes before the test, and a mapping of
 // all of it with `o`.
 struct mapped_file {
@@ -65,39 +53,6 @@ class small_tmpfs {
   std::string dir_;
   bool mounted_ = false;
 };
-
-// Lowers the process's file size limit (writes past it fail with EFBIG, as on a full disk) and
-// restores it.
-class file_size_limit {
- public:
-  explicit file_size_limit(std::uint64_t bytes) {
-    getrlimit(RLIMIT_FSIZE, &old_);
-    old_handler_ = signal(SIGXFSZ, SIG_IGN);  // else the write kills the process
-    rlimit r = old_;
-    r.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &r);
-  }
-  ~file_size_limit() {
-    setrlimit(RLIMIT_FSIZE, &old_);
-    signal(SIGXFSZ, old_handler_);
-  }
-
- private:
-  rlimit old_{};
-  sighandler_t old_handler_ = nullptr;
-};
-
-template <class F>
-void expect_error(gpm::errc code, const std::string& words, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no gpm::error was thrown; expected " << gpm::to_string(code);
-  } catch (const gpm::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
-        << "'" << e.what() << "' does not say '" << words << "'";
-  }
-}
 
 std::vector<std::uint32_t> numbers(std::size_t n, std::uint32_t salt) {
   std::vector<std::uint32_t> v(n);

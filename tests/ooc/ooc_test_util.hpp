@@ -4,6 +4,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -15,6 +17,8 @@
 
 #include <gpm/ooc/mapping.cuh>
 #include <gpm/platform/kernel.cuh>
+
+#include <gpm/platform/error.hpp>
 
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
@@ -97,6 +101,52 @@ std::vector<T> as(const std::vector<unsigned char>& bytes) {
   std::vector<T> v(bytes.size() / sizeof(T));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
   return v;
+}
+
+// Test files: on the disk (the snapshot directory) or in tmpfs (the PM directory).
+struct files {
+  gpm::test::scratch_dirs dirs{"ooc"};
+  std::string disk(const std::string& name) const { return dirs.snapshot_dir() + "/" + name; }
+  std::string tmpfs(const std::string& name) const { return dirs.pm_dir() + "/" + name; }
+  // A file of `bytes` pattern bytes on the disk.
+  std::string make(const std::string& name, std::size_t bytes, std::uint64_t seed) const {
+    const std::string path = disk(name);
+    write_file(path, pattern(bytes, seed));
+    return path;
+  }
+};
+
+// Lowers the process's file size limit (writes past it fail with EFBIG, as on a full disk) and
+// restores it.
+class file_size_limit {
+ public:
+  explicit file_size_limit(std::uint64_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = signal(SIGXFSZ, SIG_IGN);  // else the write kills the process
+    rlimit r = old_;
+    r.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &r);
+  }
+  ~file_size_limit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_ = nullptr;
+};
+
+template <class F>
+void expect_error(gpm::errc code, const std::string& words, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no gpm::error was thrown; expected " << gpm::to_string(code);
+  } catch (const gpm::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
+        << "'" << e.what() << "' does not say '" << words << "'";
+  }
 }
 
 // ---- kernels ------------------------------------------------------------------------------

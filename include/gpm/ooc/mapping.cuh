@@ -12,8 +12,10 @@
 //   out.sync();   // the written bytes are in the file (fdatasync)
 //
 // Durability: sync() and unmap() (and the destructor) write every dirty byte back and fdatasync
-// the file; data written by kernels since the last sync() is lost by a crash, and a crash during
-// sync() may leave the file with some lines new and some old (no epoch commit yet).
+// the file; data written by kernels since the last sync() is lost by a crash. By default a crash
+// during sync() may leave the file with some lines new and some old; with
+// `.crash_consistent = true` every sync() is an epoch commit through a redo log beside the file
+// (epoch.hpp): a crash at any moment leaves the file at the previous or the new epoch.
 // Host calls (sync, prefetch, stats, unmap) must not run while a kernel uses the mapping; sync and
 // unmap wait for the device first. Thread-compatible: one host thread at a time per mapping.
 #pragma once
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include <gpm/ooc/array.cuh>
+#include <gpm/ooc/epoch.hpp>
 #include <gpm/ooc/status.hpp>
 #include <gpm/platform/runtime.hpp>
 
@@ -56,6 +59,11 @@ struct mapping_options {
   // mode::volatile_data: directory of the private temporary file that holds lines spilled from
   // the host cache (default: the mapped file's directory, or the system's temporary directory).
   std::string spill_dir;
+  // Crash-consistent sync (mode::read_write and mode::write, one file): the file changes only at
+  // sync(), all or nothing. Dirty lines leaving the host cache between syncs are staged in a
+  // private spill file (in spill_dir) instead of the file; sync() commits them as an epoch
+  // through the range's epoch log (epoch.hpp), which mapping the range recovers first.
+  bool crash_consistent = false;
 };
 
 // Telemetry since the mapping was made. GPU hits and misses count line acquisitions (the lanes of
@@ -79,6 +87,11 @@ struct mapping_stats {
   std::uint64_t spill_bytes_written = 0;  // mode::volatile_data
   std::uint64_t syncs = 0;                // fdatasync calls
   std::string last_io_error;              // the most recent I/O failure, empty if none
+  // Crash-consistent mappings: the epoch the file is at, epochs this mapping committed, and the
+  // bytes it wrote to the epoch log (records, twice the changed bytes reach the disk).
+  std::uint64_t epoch = 0;
+  std::uint64_t epochs_committed = 0;
+  std::uint64_t log_bytes_written = 0;
 };
 
 class mapping {
@@ -92,6 +105,11 @@ class mapping {
   //   busy              the range overlaps one mapped for writing, or is mapped for writing and
   //                     overlaps any other mapping (this or another process)
   //   out_of_memory     the GPU or host cache cannot be allocated
+  //   corrupt, version, layout_mismatch
+  //                     the range's epoch log (epoch.hpp) fails validation, or belongs to another
+  //                     file or range: nothing is written or deleted
+  // A mapping that writes one file first recovers the range's epoch log if there is one (see
+  // recover_epoch_log); last_recovery() says what that did.
   // mode::volatile_data takes an empty path for zero-initialised scratch data.
   mapping(const std::string& path, std::uint64_t size, std::uint64_t offset = 0,
           const mapping_options& options = {});
@@ -119,7 +137,8 @@ class mapping {
   // Writes every dirty byte of [offset, offset + bytes) of the mapping back to the file and
   // fdatasyncs it (mode::volatile_data: nothing to do). Waits for the device first. Throws
   // gpm::error (io) if a write fails, e.g. the disk is full: the dirty data is kept, so sync()
-  // can be called again once the cause is fixed.
+  // can be called again once the cause is fixed. Crash-consistent: the changes of the range are
+  // one epoch (none if nothing changed), in the file entirely or not at all, whatever happens.
   void sync();
   void sync(std::uint64_t offset, std::uint64_t bytes);
 
@@ -133,6 +152,8 @@ class mapping {
   bool mapped() const;
 
   mapping_stats stats() const;
+  // What mapping the range recovered from its epoch log (all zero without one).
+  const epoch_recovery& last_recovery() const;
 
   const std::string& path() const;  // the first file
   const std::vector<std::string>& paths() const;

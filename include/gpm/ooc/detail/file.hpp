@@ -10,11 +10,29 @@
 #include <cstdint>
 #include <string>
 
+#include <gpm/ooc/detail/protocol.hpp>
+
 namespace gpm::detail::ooc {
 
 // Alignment of O_DIRECT transfers (file offset, length, buffer): the largest logical block size
 // in use, so it holds on every device.
 inline constexpr std::uint64_t kDirectAlign = 4096;
+
+// Calls f(first_bit, end_bit) for each run of set bits in `mask` (words of 32 bits).
+template <class F>
+void for_each_run(const std::uint32_t* mask, std::uint32_t words, F&& f) {
+  const std::uint32_t bits = words * 32;
+  std::uint32_t b = 0;
+  while (b < bits) {
+    if ((mask[b / 32] >> (b % 32) & 1u) == 0) {
+      ++b;
+      continue;
+    }
+    const std::uint32_t start = b;
+    while (b < bits && (mask[b / 32] >> (b % 32) & 1u) != 0) ++b;
+    f(start, b);
+  }
+}
 
 class backing_file {
  public:
@@ -36,9 +54,19 @@ class backing_file {
   void read(std::uint64_t at, void* buf, std::size_t bytes, std::size_t capacity) const;
   // Writes `bytes` from `buf` at byte `at` of the range. Throws io (ENOSPC: says the disk is full).
   void write(std::uint64_t at, const void* buf, std::size_t bytes) const;
+  // Writes the bytes of `src` (a line's first `valid` bytes, at byte `at` of the range) that
+  // `mask` marks (one bit per kMaskGranule bytes, `mask_words` words; null: all of them) and
+  // returns how many that is. A line with more than a few runs goes back as one read-merge-write
+  // of the span the runs cover: a system call per run would cost thousands for a sparsely written
+  // line; the bytes between the runs are written back as they were read. Throws io.
+  std::uint64_t write_masked(std::uint64_t at, const std::byte* src, std::uint64_t valid,
+                             const std::uint32_t* mask, std::uint32_t mask_words) const;
   void datasync() const;
+  // Sets the file's length (a temporary file's: its holes read as zeros). Throws io.
+  void resize(std::uint64_t bytes) const;
 
   const std::string& path() const { return path_; }
+  std::uint64_t size() const { return size_; }  // bytes of the range (0 for a temporary file)
   // Whether transfers of whole aligned lines use O_DIRECT: the file system takes it and the
   // range starts on a kDirectAlign boundary.
   bool direct() const {
@@ -51,6 +79,7 @@ class backing_file {
 
   std::string path_;
   std::uint64_t offset_ = 0;
+  std::uint64_t size_ = 0;
   int fd_ = -1;
   int direct_fd_ = -1;
   // Set when the file system took O_DIRECT at open but refused a transfer: page cache from then.

@@ -1,0 +1,467 @@
+// The epoch log of a crash-consistent mapping (see epoch_log.hpp), and the public inspection and
+// recovery functions of include/gpm/ooc/epoch.hpp.
+#include "epoch_log.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include <gpm/platform/checksum.hpp>
+#include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/error.hpp>
+#include <gpm/platform/hash.hpp>
+#include <gpm/pool/object_header.hpp>
+
+namespace gpm::ooc {
+
+std::string epoch_log_path(const std::string& path, std::uint64_t offset) {
+  return offset == 0 ? path + ".ooc-log" : path + "@" + std::to_string(offset) + ".ooc-log";
+}
+
+}  // namespace gpm::ooc
+
+namespace gpm::detail::ooc {
+
+namespace {
+
+constexpr std::uint64_t kHeaderPage = 4096;
+// Each root slot in a sector of its own, so that a torn write of one never touches the other.
+constexpr std::uint64_t kRootAt[2] = {1024, 2048};
+constexpr std::uint32_t kApplied = 1;
+constexpr std::uint32_t kCommitted = 2;
+constexpr std::uint32_t kRecordKind = 0x434f4f52;  // "ROOC"
+constexpr std::uint32_t kMaxMaskWords = (2u << 20) / kMaskGranule / 32;
+constexpr std::uint64_t kMaxRecordBytes = 2ull << 20;  // a line (mapping_options::line_bytes)
+constexpr std::size_t kNameBytes = 256;
+
+struct log_header {
+  format::object_header common;
+  std::uint64_t offset;  // the range's start in the data file
+  std::uint32_t name_bytes;
+  std::uint32_t reserved;
+  char name[kNameBytes];  // the data file's name (its last path component)
+};
+
+struct record_head {
+  std::uint32_t kind;
+  std::uint32_t mask_words;  // 0: every byte of the record changed
+  std::uint64_t epoch;
+  std::uint64_t at;  // byte offset in the range
+  std::uint64_t bytes;
+  std::uint64_t payload_checksum;
+  std::uint64_t checksum;  // of the fields above
+};
+static_assert(sizeof(record_head) == 48);
+static_assert(sizeof(epoch_log::root) == 56);
+
+const format::object_kind kKind{"gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'},
+                                1, 0, sizeof(log_header)};
+
+std::string sys_reason(int err) { return std::strerror(err); }
+
+std::uint64_t padded(std::uint64_t n) { return (n + 7) / 8 * 8; }
+
+std::string name_of(const std::string& data_path) {
+  std::string n = std::filesystem::path(data_path).filename().string();
+  if (n.size() >= kNameBytes) n.resize(kNameBytes - 1);
+  return n;
+}
+
+void pread_all(int fd, void* buf, std::size_t bytes, std::uint64_t at, const std::string& path,
+               std::size_t& got) {
+  got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(buf) + got, bytes - got,
+                              static_cast<off_t>(at + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_error(errc::io, "cannot read " + path + ": " + sys_reason(errno));
+    if (n == 0) return;
+    got += static_cast<std::size_t>(n);
+  }
+}
+
+void pwrite_all(int fd, const void* buf, std::size_t bytes, std::uint64_t at,
+                const std::string& path) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pwrite(fd, static_cast<const char*>(buf) + done, bytes - done,
+                               static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      std::string what = "cannot write the epoch log " + path + ": " + sys_reason(err);
+      if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+        what += ": the file system is full (or the file size limit is reached); the epoch is not "
+                "committed, the file is unchanged and the data stays in memory: make room, then "
+                "sync again";
+      }
+      throw_error(errc::io, what);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+std::uint64_t root_checksum(const epoch_log::root& r, std::uint64_t seed) {
+  return checksum64(&r, offsetof(epoch_log::root, checksum), seed ^ 0x726f6f74ull);
+}
+
+std::uint64_t head_checksum(const record_head& h, std::uint64_t seed) {
+  return checksum64(&h, offsetof(record_head, checksum), seed);
+}
+
+}  // namespace
+
+epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset)
+    : path_(gpm::ooc::epoch_log_path(data_path, offset)),
+      data_path_(data_path),
+      data_name_(name_of(data_path)),
+      offset_(offset) {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    if (errno != ENOENT) throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
+    create();
+  }
+  open_existing(true);
+}
+
+epoch_log epoch_log::open_read_only(const std::string& data_path, std::uint64_t offset) {
+  epoch_log log;
+  log.path_ = gpm::ooc::epoch_log_path(data_path, offset);
+  log.data_path_ = data_path;
+  log.data_name_ = name_of(data_path);
+  log.offset_ = offset;
+  log.open_existing(false);
+  return log;
+}
+
+epoch_log::~epoch_log() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+epoch_log::epoch_log(epoch_log&& o) noexcept
+    : path_(std::move(o.path_)),
+      data_path_(std::move(o.data_path_)),
+      data_name_(std::move(o.data_name_)),
+      offset_(o.offset_),
+      fd_(std::exchange(o.fd_, -1)),
+      created_ns_(o.created_ns_),
+      uuid_seed_(o.uuid_seed_),
+      root_(o.root_),
+      end_(o.end_),
+      records_(o.records_),
+      chain_(o.chain_),
+      bytes_written_(o.bytes_written_),
+      buf_(std::move(o.buf_)) {
+  std::memcpy(uuid_, o.uuid_, sizeof uuid_);
+}
+
+[[noreturn]] void epoch_log::corrupt(const std::string& what) const {
+  throw_error(errc::corrupt, "epoch log " + path_ + " of " + data_path_ + ": " + what +
+                                 "; nothing was written or deleted: keep the log and the file "
+                                 "for inspection (gpmkit ooc stat), restore both from a backup");
+}
+
+std::uint64_t epoch_log::seed(std::uint64_t pos) const {
+  return uuid_seed_ ^ mix64(pos + 0x9e3779b97f4a7c15ull);
+}
+
+void epoch_log::create() {
+  // Written aside and renamed, so that a crash never leaves a log without a valid header.
+  const std::string tmp = path_ + ".new";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw_error(errc::io, "cannot create the epoch log " + tmp + ": " + sys_reason(errno) +
+                              ": the data file's directory must be writable for crash-consistent "
+                              "sync");
+  }
+  try {
+    std::vector<std::byte> page(kHeaderPage);
+    log_header h{};
+    h.common = format::make_header(kKind, kHeaderPage);
+    h.offset = offset_;
+    h.name_bytes = static_cast<std::uint32_t>(data_name_.size());
+    std::memcpy(h.name, data_name_.data(), data_name_.size());
+    format::seal_header(&h);
+    std::memcpy(page.data(), &h, sizeof h);
+    uuid_seed_ = checksum64(h.common.uuid, sizeof h.common.uuid);
+    root r{1, 0, kApplied, 0, 0, kHeaderPage, 0, 0};
+    r.checksum = root_checksum(r, uuid_seed_);
+    std::memcpy(page.data() + kRootAt[r.seq % 2], &r, sizeof r);
+    pwrite_all(fd, page.data(), page.size(), 0, tmp);
+    if (::fsync(fd) != 0) throw_error(errc::io, "fsync of " + tmp + " failed: " + sys_reason(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_error(errc::io, "cannot rename " + tmp + " to " + path_ + ": " + sys_reason(err));
+  }
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // the rename is durable; file systems that cannot fsync a directory need not
+    ::close(dfd);
+  }
+}
+
+void epoch_log::open_existing(bool writable) {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    throw_error(errno == ENOENT ? errc::not_found : errc::io,
+                "cannot stat the epoch log " + path_ + ": " + sys_reason(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw_error(errc::corrupt, "epoch log " + path_ + " of " + data_path_ +
+                                   " is not a regular file: move it away (nothing was deleted)");
+  }
+  fd_ = ::open(path_.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd_ < 0) throw_error(errc::io, "cannot open the epoch log " + path_ + ": " + sys_reason(errno));
+  std::vector<std::byte> page(kHeaderPage);
+  std::size_t got = 0;
+  pread_all(fd_, page.data(), page.size(), 0, path_, got);
+  format::validate_header(page.data(), got, kKind, "epoch log " + path_ + " of " + data_path_);
+  log_header h;
+  std::memcpy(&h, page.data(), sizeof h);
+  const std::string name(h.name, std::min<std::size_t>(h.name_bytes, kNameBytes - 1));
+  if (name != data_name_ || h.offset != offset_) {
+    throw_error(errc::layout_mismatch,
+                "epoch log " + path_ + " belongs to bytes from " + std::to_string(h.offset) +
+                    " of a file named \"" + name + "\", not to bytes from " +
+                    std::to_string(offset_) + " of " + data_path_ +
+                    ": it was renamed or copied here; move it back beside its own file (nothing "
+                    "was deleted)");
+  }
+  std::memcpy(uuid_, h.common.uuid, sizeof uuid_);
+  created_ns_ = h.common.created_ns;
+  uuid_seed_ = checksum64(h.common.uuid, sizeof h.common.uuid);
+  bool found = false;
+  for (const std::uint64_t at : kRootAt) {
+    root r;
+    std::memcpy(&r, page.data() + at, sizeof r);
+    const bool valid = r.checksum == root_checksum(r, uuid_seed_) &&
+                       (r.state == kApplied || r.state == kCommitted) && at == kRootAt[r.seq % 2];
+    if (valid && (!found || r.seq > root_.seq)) {
+      root_ = r;
+      found = true;
+    }
+  }
+  if (!found) corrupt("neither root record is valid");
+  end_ = kHeaderPage;
+}
+
+std::uint64_t epoch_log::file_bytes() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+void epoch_log::sync_log(const char* what) const {
+  if (::fdatasync(fd_) != 0) {
+    throw_error(errc::io, std::string("fdatasync of the epoch log ") + path_ + " (" + what +
+                              ") failed: " + sys_reason(errno));
+  }
+}
+
+void epoch_log::write_root(const root& r) {
+  root sealed = r;
+  sealed.checksum = root_checksum(sealed, uuid_seed_);
+  pwrite_all(fd_, &sealed, sizeof sealed, kRootAt[sealed.seq % 2], path_);
+  sync_log("root record");
+  root_ = sealed;
+}
+
+void epoch_log::truncate_records() {
+  if (::ftruncate(fd_, static_cast<off_t>(kHeaderPage)) != 0) {
+    throw_error(errc::io, "cannot truncate the epoch log " + path_ + ": " + sys_reason(errno));
+  }
+  sync_log("emptied");
+  end_ = kHeaderPage;
+  records_ = 0;
+  chain_ = 0;
+}
+
+void epoch_log::append(std::uint64_t at, const std::byte* src, std::uint64_t bytes,
+                       const std::uint32_t* mask, std::uint32_t mask_words) {
+  if (root_.state != kApplied) {
+    throw_error(errc::invalid_argument, "epoch log " + path_ + ": epoch " +
+                                            std::to_string(root_.epoch) +
+                                            " is committed and not applied yet: recover first");
+  }
+  const std::uint64_t mask_bytes = mask != nullptr ? mask_words * 4ull : 0;
+  const std::uint64_t payload = padded(mask_bytes + bytes);
+  buf_.assign(sizeof(record_head) + payload, std::byte{0});
+  std::byte* p = buf_.data() + sizeof(record_head);
+  if (mask != nullptr) std::memcpy(p, mask, mask_bytes);
+  std::memcpy(p + mask_bytes, src, bytes);
+  record_head h{kRecordKind, mask != nullptr ? mask_words : 0, root_.epoch + 1, at, bytes, 0, 0};
+  h.payload_checksum = checksum64(p, payload, seed(end_));
+  h.checksum = head_checksum(h, seed(end_));
+  std::memcpy(buf_.data(), &h, sizeof h);
+  pwrite_all(fd_, buf_.data(), buf_.size(), end_, path_);
+  chain_ = checksum64(&h.checksum, sizeof h.checksum, chain_);
+  end_ += buf_.size();
+  bytes_written_ += buf_.size();
+  ++records_;
+  crash_point("ooc.log.append");
+}
+
+void epoch_log::commit() {
+  sync_log("records");
+  crash_point("ooc.log.written");
+  write_root({root_.seq + 1, root_.epoch + 1, kCommitted, 0, records_, end_, chain_, 0});
+  crash_point("ooc.log.committed");
+}
+
+template <class F>
+void epoch_log::walk(F&& f) const {
+  std::uint64_t pos = kHeaderPage;
+  std::uint64_t chain = 0;
+  std::vector<std::byte> payload;
+  const std::string which = "record ";
+  for (std::uint64_t i = 0; i < root_.records; ++i) {
+    const std::string rec = which + std::to_string(i) + " of committed epoch " +
+                            std::to_string(root_.epoch) + " (at byte " + std::to_string(pos) + ")";
+    record_head h{};
+    std::size_t got = 0;
+    pread_all(fd_, &h, sizeof h, pos, path_, got);
+    if (got != sizeof h) corrupt(rec + " is cut short: the log was truncated");
+    if (h.kind != kRecordKind || h.checksum != head_checksum(h, seed(pos)) ||
+        h.epoch != root_.epoch || h.mask_words > kMaxMaskWords || h.bytes > kMaxRecordBytes ||
+        (h.mask_words != 0 && h.mask_words * 32ull * kMaskGranule < h.bytes)) {
+      corrupt(rec + " fails its checksum");
+    }
+    const std::uint64_t mask_bytes = h.mask_words * 4ull;
+    payload.resize(padded(mask_bytes + h.bytes));
+    pread_all(fd_, payload.data(), payload.size(), pos + sizeof h, path_, got);
+    if (got != payload.size()) corrupt(rec + " is cut short: the log was truncated");
+    if (h.payload_checksum != checksum64(payload.data(), payload.size(), seed(pos))) {
+      corrupt(rec + " has a payload that fails its checksum");
+    }
+    chain = checksum64(&h.checksum, sizeof h.checksum, chain);
+    f(h, payload.data());
+    pos += sizeof h + payload.size();
+  }
+  if (pos != root_.end || chain != root_.chain) {
+    corrupt("the records of committed epoch " + std::to_string(root_.epoch) +
+            " do not match its root record");
+  }
+}
+
+gpm::ooc::epoch_recovery epoch_log::apply(const backing_file& data) {
+  gpm::ooc::epoch_recovery rep;
+  // Every record is checked before the first byte is written: a bad log changes nothing.
+  walk([&](const record_head& h, const std::byte*) {
+    if (h.at > data.size() || h.bytes > data.size() - h.at) {
+      corrupt("a record of epoch " + std::to_string(root_.epoch) + " writes bytes [" +
+              std::to_string(h.at) + ", " + std::to_string(h.at + h.bytes) +
+              ") outside the range's " + std::to_string(data.size()) + " bytes");
+    }
+  });
+  walk([&](const record_head& h, const std::byte* payload) {
+    const auto* mask = h.mask_words != 0 ? reinterpret_cast<const std::uint32_t*>(payload) : nullptr;
+    data.write_masked(h.at, payload + h.mask_words * 4ull, h.bytes, mask, h.mask_words);
+    ++rep.records;
+    rep.bytes += h.bytes;
+    crash_point("ooc.apply");
+  });
+  data.datasync();
+  crash_point("ooc.applied");
+  write_root({root_.seq + 1, root_.epoch, kApplied, 0, 0, kHeaderPage, 0, 0});
+  crash_point("ooc.published");
+  truncate_records();
+  rep.epoch = root_.epoch;
+  return rep;
+}
+
+gpm::ooc::epoch_recovery epoch_log::recover(const backing_file& data) {
+  if (root_.state == kCommitted) {
+    gpm::ooc::epoch_recovery rep = apply(data);
+    rep.replayed = true;
+    return rep;
+  }
+  gpm::ooc::epoch_recovery rep;
+  rep.epoch = root_.epoch;
+  const std::uint64_t size = file_bytes();
+  if (size > kHeaderPage || records_ != 0) {
+    rep.discarded_bytes = size > kHeaderPage ? size - kHeaderPage : 0;
+    truncate_records();
+  }
+  return rep;
+}
+
+gpm::ooc::epoch_log_info epoch_log::info() const {
+  gpm::ooc::epoch_log_info i;
+  i.log_path = path_;
+  i.exists = true;
+  i.data_file = data_name_;
+  i.offset = offset_;
+  i.uuid = format::uuid_string(uuid_);
+  i.created_ns = created_ns_;
+  i.epoch = root_.epoch;
+  i.pending = root_.state == kCommitted;
+  i.log_bytes = file_bytes();
+  if (i.pending) {
+    i.records = root_.records;
+    walk([&](const record_head& h, const std::byte*) { i.record_bytes += h.bytes; });
+  }
+  const std::uint64_t committed_end = i.pending ? root_.end : kHeaderPage;
+  i.discard_bytes = i.log_bytes > committed_end ? i.log_bytes - committed_end : 0;
+  return i;
+}
+
+}  // namespace gpm::detail::ooc
+
+namespace gpm::ooc {
+
+namespace {
+
+bool log_exists(const std::string& log) {
+  struct stat st {};
+  if (::lstat(log.c_str(), &st) == 0) return true;
+  if (errno != ENOENT) throw_error(errc::io, "cannot stat " + log + ": " + std::strerror(errno));
+  return false;
+}
+
+}  // namespace
+
+epoch_log_info inspect_epoch_log(const std::string& path, std::uint64_t offset) {
+  const std::string log = epoch_log_path(path, offset);
+  if (!log_exists(log)) {
+    epoch_log_info i;
+    i.log_path = log;
+    return i;
+  }
+  return detail::ooc::epoch_log::open_read_only(path, offset).info();
+}
+
+epoch_recovery recover_epoch_log(const std::string& path, std::uint64_t offset) {
+  const std::string log = epoch_log_path(path, offset);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw_error(errno == ENOENT ? errc::not_found : errc::io,
+                "cannot recover " + path + ": " + std::strerror(errno));
+  }
+  if (!log_exists(log)) return {};
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (offset >= size) {
+    throw_error(errc::invalid_argument, "cannot recover bytes from " + std::to_string(offset) +
+                                            " of " + path + ": the file holds " +
+                                            std::to_string(size) + " bytes");
+  }
+  const detail::ooc::backing_file data(path, size - offset, offset, true, false, false);
+  detail::ooc::epoch_log l(path, offset);
+  return l.recover(data);
+}
+
+}  // namespace gpm::ooc

@@ -1,0 +1,104 @@
+// The epoch log of a crash-consistent gpm::ooc mapping (include/gpm/ooc/epoch.hpp): a redo log in
+// a file beside the data file. Layout (little-endian; docs/out-of-core.md, "Crash-consistent
+// sync"):
+//   [0, 4096)     header: gpm::format::object_header ("GPMOOCLG") + the data file's name and the
+//                 range's offset, checksummed, written once;
+//                 two root slots at 1024 and 2048 (double-buffered, checksummed, newest valid seq
+//                 wins): {epoch, state (applied | committed), records, end, chain}
+//   [4096, end)   records of the next epoch: a 48-byte head {kind, mask words, epoch, offset in
+//                 the range, bytes, payload checksum, head checksum} and a payload (mask words,
+//                 then the bytes; padded to 8). Checksums are seeded with the log's uuid and the
+//                 record's position, so a stale or transplanted record never validates.
+// An epoch: append the records, fdatasync, commit (root: epoch + 1, committed, with the record
+// count, end and a chain of the records' checksums), fdatasync, write the records in place,
+// fdatasync the data file, publish (root: applied), fdatasync, empty the log. Recovery: a
+// committed root is applied again (redo records are absolute bytes: idempotent); an applied
+// root drops whatever follows the header. Never deletes a log; a log that fails validation is an
+// error. Host only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gpm/ooc/detail/file.hpp>
+#include <gpm/ooc/epoch.hpp>
+
+namespace gpm::detail::ooc {
+
+class epoch_log {
+ public:
+  // Opens the epoch log of the range at `offset` of `data_path` for appending epochs, creating it
+  // (atomically: written aside, then renamed) if it does not exist. Validates it. Throws corrupt,
+  // version, layout_mismatch, io.
+  epoch_log(const std::string& data_path, std::uint64_t offset);
+  // Opens an existing log for reading only (inspection): no creation, no writes.
+  static epoch_log open_read_only(const std::string& data_path, std::uint64_t offset);
+  ~epoch_log();
+  epoch_log(epoch_log&& o) noexcept;
+  epoch_log& operator=(epoch_log&&) = delete;
+  epoch_log(const epoch_log&) = delete;
+  epoch_log& operator=(const epoch_log&) = delete;
+
+  // Finishes a committed epoch into `data` (the range, opened for writing) or drops the records
+  // of an uncommitted one. Throws corrupt (a committed record fails validation), io.
+  gpm::ooc::epoch_recovery recover(const backing_file& data);
+
+  // Appends a record of the next epoch: `bytes` bytes at byte `at` of the range, of which those
+  // `mask` marks (null: all) changed. Throws io (ENOSPC: the disk is full).
+  void append(std::uint64_t at, const std::byte* src, std::uint64_t bytes,
+              const std::uint32_t* mask, std::uint32_t mask_words);
+  std::uint64_t pending_records() const { return records_; }
+  // Makes the appended records the committed next epoch (the point of no return).
+  void commit();
+  // Writes the committed epoch into `data`, fdatasyncs it, publishes it and empties the log.
+  gpm::ooc::epoch_recovery apply(const backing_file& data);
+
+  std::uint64_t epoch() const { return root_.epoch; }
+  std::uint64_t bytes_written() const { return bytes_written_; }
+  gpm::ooc::epoch_log_info info() const;
+
+  struct root {
+    std::uint64_t seq;
+    std::uint64_t epoch;
+    std::uint32_t state;  // kApplied or kCommitted
+    std::uint32_t pad;
+    std::uint64_t records;
+    std::uint64_t end;    // the committed records end here
+    std::uint64_t chain;  // checksum64 chained over the records' head checksums
+    std::uint64_t checksum;
+  };
+
+ private:
+  epoch_log() = default;
+  void open_existing(bool writable);
+  void create();
+  std::uint64_t file_bytes() const;
+  void write_root(const root& r);
+  void truncate_records();
+  void sync_log(const char* what) const;
+  // Walks the committed records of root_, checks each, and calls f(head, payload) on each if
+  // `apply`; throws corrupt on the first bad one.
+  template <class F>
+  void walk(F&& f) const;
+  std::uint64_t seed(std::uint64_t pos) const;
+  [[noreturn]] void corrupt(const std::string& what) const;
+
+  std::string path_;       // the log
+  std::string data_path_;  // the data file, for messages
+  std::string data_name_;  // its name as the log records it
+  std::uint64_t offset_ = 0;
+  int fd_ = -1;
+  std::uint8_t uuid_[16] = {};
+  std::uint64_t created_ns_ = 0;
+  std::uint64_t uuid_seed_ = 0;
+  root root_{};
+  // The next epoch being appended.
+  std::uint64_t end_ = 0;
+  std::uint64_t records_ = 0;
+  std::uint64_t chain_ = 0;
+  std::uint64_t bytes_written_ = 0;
+  std::vector<std::byte> buf_;
+};
+
+}  // namespace gpm::detail::ooc

@@ -1,0 +1,379 @@
+// Unit tests of crash-consistent sync (mapping_options::crash_consistent, include/gpm/ooc/epoch.hpp)
+// on both backends: the file changes only at sync, read-write and write-only, whole and range
+// syncs, epochs counted, recovery of a committed epoch (made by a child killed right after its
+// commit) at mapping and by recover_epoch_log, and every bad input: options, two writers, corrupt,
+// truncated, foreign and transplanted epoch logs, a committed record that fails its checksum, and
+// a full disk while the log is written.
+#include <filesystem>
+
+#include <gpm/ooc/epoch.hpp>
+
+#include "ooc_test_util.hpp"
+
+namespace {
+
+using namespace gpm::test::ooc;
+using gpm::ooc::mapping;
+using gpm::ooc::mapping_options;
+
+namespace fs = std::filesystem;
+
+mapping_options consistent(mode m, std::uint64_t gpu_lines = 8, std::uint64_t host_lines = 6) {
+  mapping_options o = tiny(m, gpu_lines, host_lines);
+  o.crash_consistent = true;
+  return o;
+}
+
+std::vector<std::uint32_t> numbers(std::size_t n, std::uint32_t salt) {
+  std::vector<std::uint32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint32_t>(i * 2654435761u + salt);
+  return v;
+}
+
+std::vector<unsigned char> bytes_of(const std::vector<std::uint32_t>& v) {
+  std::vector<unsigned char> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Stores `values` to every element with element access, then reads them back through the caches.
+void store_all(const gpm::ooc::array<std::uint32_t>& a, const std::vector<std::uint32_t>& values) {
+  expect_all(store(a, iota(values.size()), values), status::ok);
+}
+
+// The child of the recovery tests: maps args.pool_path crash-consistently, stores numbers(salt 7)
+// everywhere and syncs; started with the crash point ooc.log.committed, it dies with the epoch
+// committed in the log but not written in place.
+constexpr std::uint64_t kChildLines = 16;
+GPM_CRASH_SCENARIO(ooc_epoch_commit_then_die) {
+  mapping m(args.pool_path, lines(kChildLines), 0, consistent(mode::read_write));
+  auto a = m.ref<std::uint32_t>();
+  store(a, iota(a.size()), numbers(a.size(), 7));
+  m.sync();
+  return 0;
+}
+
+// A data file whose epoch log holds a committed, unapplied epoch 1 (numbers salt 7).
+struct committed_file {
+  files f;
+  std::string path = f.make("c.bin", lines(kChildLines), 3);
+  std::vector<unsigned char> before = read_file(path);
+  std::vector<unsigned char> after = bytes_of(numbers(lines(kChildLines) / 4, 7));
+  committed_file() {
+    auto args = f.dirs.args("c.bin", 1);
+    args.pool_path = path;
+    const auto r = gpm::test::run_child("ooc_epoch_commit_then_die", args,
+                                        gpm::test::kill_at("ooc.log.committed"));
+    EXPECT_TRUE(r.killed) << r.describe();
+  }
+};
+
+// ---- the file changes only at sync ----------------------------------------------------------
+
+TEST(OocEpoch, ReadWriteChangesTheFileOnlyAtSync) {
+  files f;
+  const std::string path = f.make("rw.bin", lines(64), 1);
+  const auto before = read_file(path);
+  const auto values = numbers(lines(64) / 4, 11);
+  {
+    mapping m(path, lines(64), 0, consistent(mode::read_write));
+    auto a = m.ref<std::uint32_t>();
+    store_all(a, values);
+    // 64 lines through 8 GPU and 6 host lines: most left the caches, and none reached the file.
+    EXPECT_GT(m.stats().spill_bytes_written, 0u);
+    EXPECT_EQ(read_file(path), before);
+    const auto back = load(a, iota(values.size()));
+    expect_all(back.st, status::ok);
+    ASSERT_EQ(back.values, values);  // staged lines are read back from the spill file
+    m.sync();
+    EXPECT_EQ(read_file(path), bytes_of(values));
+    auto s = m.stats();
+    EXPECT_EQ(s.epoch, 1u);
+    EXPECT_EQ(s.epochs_committed, 1u);
+    EXPECT_GE(s.log_bytes_written, lines(64));
+    EXPECT_EQ(fs::file_size(gpm::ooc::epoch_log_path(path)), 4096u);  // emptied after the epoch
+    m.sync();  // nothing changed: no epoch
+    EXPECT_EQ(m.stats().epoch, 1u);
+    // The file is read again after the epoch: a line changed again merges with it.
+    expect_all(store(a, {0}, {42u}), status::ok);
+    m.unmap();
+  }
+  auto expect = values;
+  expect[0] = 42;
+  EXPECT_EQ(read_file(path), bytes_of(expect));
+  const auto info = gpm::ooc::inspect_epoch_log(path);
+  EXPECT_TRUE(info.exists);
+  EXPECT_EQ(info.epoch, 2u);
+  EXPECT_FALSE(info.pending);
+  EXPECT_EQ(info.data_file, "rw.bin");
+  EXPECT_EQ(info.log_bytes, 4096u);
+  mapping again(path, lines(64), 0, consistent(mode::read_write));
+  EXPECT_EQ(again.last_recovery().epoch, 2u);
+  EXPECT_FALSE(again.last_recovery().replayed);
+  EXPECT_EQ(again.stats().epoch, 2u);
+}
+
+TEST(OocEpoch, WriteModeCommitsOnlyTheBytesWritten) {
+  files f;
+  const std::string path = f.make("w.bin", lines(48), 2);
+  auto expect = as<std::uint32_t>(read_file(path));
+  mapping m(path, lines(48), 0, consistent(mode::write));
+  auto a = m.ref<std::uint32_t>();
+  std::vector<std::uint64_t> idx;
+  std::vector<std::uint32_t> val;
+  for (std::uint64_t i = 1; i < expect.size(); i += 3) {  // sparse: read-merge-write on apply
+    idx.push_back(i);
+    val.push_back(static_cast<std::uint32_t>(i ^ 0x5a5a));
+    expect[i] = val.back();
+  }
+  expect_all(store(a, idx, val), status::ok);
+  // A second pass over some lines after they were staged: staged and resident runs merge.
+  expect_all(store(a, {2, 5}, {7u, 8u}), status::ok);
+  expect[2] = 7;
+  expect[5] = 8;
+  EXPECT_NE(read_file(path), bytes_of(expect));
+  m.sync();
+  EXPECT_EQ(read_file(path), bytes_of(expect));
+  EXPECT_EQ(m.stats().epoch, 1u);
+}
+
+TEST(OocEpoch, RangeSyncCommitsOnlyItsLines) {
+  files f;
+  const std::string path = f.make("r.bin", lines(32), 4);
+  const auto before = as<std::uint32_t>(read_file(path));
+  const auto values = numbers(before.size(), 5);
+  mapping m(path, lines(32), 0, consistent(mode::read_write));
+  store_all(m.ref<std::uint32_t>(), values);
+  m.sync(lines(4), lines(8));  // lines 4 to 11
+  auto expect = before;
+  const std::uint64_t per_line = line_size() / 4;
+  std::copy(values.begin() + 4 * per_line, values.begin() + 12 * per_line,
+            expect.begin() + 4 * per_line);
+  EXPECT_EQ(read_file(path), bytes_of(expect));
+  m.sync();
+  EXPECT_EQ(read_file(path), bytes_of(values));
+  EXPECT_EQ(m.stats().epoch, 2u);
+}
+
+TEST(OocEpoch, UnalignedRangeHasItsOwnLog) {
+  files f;
+  const std::uint64_t off = 1000;
+  const std::string path = f.make("u.bin", off + lines(10) + 123, 6);
+  auto file = read_file(path);
+  const auto values = numbers(lines(10) / 4, 9);
+  {
+    mapping m(path, lines(10), off, consistent(mode::read_write));
+    store_all(m.ref<std::uint32_t>(), values);
+  }
+  std::memcpy(file.data() + off, values.data(), lines(10));
+  EXPECT_EQ(read_file(path), file);
+  EXPECT_TRUE(fs::exists(path + "@1000.ooc-log"));
+  EXPECT_EQ(gpm::ooc::inspect_epoch_log(path, off).epoch, 1u);
+  EXPECT_FALSE(gpm::ooc::inspect_epoch_log(path).exists);
+}
+
+// ---- recovery -------------------------------------------------------------------------------
+
+TEST(OocEpoch, MappingFinishesACommittedEpoch) {
+  committed_file c;
+  EXPECT_EQ(read_file(c.path), c.before);  // killed before the first in-place write
+  const auto info = gpm::ooc::inspect_epoch_log(c.path);
+  EXPECT_TRUE(info.pending);
+  EXPECT_EQ(info.epoch, 1u);
+  EXPECT_GE(info.records, 1u);
+  EXPECT_EQ(info.record_bytes, lines(kChildLines));
+  mapping m(c.path, lines(kChildLines), 0, consistent(mode::read_write));
+  EXPECT_TRUE(m.last_recovery().replayed);
+  EXPECT_EQ(m.last_recovery().epoch, 1u);
+  EXPECT_EQ(m.last_recovery().bytes, lines(kChildLines));
+  EXPECT_EQ(read_file(c.path), c.after);
+  const auto back = load(m.ref<std::uint32_t>(), iota(lines(kChildLines) / 4));
+  EXPECT_EQ(bytes_of(back.values), c.after);
+}
+
+TEST(OocEpoch, AnyWritingMappingAndRecoverEpochLogFinishIt) {
+  {
+    committed_file c;  // a mapping without crash_consistent recovers too, before reading
+    mapping m(c.path, lines(kChildLines), 0, tiny(mode::read_write));
+    EXPECT_TRUE(m.last_recovery().replayed);
+    EXPECT_EQ(read_file(c.path), c.after);
+  }
+  committed_file c;
+  const auto r = gpm::ooc::recover_epoch_log(c.path);
+  EXPECT_TRUE(r.replayed);
+  EXPECT_EQ(r.epoch, 1u);
+  EXPECT_EQ(read_file(c.path), c.after);
+  const auto again = gpm::ooc::recover_epoch_log(c.path);  // idempotent
+  EXPECT_FALSE(again.replayed);
+  EXPECT_EQ(again.epoch, 1u);
+  EXPECT_EQ(read_file(c.path), c.after);
+  const auto none = gpm::ooc::recover_epoch_log(c.f.make("plain.bin", 100, 1));
+  EXPECT_EQ(none.epoch, 0u);
+  expect_error(gpm::errc::not_found, "missing.bin",
+               [&] { gpm::ooc::recover_epoch_log(c.f.disk("missing.bin")); });
+}
+
+TEST(OocEpoch, UncommittedRecordsAreDropped) {
+  files f;
+  const std::string path = f.make("d.bin", lines(16), 8);
+  const auto before = read_file(path);
+  auto args = f.dirs.args("d.bin", 1);
+  args.pool_path = path;
+  const auto r = gpm::test::run_child("ooc_epoch_commit_then_die", args,
+                                      gpm::test::kill_at("ooc.log.written"));
+  ASSERT_TRUE(r.killed) << r.describe();
+  const auto info = gpm::ooc::inspect_epoch_log(path);
+  EXPECT_FALSE(info.pending);
+  EXPECT_GT(info.discard_bytes, 0u);
+  const auto rec = gpm::ooc::recover_epoch_log(path);
+  EXPECT_FALSE(rec.replayed);
+  EXPECT_EQ(rec.discarded_bytes, info.discard_bytes);
+  EXPECT_EQ(rec.epoch, 0u);
+  EXPECT_EQ(read_file(path), before);
+  EXPECT_EQ(fs::file_size(gpm::ooc::epoch_log_path(path)), 4096u);
+}
+
+// ---- bad input --------------------------------------------------------------------------------
+
+TEST(OocEpoch, OptionsItRefuses) {
+  files f;
+  const std::string a = f.make("a.bin", lines(8), 1);
+  const std::string b = f.make("b.bin", lines(8), 2);
+  for (const mode md : {mode::read, mode::volatile_data}) {
+    expect_error(gpm::errc::invalid_argument, "crash_consistent needs mode::read_write",
+                 [&] { mapping m(a, lines(8), 0, consistent(md)); });
+  }
+  expect_error(gpm::errc::invalid_argument, "striped", [&] {
+    mapping m(std::vector<std::string>{a, b}, lines(8), 0, consistent(mode::read_write));
+  });
+  EXPECT_FALSE(fs::exists(gpm::ooc::epoch_log_path(a)));
+}
+
+TEST(OocEpoch, TwoWritersOfOneRangeAreRefused) {
+  files f;
+  const std::string path = f.make("two.bin", lines(8), 1);
+  mapping m(path, lines(8), 0, consistent(mode::read_write));
+  expect_error(gpm::errc::busy, "mapped already",
+               [&] { mapping other(path, lines(4), lines(2), consistent(mode::write)); });
+  expect_error(gpm::errc::busy, "mapped already", [&] { gpm::ooc::recover_epoch_log(path); });
+}
+
+// Maps `path` crash-consistently and expects `code` naming `words`; the log and the file must be
+// left exactly as they were.
+void expect_refused(const std::string& path, gpm::errc code, const std::string& words) {
+  const std::string log = gpm::ooc::epoch_log_path(path);
+  const auto data_before = read_file(path);
+  const auto log_before = fs::is_regular_file(log) ? read_file(log) : std::vector<unsigned char>{};
+  expect_error(code, words,
+               [&] { mapping m(path, lines(8), 0, consistent(mode::read_write)); });
+  expect_error(code, words, [&] { gpm::ooc::inspect_epoch_log(path); });
+  EXPECT_TRUE(fs::exists(log)) << "the log was deleted";
+  EXPECT_EQ(read_file(path), data_before);
+  if (fs::is_regular_file(log)) {
+    EXPECT_EQ(read_file(log), log_before);
+  }
+}
+
+// A file of 8 lines with a fresh (epoch 0) log.
+std::string logged(files& f, const std::string& name) {
+  const std::string path = f.make(name, lines(8), 1);
+  mapping m(path, lines(8), 0, consistent(mode::read_write));
+  return path;
+}
+
+void patch(const std::string& path, std::uint64_t at, const std::vector<unsigned char>& bytes) {
+  auto b = read_file(path);
+  ASSERT_LE(at + bytes.size(), b.size());
+  std::memcpy(b.data() + at, bytes.data(), bytes.size());
+  write_file(path, b);
+}
+
+TEST(OocEpoch, CorruptTruncatedAndForeignLogsAreRefused) {
+  files f;
+  {
+    const std::string p = logged(f, "hdr.bin");
+    patch(gpm::ooc::epoch_log_path(p), 100, {0xff});  // in the header's name field
+    expect_refused(p, gpm::errc::corrupt, "checksum");
+  }
+  {
+    const std::string p = logged(f, "short.bin");
+    fs::resize_file(gpm::ooc::epoch_log_path(p), 100);
+    expect_refused(p, gpm::errc::corrupt, "too short");
+  }
+  {
+    const std::string p = logged(f, "cut.bin");
+    fs::resize_file(gpm::ooc::epoch_log_path(p), 2000);
+    expect_refused(p, gpm::errc::corrupt, "truncated");
+  }
+  {
+    const std::string p = f.make("foreign.bin", lines(8), 1);
+    write_file(gpm::ooc::epoch_log_path(p), pattern(8192, 3));
+    expect_refused(p, gpm::errc::corrupt, "not a gpm::ooc epoch log");
+  }
+  {
+    const std::string p = logged(f, "roots.bin");
+    patch(gpm::ooc::epoch_log_path(p), 1024, std::vector<unsigned char>(8, 0xee));
+    patch(gpm::ooc::epoch_log_path(p), 2048, std::vector<unsigned char>(8, 0xee));
+    expect_refused(p, gpm::errc::corrupt, "neither root record is valid");
+  }
+  {
+    const std::string p = f.make("dir.bin", lines(8), 1);
+    fs::create_directory(gpm::ooc::epoch_log_path(p));
+    expect_refused(p, gpm::errc::corrupt, "not a regular file");
+  }
+}
+
+TEST(OocEpoch, ALogOfAnotherFileOrRangeIsRefused) {
+  files f;
+  const std::string a = logged(f, "a.bin");
+  const std::string b = f.make("b.bin", lines(8), 2);
+  fs::copy_file(gpm::ooc::epoch_log_path(a), gpm::ooc::epoch_log_path(b));
+  expect_refused(b, gpm::errc::layout_mismatch, "a file named \"a.bin\"");
+  const std::string c = f.make("c.bin", lines(8), 2);
+  {
+    mapping m(c, lines(4), lines(2), consistent(mode::read_write));
+  }
+  fs::rename(gpm::ooc::epoch_log_path(c, lines(2)), gpm::ooc::epoch_log_path(c));
+  expect_refused(c, gpm::errc::layout_mismatch, "belongs to bytes from " + std::to_string(lines(2)));
+}
+
+TEST(OocEpoch, ACommittedRecordThatFailsItsChecksumChangesNothing) {
+  committed_file c;
+  const std::string log = gpm::ooc::epoch_log_path(c.path);
+  auto b = read_file(log);
+  b[4096 + 48 + 10] ^= 0x01;  // the first record's payload
+  write_file(log, b);
+  expect_error(gpm::errc::corrupt, "payload that fails its checksum",
+               [&] { mapping m(c.path, lines(kChildLines), 0, consistent(mode::read_write)); });
+  expect_error(gpm::errc::corrupt, "fails its checksum",
+               [&] { gpm::ooc::recover_epoch_log(c.path); });
+  EXPECT_EQ(read_file(c.path), c.before);
+  EXPECT_EQ(read_file(log), b);
+  b[4096 + 48 + 10] ^= 0x01;
+  write_file(log, b);
+  EXPECT_TRUE(gpm::ooc::recover_epoch_log(c.path).replayed);
+  EXPECT_EQ(read_file(c.path), c.after);
+}
+
+TEST(OocEpoch, DiskFullWhileLoggingKeepsTheFileAndTheData) {
+  files f;
+  const std::string path = f.make("full.bin", lines(32), 3);
+  const auto before = read_file(path);
+  const auto values = numbers(lines(32) / 4, 13);
+  // A host cache that holds every line: nothing is staged, so the log is the first file to grow.
+  mapping m(path, lines(32), 0, consistent(mode::read_write, 8, 40));
+  store_all(m.ref<std::uint32_t>(), values);
+  {
+    file_size_limit limit(4096 + lines(3));  // the log holds a few records, then EFBIG
+    expect_error(gpm::errc::io, "the epoch is not committed, the file is unchanged",
+                 [&] { m.sync(); });
+  }
+  EXPECT_EQ(read_file(path), before);
+  EXPECT_EQ(m.stats().epoch, 0u);
+  EXPECT_FALSE(gpm::ooc::inspect_epoch_log(path).pending);
+  m.sync();  // room again: the dropped records are written anew
+  EXPECT_EQ(read_file(path), bytes_of(values));
+  EXPECT_EQ(m.stats().epoch, 1u);
+}
+
+}  // namespace
