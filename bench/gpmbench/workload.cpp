@@ -26,6 +26,11 @@ const std::vector<workload>& workloads() {
       tx_atm_a1_workload(), tx_atm_a2_workload(), tx_hash_h1_workload(), tx_hash_h2_workload(),
       tx_bvh_1_workload(), tx_bvh_2_workload(), tx_micro_pressure_workload(),
       tx_ring_sweep_workload(),
+      ooc::vectoradd_workload(), ooc::blackscholes_workload(), ooc::binomial_workload(),
+      ooc::pathfinder_workload(), ooc::hotspot_workload(), ooc::lavamd_workload(),
+      ooc::srad_workload(), ooc::backprop_workload(),
+      ooc::ablation_readahead_workload(), ooc::ablation_line_workload(),
+      ooc::ablation_cache_workload(),
   };
   return all;
 }
@@ -174,7 +179,7 @@ void run_workload(const workload& w, const run_options& options, const gpm::devi
   const std::vector<const mode*> chosen = select_modes(w, options.modes);
   const scratch_dir pm(pm_parent(options));
   const scratch_dir disk(options.disk_dir);
-  const mode_context ctx{options, dev, pm.path(), disk.path()};
+  mode_context ctx{options, dev, pm.path(), disk.path()};
   std::printf("gpmbench %s: %s backend on %s\n", w.name.c_str(), GPM_BACKEND_NAME,
               dev.name.c_str());
 
@@ -192,28 +197,38 @@ void run_workload(const workload& w, const run_options& options, const gpm::devi
     std::string unit;
     double value;
   };
-  std::map<std::string, ceiling> measured;  // by mode name
-  for (const mode* m : chosen) {
-    measurement result = m->run(ctx);
-    bench_record r = base;
-    r.mode = m->name;
-    r.sizes = std::move(result.sizes);
-    r.times_s = std::move(result.times_s);
-    r.summary = summarize(r.times_s);
-    r.throughput_value = result.throughput.value(r.summary.median_s);
-    r.throughput_unit = result.throughput.unit;
-    r.bytes_persisted = result.bytes_persisted;
-    r.metrics = std::move(result.metrics);
-    if (!m->ceiling.empty()) {
-      const ceiling& c = measured.at(m->ceiling);
-      r.ceilings = {{c.key, c.value}};
-      r.ratio_to_ceiling = {
-          {c.key, compared_value(*m, r, result.compared_metric, c.unit) / c.value}};
+  const std::vector<std::string> cases = w.cases.empty() ? std::vector<std::string>{""} : w.cases;
+  for (const std::string& case_name : cases) {
+    ctx.case_name = case_name;
+    if (!case_name.empty()) std::printf("case %s\n", case_name.c_str());
+    std::map<std::string, ceiling> measured;  // by mode name, within the case
+    for (const mode* m : chosen) {
+      measurement result = m->run(ctx);
+      if (!result.skipped.empty()) {
+        std::printf("%s/%-26s skipped: %s\n", w.name.c_str(), m->name.c_str(),
+                    result.skipped.c_str());
+        continue;
+      }
+      bench_record r = base;
+      r.mode = m->name;
+      r.sizes = std::move(result.sizes);
+      r.times_s = std::move(result.times_s);
+      r.summary = summarize(r.times_s);
+      r.throughput_value = result.throughput.value(r.summary.median_s);
+      r.throughput_unit = result.throughput.unit;
+      r.bytes_persisted = result.bytes_persisted;
+      r.metrics = std::move(result.metrics);
+      if (!m->ceiling.empty()) {
+        const ceiling& c = measured.at(m->ceiling);
+        r.ceilings = {{c.key, c.value}};
+        r.ratio_to_ceiling = {
+            {c.key, compared_value(*m, r, result.compared_metric, c.unit) / c.value}};
+      }
+      measured[m->name] = {ceiling_key(m->name, r.throughput_unit), r.throughput_unit,
+                           r.throughput_value};
+      append_record(out, r);
+      print_line(r);
     }
-    measured[m->name] = {ceiling_key(m->name, r.throughput_unit), r.throughput_unit,
-                         r.throughput_value};
-    append_record(out, r);
-    print_line(r);
   }
   std::printf("records appended to %s\n", out.c_str());
 }

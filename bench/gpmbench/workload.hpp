@@ -45,6 +45,8 @@ struct measurement {
   // than the throughput (e.g. "persist_GBps" of a mode measured in Mop/s, against a GB/s
   // ceiling); empty: the throughput is compared, and the units must match.
   std::string compared_metric;
+  // Non-empty: the mode cannot run in this case (the reason, printed); no record is written.
+  std::string skipped = {};
 };
 
 struct mode_context {
@@ -52,6 +54,7 @@ struct mode_context {
   const gpm::device_info& device;
   std::string pm_dir;    // this run's directory for pools (tmpfs), removed after the run
   std::string disk_dir;  // this run's directory on disk, removed after the run
+  std::string case_name = {};  // the workload's case being measured ("" for workloads without cases)
 
   // Calls `once` options.warmup times, then options.repeats times, and returns the seconds that
   // the repeats report. `once(call)` gets the call's number (0, 1, ... counting warm-ups), times
@@ -70,6 +73,9 @@ struct workload {
   std::string name;
   std::string summary;
   std::vector<mode> modes;  // in running order: a ceiling before the modes compared to it
+  // Cases (e.g. problem regimes) in which every chosen mode runs once, in order, each mode then
+  // recording its case in its sizes; empty: the modes run once.
+  std::vector<std::string> cases = {};
 };
 
 const std::vector<workload>& workloads();
@@ -94,6 +100,11 @@ workload tx_hash_h1_workload(), tx_hash_h2_workload();    // workloads/tx
 workload tx_bvh_1_workload(), tx_bvh_2_workload();        // workloads/tx
 workload tx_micro_pressure_workload(), tx_ring_sweep_workload();  // workloads/tx
 namespace native { workload bfs_workload(), srad_workload(), prefix_sum_workload(); }  // native
+namespace ooc {  // workloads/ooc: DRAGON's applications on gpm::ooc, and the ablations
+workload vectoradd_workload(), blackscholes_workload(), binomial_workload(), backprop_workload();
+workload pathfinder_workload(), hotspot_workload(), lavamd_workload(), srad_workload();
+workload ablation_readahead_workload(), ablation_line_workload(), ablation_cache_workload();
+}  // namespace ooc
 
 // `gpmbench crash-demo` (workloads/native/crash_demo.cpp): a BFS run killed with SIGKILL halfway,
 // then resumed and checked; returns the exit status (0: the resumed result is correct). The
