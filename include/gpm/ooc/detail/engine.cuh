@@ -19,6 +19,7 @@
 
 #include <gpm/ooc/detail/protocol.hpp>
 #include <gpm/ooc/status.hpp>
+#include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/kernel.cuh>
 
 namespace gpm::detail::ooc {
@@ -138,6 +139,7 @@ __device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint
   const std::uint32_t d = dirty.load(memory_order_relaxed);
   std::uint32_t flags = v.mapping_mode == mode::write ? kZero : kFetch;
   if (old != kNoLine && d != kClean) flags |= kEvict | (d == kDirtyWhole ? kEvictWhole : 0u);
+  kernel_crash_point("ooc.fill");  // a miss in flight, maybe a dirty line leaving the GPU
   const std::uint32_t result = call_host(v.queue, s, flags, old, line);
   if ((flags & kEvict) != 0 && (result & kEvicted) == 0) {
     word.store(w & ~kBusy, memory_order_release);  // the old line stays, dirty
