@@ -1,6 +1,7 @@
 // The heap object's header, root and records on the host (see media.hpp).
 #include "media.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -108,24 +109,33 @@ std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t p
   const std::uint64_t n = layout_.log_chunks;
   const auto* data =
       reinterpret_cast<const std::uint64_t*>(object_ + layout_.log_offset()) + 2 * n * log;
+  // Slots 0 and 1 lie in the record's first chunk whatever its stride; slot 1 gives the stride.
+  std::uint64_t stride = 1;
   const auto slot = [&](std::uint64_t i) {
-    return load_slot(&data[2 * ((pos + i / 2) % n) + i % 2]);
+    return load_slot(&data[2 * ((pos + i / 2 * stride) % n) + i % 2]);
   };
   record r;
   r.seq = slot(0);
-  const std::uint64_t count = slot(1);
-  if (count == 0 || count > 2 * n || record_chunks(count) > n) return std::nullopt;
+  const std::uint64_t header = slot(1);
+  const std::uint64_t count = count_of(header);
+  r.width = width_of(header) == 0 ? 1 : width_of(header);
+  r.rank = rank_of(header);
+  stride = r.width;
+  if (count == 0 || r.width > kMaxGroupWidth || r.rank >= r.width ||
+      record_chunks(count) * r.width > n) {
+    return std::nullopt;
+  }
   r.pairs.resize(count);
   for (std::uint64_t i = 0; i < count; ++i) r.pairs[i] = slot(i + 2);
   struct slots {
     const record& r;
-    std::uint64_t count;
+    std::uint64_t header;
     std::uint64_t slot(std::uint64_t i) const {
-      return i == 0 ? r.seq : i == 1 ? count : r.pairs[i - 2];
+      return i == 0 ? r.seq : i == 1 ? header : r.pairs[i - 2];
     }
   };
   const std::uint64_t sum =
-      record_checksum(slots{r, count}, count, record_seed(salt_, epoch, log, pos));
+      record_checksum(slots{r, header}, count, record_seed(salt_, epoch, log, pos));
   if (sum != slot(count + 2)) return std::nullopt;
   for (const std::uint64_t p : r.pairs) {
     if ((p & 0xffffffffu) >= layout_.words) return std::nullopt;  // cannot be a record of ours
@@ -134,6 +144,27 @@ std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t p
   r.pos = pos;
   r.chunks = record_chunks(count);
   return r;
+}
+
+std::optional<log_unit> heap_media::read_unit(std::uint32_t log, std::uint64_t pos,
+                                              std::uint64_t epoch) const {
+  std::optional<record> first = read_record(log, pos, epoch);
+  if (!first || first->rank != 0) return std::nullopt;
+  log_unit u;
+  const std::uint32_t width = first->width;
+  std::uint64_t depth = first->chunks;
+  u.records.push_back(std::move(*first));
+  // A member still being written (or torn) hides the whole group: the scan waits for it.
+  for (std::uint32_t i = 1; i < width; ++i) {
+    std::optional<record> m = read_record(log, pos + i, epoch);
+    if (!m || m->width != width || m->rank != i || m->seq != u.records[0].seq + i) {
+      return std::nullopt;
+    }
+    depth = std::max(depth, m->chunks);
+    u.records.push_back(std::move(*m));
+  }
+  u.chunks = depth * width;
+  return u;
 }
 
 void heap_media::apply(const record& r) const {

@@ -30,7 +30,15 @@ struct record {
   std::uint32_t log = 0;
   std::uint64_t pos = 0;
   std::uint64_t chunks = 0;
+  std::uint32_t width = 1;  // of its striped group (1: a plain record)
+  std::uint32_t rank = 0;   // within the group
   std::vector<std::uint64_t> pairs;  // pair_slot(word, value)
+};
+
+// What one reservation left in a log: a plain record, or every member of a striped group.
+struct log_unit {
+  std::uint64_t chunks = 0;     // stream positions it occupies
+  std::vector<record> records;  // consecutive sequence numbers
 };
 
 // The heap object as the host sees it (its mapping of the pool).
@@ -49,8 +57,12 @@ class heap_media {
   // Writes {applied, epoch} into the older slot with the next seq and persists it: crash-atomic.
   void write_root(std::uint64_t applied, std::uint64_t epoch);
   // The record at stream position `pos` of `log` if one of `epoch` with a valid checksum lies
-  // there (a torn, stale or foreign one never does).
+  // there (a torn, stale or foreign one never does); a member of a striped group is read with its
+  // group's stride.
   std::optional<record> read_record(std::uint32_t log, std::uint64_t pos,
+                                    std::uint64_t epoch) const;
+  // The plain record or the whole striped group that starts at `pos`, if every member is there.
+  std::optional<log_unit> read_unit(std::uint32_t log, std::uint64_t pos,
                                     std::uint64_t epoch) const;
   // Writes the record's pairs into the home image (not persisted).
   void apply(const record& r) const;
@@ -82,6 +94,7 @@ class reproducer {
   std::uint64_t applied() const { return applied_; }
   std::uint64_t epoch() const { return epoch_; }
   heap_media& media() { return media_; }
+  const heap_media& media() const { return media_; }
 
  private:
   void scan(std::uint32_t log);

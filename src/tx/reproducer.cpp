@@ -24,10 +24,13 @@ reproducer::reproducer(heap_media media)
 }
 
 void reproducer::scan(std::uint32_t log) {
-  while (auto r = media_.read_record(log, scan_[log], epoch_)) {
-    queued_[log].emplace_back(r->pos, r->seq);
-    scan_[log] += r->chunks;
-    if (r->seq > applied_) ready_.emplace(r->seq, std::move(*r));
+  while (auto u = media_.read_unit(log, scan_[log], epoch_)) {
+    // A unit's records have consecutive seqs: its space is free once the last one is applied.
+    queued_[log].emplace_back(scan_[log], u->records.back().seq);
+    scan_[log] += u->chunks;
+    for (record& r : u->records) {
+      if (r.seq > applied_) ready_.emplace(r.seq, std::move(r));
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // gpm::tx_heap host side: creating and opening the heap object, recovery, the GPU state (working
-// copy, ownership records, status slots, sequence counter), launch plans, and the reproducer
-// thread that applies persisted records while kernels run.
+// copy, ownership records, status slots, sequence counter, bandwidth monitor), launch plans with
+// the adaptive per-launch choice of the ring, and the reproducer thread that applies persisted
+// records while kernels run.
 #include <gpm/tx/tx_heap.cuh>
 
 #include <algorithm>
@@ -8,7 +9,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <cmath>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,14 +36,24 @@ std::string label_of(const pool& p, std::string_view name) {
   return "transactional heap '" + std::string(name) + "' in pool " + p.path();
 }
 
+// Modes whose launches may get the ring and helper warps.
+bool has_helpers(tx_mode m) { return m == tx_mode::helpers || m == tx_mode::adaptive; }
+
 void check_options(const tx_options& o) {
-  require(o.mode != tx_mode::helpers || (o.helper_warps >= 1 && o.helper_warps <= 2),
-          "tx_options: helper_warps must be 1 or 2 in helpers mode, got " +
+  require(o.mode <= tx_mode::hcl, "tx_options: mode " +
+                                      std::to_string(static_cast<std::uint32_t>(o.mode)) +
+                                      " is not a tx_mode");
+  require(!has_helpers(o.mode) || (o.helper_warps >= 1 && o.helper_warps <= 2),
+          "tx_options: helper_warps must be 1 or 2 in helpers and adaptive modes, got " +
               std::to_string(o.helper_warps) + " (tx_mode::direct runs without helpers)");
-  require(o.mode != tx_mode::helpers ||
+  require(!o.switch_threshold || *o.switch_threshold >= 0,
+          "tx_options: switch_threshold must be a bandwidth in bytes/s, 0 or more (leave it unset "
+          "to calibrate)");
+  require(o.slice_us >= 1, "tx_options: slice_us must be at least 1 microsecond");
+  require(!has_helpers(o.mode) ||
               (o.ring_chunks >= 2 && T::ring_bytes(o.ring_chunks) <= kMaxSharedBytes),
           "tx_options: ring_chunks must be between 2 and " +
-              std::to_string((kMaxSharedBytes - sizeof(T::ring_control)) / (T::kChunkBytes + 4)) +
+              std::to_string((kMaxSharedBytes - sizeof(T::ring_control)) / (T::kChunkBytes + 8)) +
               " (the ring lives in a block's shared memory), got " + std::to_string(o.ring_chunks));
   require(
       o.max_threads >= 1 && o.max_threads <= (1ull << 31),
@@ -94,13 +107,27 @@ std::string_view to_string(tx_status s) noexcept {
   return "unknown";
 }
 
+namespace {
+constexpr tx_mode kModes[] = {tx_mode::volatile_only, tx_mode::direct, tx_mode::helpers,
+                              tx_mode::adaptive, tx_mode::hcl};
+}
+
 std::string_view to_string(tx_mode m) noexcept {
   switch (m) {
     case tx_mode::volatile_only: return "volatile";
-    case tx_mode::direct: return "direct";
+    case tx_mode::direct: return "redo-direct";
     case tx_mode::helpers: return "helpers";
+    case tx_mode::adaptive: return "adaptive";
+    case tx_mode::hcl: return "redo-hcl";
   }
   return "unknown";
+}
+
+std::optional<tx_mode> parse_tx_mode(std::string_view name) noexcept {
+  for (const tx_mode m : kModes) {
+    if (to_string(m) == name) return m;
+  }
+  return std::nullopt;
 }
 
 struct tx_heap::impl {
@@ -113,9 +140,10 @@ struct tx_heap::impl {
         work(h.words),
         orecs(zeroed<std::uint64_t>(orec_count(o, h.words))),
         status(zeroed<std::uint64_t>(o.max_threads)),
-        counters(zeroed<std::uint64_t>(2 * o.max_threads)),
+        counters(zeroed<std::uint64_t>(T::kCounters * o.max_threads)),
         seq(1),
-        logs_state(zeroed<T::log_state>(h.logs)) {}
+        logs_state(zeroed<T::log_state>(h.logs)),
+        monitor(zeroed<T::bandwidth_monitor>(1)) {}
 
   ~impl() {
     {
@@ -155,6 +183,16 @@ struct tx_heap::impl {
     view.salt = rep.media().salt();
     view.epoch = rep.epoch();
     view.max_attempts = options.max_attempts;
+    if (options.mode == tx_mode::adaptive) {
+      threshold = options.switch_threshold ? *options.switch_threshold : tx_calibrate(*owner);
+      view.monitor = monitor.data();
+      view.slice_ns = std::uint64_t{options.slice_us} * 1000;
+      // Bytes in one slice; a threshold no slice can exceed (infinite: helpers never won) never
+      // turns helpers on.
+      const double per_slice = threshold * static_cast<double>(view.slice_ns) * 1e-9;
+      view.slice_threshold = per_slice < 0x1p63 ? static_cast<std::uint64_t>(per_slice)
+                                                : std::numeric_limits<std::uint64_t>::max();
+    }
     recovery.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.mode != tx_mode::volatile_only) thread = std::thread([this] { reproduce(); });
@@ -177,6 +215,34 @@ struct tx_heap::impl {
     }
   }
 
+  // Chunks persisted into the logs this epoch, as the pool holds them, in bytes.
+  std::uint64_t persisted_bytes() const {
+    std::uint64_t chunks = 0;
+    for (std::uint32_t log = 0; log < geometry.logs; ++log) {
+      chunks += std::atomic_ref<std::uint64_t>(rep.media().control(log).persisted).load();
+    }
+    return chunks * T::kChunkBytes;
+  }
+
+  // Adaptive mode: whether the next launch gets the ring, from the last launch measured. The
+  // first launch gets it, so that the monitor can turn helpers on; a launch still running when
+  // the next is planned leaves the choice as it was.
+  bool choose_ring() {
+    if (measuring) {
+      const cudaError_t e = cudaEventQuery(launch_stop.get());
+      if (e == cudaSuccess) {
+        const double seconds = launch_stop.elapsed_ms_since(launch_start) * 1e-3;
+        const auto bytes = static_cast<double>(persisted_bytes() - bytes_at_start);
+        hot = bytes > threshold * seconds;
+        ring_next = hot;
+        measuring = false;
+      } else if (e != cudaErrorNotReady) {
+        check_cuda(e, "cudaEventQuery (tx_heap::launch, adaptive)");
+      }
+    }
+    return ring_next;
+  }
+
   // One pass by the caller (under the lock the thread also takes); returns the applied seq.
   std::uint64_t pass() {
     const std::lock_guard lock(mutex);
@@ -197,7 +263,18 @@ struct tx_heap::impl {
   device_buffer<std::uint64_t> counters;
   device_buffer<std::uint64_t> seq;
   device_buffer<T::log_state> logs_state;
+  device_buffer<T::bandwidth_monitor> monitor;
   T::heap_view view;
+
+  // tx_heap::launch bookkeeping; adaptive mode's threshold and last measured launch.
+  std::uint64_t launches = 0;
+  std::uint64_t ring_launches = 0;
+  double threshold = 0;
+  bool hot = false;        // the last launch measured persisted faster than the threshold
+  bool ring_next = true;   // the next launch gets the ring
+  bool measuring = false;  // launch_stop was recorded after a launch not yet measured
+  std::uint64_t bytes_at_start = 0;
+  event launch_start, launch_stop;
 
   std::mutex mutex;  // guards rep, stop, kicked, failure
   std::condition_variable wake;
@@ -260,36 +337,63 @@ tx_heap tx_heap::open(pool& p, std::string_view name, const tx_geometry& expecte
 
 tx_ref tx_heap::ref() const { return tx_ref(impl_->view); }
 
-T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers) const {
-  const tx_options& o = impl_->options;
-  const bool helpers = o.mode == tx_mode::helpers;
-  const std::uint32_t helper_threads = helpers ? 32 * o.helper_warps : 0;
+T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
+                                    cudaStream_t stream) {
+  impl& st = *impl_;
+  const tx_options& o = st.options;
+  const bool adaptive = o.mode == tx_mode::adaptive;
   require(blocks >= 1, "tx_heap::launch: blocks must be at least 1");
-  require(workers >= 32 && workers % 32 == 0 && workers + helper_threads <= kMaxBlockThreads,
+  const std::uint32_t most_helpers = has_helpers(o.mode) ? 32 * o.helper_warps : 0;
+  require(workers >= 32 && workers % 32 == 0 && workers + most_helpers <= kMaxBlockThreads,
           "tx_heap::launch: workers_per_block must be a multiple of 32 (whole warps) between 32 "
           "and " +
-              std::to_string(kMaxBlockThreads - helper_threads) + ", got " +
+              std::to_string(kMaxBlockThreads - most_helpers) + ", got " +
               std::to_string(workers));
   require(std::uint64_t{blocks} * workers <= o.max_threads,
           "tx_heap::launch: " + std::to_string(std::uint64_t{blocks} * workers) +
               " worker threads exceed tx_options::max_threads = " + std::to_string(o.max_threads));
-  require(!helpers || blocks <= impl_->geometry.logs,
-          "tx_heap::launch: a helpers launch gives each block its own log, and " + name() +
-              " has " + std::to_string(impl_->geometry.logs) + " logs for " +
-              std::to_string(blocks) + " blocks: launch fewer blocks or create more logs");
+  require(!has_helpers(o.mode) || blocks <= st.geometry.logs,
+          "tx_heap::launch: a " + std::string(to_string(o.mode)) +
+              " launch gives each block its own log, and " + name() + " has " +
+              std::to_string(st.geometry.logs) + " logs for " + std::to_string(blocks) +
+              " blocks: launch fewer blocks or create more logs");
+  require(!has_helpers(o.mode) || st.geometry.log_bytes / T::kChunkBytes <= (1ull << 32),
+          "tx_heap::launch: helper warps address logs of at most 2^32 chunks (64 GiB), and " +
+              name() + "'s are larger: create the heap with smaller logs");
+  const bool ring = o.mode == tx_mode::helpers || (adaptive && st.choose_ring());
   T::launch_plan plan;
-  plan.view = impl_->view;
+  plan.view = st.view;
   plan.view.workers_per_block = workers;
-  plan.view.ring_chunks = helpers ? o.ring_chunks : 0;
+  plan.view.ring_chunks = ring ? o.ring_chunks : 0;
   plan.blocks = blocks;
-  plan.threads_per_block = workers + helper_threads;
-  plan.shared_bytes = helpers ? T::ring_bytes(o.ring_chunks) : 0;
-  {
-    const std::lock_guard lock(impl_->mutex);
-    impl_->kicked = true;
+  plan.threads_per_block = workers + (ring ? 32 * o.helper_warps : 0);
+  plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks) : 0;
+  if (adaptive) {
+    // The monitor starts each launch afresh: helpers ON at once after a launch that needed them.
+    T::bandwidth_monitor* m = st.monitor.data();
+    check_cuda(cudaMemsetAsync(m, 0, T::kMonitorResetBytes, stream),
+               "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
+    if (ring && st.hot) {
+      check_cuda(cudaMemsetAsync(&m->on, 1, 1, stream),
+                 "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
+    }
+    st.bytes_at_start = st.persisted_bytes();
+    st.launch_start.record(stream);
   }
-  impl_->wake.notify_all();
+  ++st.launches;
+  st.ring_launches += ring;
+  {
+    const std::lock_guard lock(st.mutex);
+    st.kicked = true;
+  }
+  st.wake.notify_all();
   return plan;
+}
+
+void tx_heap::launched(cudaStream_t stream) {
+  if (impl_->options.mode != tx_mode::adaptive) return;
+  impl_->launch_stop.record(stream);
+  impl_->measuring = true;
 }
 
 void tx_heap::sync(cudaStream_t stream) {
@@ -340,16 +444,21 @@ tx_stats tx_heap::stats() const {
   tx_stats s;
   std::vector<std::uint64_t> counters(impl_->counters.size());
   impl_->counters.copy_to_host(counters.data(), counters.size());
-  for (std::size_t i = 0; i < counters.size(); i += 2) {
+  for (std::size_t i = 0; i < counters.size(); i += T::kCounters) {
     s.commits += counters[i];
     s.aborts += counters[i + 1];
+    s.ring_commits += counters[i + 2];
   }
+  T::bandwidth_monitor m;
+  impl_->monitor.copy_to_host(&m, 1);
+  s.slices_on = m.slices_on;
+  s.slices_off = m.slices_off;
+  s.switches = m.switches;
+  s.switch_threshold = impl_->threshold;
+  s.launches = impl_->launches;
+  s.ring_launches = impl_->ring_launches;
+  s.persisted_bytes = impl_->persisted_bytes();
   const std::lock_guard lock(impl_->mutex);
-  for (std::uint32_t log = 0; log < impl_->geometry.logs; ++log) {
-    s.persisted_bytes +=
-        std::atomic_ref<std::uint64_t>(impl_->rep.media().control(log).persisted).load() *
-        T::kChunkBytes;
-  }
   s.durable_seq = impl_->rep.applied();
   return s;
 }

@@ -34,11 +34,13 @@ void run_writetest(gpm::tx_heap& heap) {
 
 TEST(TxCompat, ThePapersWriteTestRunsInEveryMode) {
   gpm::test::scratch_pool pool("tx-compat");
-  for (const gpm::tx_mode mode :
-       {gpm::tx_mode::volatile_only, gpm::tx_mode::direct, gpm::tx_mode::helpers}) {
+  for (const gpm::tx_mode mode : {gpm::tx_mode::volatile_only, gpm::tx_mode::direct,
+                                  gpm::tx_mode::helpers, gpm::tx_mode::adaptive,
+                                  gpm::tx_mode::hcl}) {
     gpm::tx_options o;
     o.mode = mode;
     o.max_threads = 256;
+    o.switch_threshold = 0;
     const std::string name(gpm::to_string(mode));
     auto heap = gpm::tx_heap::create(pool.get(), name, {.words = 256 * kWrites + 1, .logs = 2}, o);
     run_writetest(heap);

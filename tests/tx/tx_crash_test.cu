@@ -1,8 +1,9 @@
 // Crash tests of gpm::tx with real process crashes. A child runs batches of ATM transfers
 // (unconditional, so the balances after any set of them are known) through tx_heap::launch, in
-// direct mode or with one or two helper warps, per thread or per warp, reporting the durable
-// watermark as it goes, until it is killed with SIGKILL at a random moment or at a named crash
-// point (ring drain, tail publish, apply, `applied` flip). Each transaction also records the
+// direct mode, HCL-striped direct mode, with one or two helper warps, or adaptive (switching
+// every few microseconds), per thread or per warp, reporting the durable watermark as it goes,
+// until it is killed with SIGKILL at a random moment or at a named crash point (ring drain, tail
+// publish, apply, `applied` flip, adaptive switch). Each transaction also records the
 // sequence number it got in a pool array when it can. The parent reopens the pool, recovers the
 // heap and checks:
 //  - the committed transactions (their marker word set) are exactly as many as the recovered
@@ -40,25 +41,37 @@ atm workload(std::uint64_t seed) {
   return {.accounts = 16, .transactions = kBatch * kBatches, .seed = seed, .conditional = false};
 }
 
-// How trial `seed` runs: direct, or one or two helper warps; per thread or per warp.
+// How trial `seed` runs: seed % 8 picks one of the shapes (direct, hcl, one or two helper
+// warps, adaptive with 1 µs slices and a threshold of about one record per slice, so that it
+// switches all the time); bit 8 per thread or per warp.
+constexpr std::uint64_t kShapes = 5;
 struct shape {
   gpm::tx_options options;
   unsigned tile;
   std::string describe() const {
     return std::string(gpm::to_string(options.mode)) +
-           (options.mode == tx_mode::helpers ? " x" + std::to_string(options.helper_warps) : "") +
+           (options.mode == tx_mode::helpers || options.mode == tx_mode::adaptive
+                ? " x" + std::to_string(options.helper_warps)
+                : "") +
            ", tile " + std::to_string(tile);
   }
 };
 shape shape_of(std::uint64_t seed) {
+  constexpr tx_mode kModes[kShapes] = {tx_mode::direct, tx_mode::hcl, tx_mode::helpers,
+                                       tx_mode::helpers, tx_mode::adaptive};
+  const std::uint64_t k = seed % 8 % kShapes;
   shape s;
-  s.options.mode = seed % 3 == 0 ? tx_mode::direct : tx_mode::helpers;
-  s.options.helper_warps = seed % 3 == 2 ? 2 : 1;
+  s.options.mode = kModes[k];
+  s.options.helper_warps = k == 3 ? 2 : 1;
   s.options.ring_chunks = 32;
   s.options.max_threads = kBlocks * kWorkers;
+  s.options.switch_threshold = 40e6;
+  s.options.slice_us = 1;
   s.tile = (seed >> 8) % 2 == 0 ? 1 : 32;
   return s;
 }
+// Trial t's seed, its shape cycling through all of them.
+std::uint64_t seed_of(int t) { return gpm::test::trial_seed(t) / 8 * 8 + t % kShapes; }
 
 gpm::pool_options options_for(const gpm::test::scenario_args& a) {
   return gpm::test::quiet_options(a.pm_dir, a.snapshot_dir);
@@ -213,11 +226,11 @@ gpm::test::kill_policy kill_at_random(std::mt19937_64& rng) {
 
 // Steps of the protocol; the kernel's are reached many times per run, the host's fewer. On a GPU
 // the kernel's crash points do nothing (crash_point.hpp): those trials run to the end.
-const char* const kPoints[] = {"tx.drain", "tx.publish", "tx.apply", "tx.flip"};
+const char* const kPoints[] = {"tx.apply", "tx.flip", "tx.drain", "tx.publish", "tx.switch"};
 
 void atm_trial(int t, bool at_points) {
   gpm::test::scratch_dirs dirs("tx-crash");
-  const std::uint64_t seed = gpm::test::trial_seed(t);
+  const std::uint64_t seed = seed_of(t);
   create_bank(dirs, seed);
   std::mt19937_64 rng(seed);
   std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ", " +
@@ -227,10 +240,15 @@ void atm_trial(int t, bool at_points) {
     policy = kill_at_random(rng);
     what += ", killed " + std::to_string(*policy.after_ms) + " ms after ready";
   } else {
-    // The helpers' points exist only with helpers; a direct run never reaches them.
-    const bool helpers = shape_of(seed).options.mode == tx_mode::helpers;
-    const char* point = kPoints[helpers ? rng() % 4 : 2 + rng() % 2];
-    policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(1 + rng() % 60));
+    // The helpers' points exist only with helpers, the switch only in adaptive runs.
+    const tx_mode mode = shape_of(seed).options.mode;
+    const std::uint64_t points =
+        mode == tx_mode::adaptive ? 5 : mode == tx_mode::helpers ? 4 : 2;
+    const std::uint64_t k = rng() % points;
+    const char* point = kPoints[k];
+    // The switch flips far less often than records are drained.
+    const std::uint64_t nth = 1 + rng() % (k == 4 ? 8 : 60);
+    policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(nth));
     what += std::string(", crash point ") + policy.crash_point;
   }
   const auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), policy);
@@ -240,7 +258,7 @@ void atm_trial(int t, bool at_points) {
 
 TEST(TxCrash, RecoveredStateIsADurablePrefixAfterRandomKills) {
   g_tally = {};
-  const int trials = gpm::test::crash_trials(6);
+  const int trials = gpm::test::crash_trials(10);
   for (int t = 0; t < trials; ++t) {
     atm_trial(t, false);
     if (::testing::Test::HasFatalFailure()) return;
@@ -250,7 +268,7 @@ TEST(TxCrash, RecoveredStateIsADurablePrefixAfterRandomKills) {
 
 TEST(TxCrash, RecoveredStateIsADurablePrefixAfterCrashesAtEachStep) {
   g_tally = {};
-  const int trials = gpm::test::crash_trials(8);
+  const int trials = gpm::test::crash_trials(12);
   for (int t = 0; t < trials; ++t) {
     atm_trial(1000 + t, true);
     if (::testing::Test::HasFatalFailure()) return;
@@ -260,10 +278,10 @@ TEST(TxCrash, RecoveredStateIsADurablePrefixAfterCrashesAtEachStep) {
 
 TEST(TxCrash, RecoveryIsIdempotent) {
   const char* const points[] = {"tx.recover.replayed", "tx.recover.flipped"};
-  const int trials = gpm::test::crash_trials(4);
+  const int trials = gpm::test::crash_trials(5);
   for (int t = 0; t < trials; ++t) {
     gpm::test::scratch_dirs dirs("tx-idem");
-    const std::uint64_t seed = gpm::test::trial_seed(2000 + t);
+    const std::uint64_t seed = seed_of(2000 + t);
     create_bank(dirs, seed);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";

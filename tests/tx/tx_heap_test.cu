@@ -1,10 +1,13 @@
 // Unit tests of gpm::tx_heap and gpm::tx_ref: creating and opening (every error), store and load,
 // launch shapes (every error), every tx_status a transaction can end with, the transaction's
-// operations (read-your-writes, typed and 64-bit access, cancel, ok), the three persistence
-// modes, durable_seq / sync / stats, and kernels launched by the caller through heap.ref().
+// operations (read-your-writes, typed and 64-bit access, cancel, ok), the persistence modes and
+// their names, durable_seq / sync / stats, kernels launched by the caller through heap.ref(),
+// the adaptive mode's per-launch choice and options, HCL-striped records as they lie in the log,
+// and the threshold calibration (tx_calibrate).
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/tx_heap.cuh>
 
+#include <cmath>
 #include <cstring>
 
 #include "tx_test_support.hpp"
@@ -22,6 +25,8 @@ gpm::tx_options small_options(tx_mode mode = tx_mode::helpers) {
   o.mode = mode;
   o.max_threads = 4096;
   o.ring_chunks = 64;
+  o.switch_threshold = 0;  // adaptive: helpers on as soon as anything persists
+  o.slice_us = 1;
   return o;
 }
 
@@ -175,6 +180,16 @@ struct add_and_count {
   __device__ void operator()(Tx& t, std::uint64_t i) const {
     t.write(i % 200, t.read(i % 200) + static_cast<std::uint32_t>(i));
     t.write(255, t.read(255) + 1);
+  }
+};
+
+// A tile of 32 lanes, each writing its own word in one transaction.
+struct warp_writes_own_word {
+  __device__ void operator()(gpm::tx_ref tx) const {
+    const auto tile = gpm::make_tile<32>();
+    tx.run(tile, [&](auto& t) {
+      t.write(tx.worker_index(), static_cast<std::uint32_t>(tx.worker_index() + 1));
+    });
   }
 };
 
@@ -340,9 +355,23 @@ TEST_F(TxHeap, EveryStatusHasAName) {
   }
   EXPECT_EQ(gpm::to_string(tx_status::write_set_full), "write_set_full");
   EXPECT_EQ(gpm::to_string(static_cast<tx_status>(99)), "unknown");
-  EXPECT_EQ(gpm::to_string(tx_mode::volatile_only), "volatile");
-  EXPECT_EQ(gpm::to_string(tx_mode::direct), "direct");
-  EXPECT_EQ(gpm::to_string(tx_mode::helpers), "helpers");
+}
+
+// The benchmarks' record names, both ways.
+TEST_F(TxHeap, ModesHaveTheBenchmarksNamesAndParseBack) {
+  const std::pair<tx_mode, const char*> names[] = {{tx_mode::volatile_only, "volatile"},
+                                                   {tx_mode::direct, "redo-direct"},
+                                                   {tx_mode::helpers, "helpers"},
+                                                   {tx_mode::adaptive, "adaptive"},
+                                                   {tx_mode::hcl, "redo-hcl"}};
+  for (const auto& [mode, name] : names) {
+    EXPECT_EQ(gpm::to_string(mode), name);
+    EXPECT_EQ(gpm::parse_tx_mode(name), mode) << name;
+  }
+  EXPECT_EQ(gpm::to_string(static_cast<tx_mode>(99)), "unknown");
+  EXPECT_EQ(gpm::parse_tx_mode("direct"), std::nullopt);
+  EXPECT_EQ(gpm::parse_tx_mode(""), std::nullopt);
+  EXPECT_EQ(gpm::parse_tx_mode("undo-hcl"), std::nullopt) << "not implemented";
 }
 
 TEST_F(TxHeap, CommitsGetConsecutiveSequenceNumbersAndEmptyOnesNone) {
@@ -540,8 +569,9 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
     tx_mode mode;
     std::uint32_t helpers;
   };
-  for (const config c :
-       {config{tx_mode::direct, 0}, config{tx_mode::helpers, 1}, config{tx_mode::helpers, 2}}) {
+  for (const config c : {config{tx_mode::direct, 0}, config{tx_mode::helpers, 1},
+                         config{tx_mode::helpers, 2}, config{tx_mode::hcl, 0},
+                         config{tx_mode::adaptive, 1}, config{tx_mode::adaptive, 2}}) {
     gpm::tx_options o = small_options(c.mode);
     if (c.helpers != 0) o.helper_warps = c.helpers;
     const std::string name = std::string(gpm::to_string(c.mode)) + std::to_string(c.helpers);
@@ -561,6 +591,140 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
     for (int i = 0; i < 200; ++i) sum += w[i];
     EXPECT_EQ(sum, 255u * 256 / 2) << name;
   }
+}
+
+// ---- adaptive switch, HCL-striped records, calibration -----------------------------------------
+
+TEST_F(TxHeap, AdaptiveOptionsAndLaunchesAreChecked) {
+  gpm::pool& p = pool.get();
+  const auto create = [&p](gpm::tx_options o) {
+    return [&p, o] { gpm::tx_heap::create(p, "bad", kGeometry, o); };
+  };
+  gpm::tx_options o = small_options(tx_mode::adaptive);
+  o.switch_threshold = -1;
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::adaptive);
+  o.slice_us = 0;
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::adaptive);
+  o.helper_warps = 3;
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::adaptive);
+  o.ring_chunks = 1;
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options();
+  o.mode = static_cast<tx_mode>(17);
+  expect_error(gpm::errc::invalid_argument, create(o));
+  EXPECT_FALSE(p.find("bad")) << "a rejected create must not allocate";
+  auto heap = gpm::tx_heap::create(p, "h", kGeometry, small_options(tx_mode::adaptive));
+  const no_work body{};
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(5, 32, body); });  // 4 logs
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 1024, body); });  // + helpers
+}
+
+// A launch gets the ring after one that persisted faster than the threshold (and the first
+// launch always does); without the ring, every commit is direct.
+TEST_F(TxHeap, AdaptiveChoosesTheRingPerLaunchFromTheLastLaunchsBandwidth) {
+  for (const double threshold : {0.0, 1e30}) {
+    const std::string name = threshold == 0 ? "hot" : "cold";
+    SCOPED_TRACE(name);
+    gpm::tx_options o = small_options(tx_mode::adaptive);
+    o.switch_threshold = threshold;
+    auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
+    for (int launch = 0; launch < 3; ++launch) run_each(heap, 4, 64, add_and_count{});
+    const gpm::tx_stats s = heap.stats();
+    EXPECT_EQ(s.launches, 3u);
+    EXPECT_EQ(s.commits, 3 * 256u);
+    EXPECT_EQ(s.durable_seq, 3 * 256u);
+    EXPECT_EQ(s.switch_threshold, threshold);
+    if (threshold == 0) {
+      EXPECT_EQ(s.ring_launches, 3u);
+      EXPECT_GT(s.ring_commits, 0u);
+      EXPECT_GT(s.slices_on, 0u);
+      EXPECT_GE(s.switches, 1u);
+    } else {
+      EXPECT_EQ(s.ring_launches, 1u);
+      EXPECT_EQ(s.ring_commits, 0u);
+      EXPECT_EQ(s.slices_on, 0u);
+      EXPECT_EQ(s.switches, 0u);
+    }
+    const auto w = contents(heap);
+    EXPECT_EQ(w[255], 3 * 256u);
+  }
+}
+
+// The 32 lanes of a tile committing together write one group: member i's chunk j at position
+// j * 32 + i, each first chunk's slot 1 naming the width and the member.
+TEST_F(TxHeap, HclStripesTheRecordsOfLanesThatCommitTogether) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options(tx_mode::hcl));
+  heap.launch(1, 32, warp_writes_own_word{});
+  heap.sync();
+  EXPECT_EQ(heap.durable_seq(), 32u);
+  const auto w = contents(heap);
+  for (std::uint32_t i = 0; i < 32; ++i) EXPECT_EQ(w[i], i + 1);
+  gpm::pool& p = pool.get();
+  const auto* h = p.host_ptr<gpm::detail::tx::heap_header>(p.get("h").offset);
+  const gpm::detail::tx::heap_layout layout{h->words, h->log_chunks, h->logs};
+  const auto* log0 =
+      p.host_ptr<std::uint64_t>(p.get("h").offset + layout.log_offset());  // chunk i: 2 slots
+  for (std::uint32_t i = 0; i < 32; ++i) {
+    EXPECT_EQ(gpm::detail::tx::width_of(log0[2 * i + 1]), 32u) << i;
+    EXPECT_EQ(gpm::detail::tx::rank_of(log0[2 * i + 1]), i) << i;
+    EXPECT_EQ(gpm::detail::tx::count_of(log0[2 * i + 1]), 1u) << i;
+  }
+  // The second chunk of member 0 (its pair) lies one row below.
+  EXPECT_EQ(log0[2 * 32] >> 32, 1u);
+  EXPECT_EQ(heap.stats().persisted_bytes, 32 * 2 * gpm::detail::tx::kChunkBytes);
+}
+
+TEST_F(TxHeap, CalibrationSweepsWritePressureAndCachesItsThreshold) {
+  gpm::pool& p = pool.get();
+  const gpm::tx_calibration small{
+      .writes = 2, .reps = 2, .min_threads = 32, .max_threads = 128, .workers_per_block = 64};
+  const auto sweep = [&p](gpm::tx_calibration c) {
+    return [&p, c] { gpm::tx_calibrate_sweep(p, c); };
+  };
+  gpm::tx_calibration bad = small;
+  bad.writes = 0;
+  expect_error(gpm::errc::invalid_argument, sweep(bad));
+  bad.writes = 33;
+  expect_error(gpm::errc::invalid_argument, sweep(bad));
+  bad = small;
+  bad.reps = 0;
+  expect_error(gpm::errc::invalid_argument, sweep(bad));
+  bad = small;
+  bad.min_threads = 256;  // above max_threads
+  expect_error(gpm::errc::invalid_argument, sweep(bad));
+  bad = small;
+  bad.workers_per_block = 48;
+  expect_error(gpm::errc::invalid_argument, sweep(bad));
+  bad = small;
+  bad.max_threads = 1 << 22;  // 32 MiB of words: more than the pool
+  expect_error(gpm::errc::out_of_memory, sweep(bad));
+  EXPECT_FALSE(p.find("gpm.tx.calibrate"));
+
+  const gpm::tx_calibration_result r = gpm::tx_calibrate_sweep(p, small);
+  EXPECT_FALSE(p.find("gpm.tx.calibrate")) << "the scratch heap is freed";
+  ASSERT_EQ(r.points.size(), 3u);
+  bool threshold_is_a_point = std::isinf(r.threshold);
+  for (std::size_t i = 0; i < r.points.size(); ++i) {
+    const gpm::tx_calibration_point& x = r.points[i];
+    EXPECT_EQ(x.threads, 32u << i);
+    EXPECT_GT(x.direct_seconds, 0);
+    EXPECT_GT(x.helpers_seconds, 0);
+    EXPECT_GT(x.direct_bandwidth, 0);
+    EXPECT_GT(x.helpers_bandwidth, 0);
+    threshold_is_a_point = threshold_is_a_point || r.threshold == x.direct_bandwidth;
+  }
+  EXPECT_TRUE(threshold_is_a_point) << r.threshold;
+
+  // The first calibration of the process is the one every later call and adaptive heap uses.
+  const double threshold = gpm::tx_calibrate(p, small);
+  EXPECT_EQ(gpm::tx_calibrate(p), threshold);
+  gpm::tx_options o = small_options(tx_mode::adaptive);
+  o.switch_threshold.reset();
+  auto heap = gpm::tx_heap::create(p, "calibrated", kGeometry, o);
+  EXPECT_EQ(heap.stats().switch_threshold, threshold);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // paper's ATM, whose outcome depends on the order) between few accounts, so transactions
 // conflict all the time, over every persistence mode, 1 or 2 helper warps, tile sizes 1, 8 and
 // 32, small rings (committers wait for the helpers) and tiny logs (rings that wrap many times
-// while the host frees them), each under several emulator schedules. Checked every time:
+// while the host frees them), HCL-striped records, and the adaptive switch held ON, held OFF or
+// flipping every few microseconds, each under several emulator schedules. Checked every time:
 //  - every transaction committed, and the sequence numbers are exactly 1..N;
 //  - replaying the transactions one by one in sequence order on the initial state gives the
 //    final state exactly (serializable in commit order), and the total balance is unchanged;
@@ -20,6 +21,10 @@ using gpm::tx_mode;
 using gpm::tx_status;
 using namespace gpm::test::tx;
 
+// Adaptive thresholds (bytes/s) with 1 µs slices: every slice that persists anything turns
+// helpers on; none ever does; about one record per slice does (so the switch flips all the time).
+constexpr double kAlwaysOn = 0, kNeverOn = 1e30, kFlipping = 40e6;
+
 struct config {
   const char* name;
   tx_mode mode;
@@ -27,6 +32,7 @@ struct config {
   std::uint32_t ring_chunks;
   std::uint64_t log_bytes;
   unsigned tile;
+  double threshold = kAlwaysOn;
 };
 
 const config kConfigs[] = {
@@ -39,6 +45,14 @@ const config kConfigs[] = {
     {"helpers2_small_ring_tiny_logs", tx_mode::helpers, 2, 6, 256, 1},
     {"helpers1_tile8_tiny_logs", tx_mode::helpers, 1, 64, 256, 8},
     {"helpers2_tile32_small_ring", tx_mode::helpers, 2, 16, 4096, 32},
+    {"hcl", tx_mode::hcl, 1, 1024, 4096, 1},
+    {"hcl_tiny_logs", tx_mode::hcl, 1, 1024, 256, 1},
+    {"hcl_tile8_tiny_logs", tx_mode::hcl, 1, 1024, 256, 8},
+    {"hcl_tile32", tx_mode::hcl, 1, 1024, 4096, 32},
+    {"adaptive_on", tx_mode::adaptive, 1, 8, 4096, 1, kAlwaysOn},
+    {"adaptive_off_tile8", tx_mode::adaptive, 1, 64, 256, 8, kNeverOn},
+    {"adaptive_flipping", tx_mode::adaptive, 1, 16, 1024, 1, kFlipping},
+    {"adaptive2_flipping_tile32_tiny_logs", tx_mode::adaptive, 2, 16, 256, 32, kFlipping},
 };
 
 class TxProperty : public ::testing::TestWithParam<config> {};
@@ -71,6 +85,8 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
   o.helper_warps = c.helpers;
   o.ring_chunks = c.ring_chunks;
   o.max_threads = 4 * 64;
+  o.switch_threshold = c.threshold;
+  o.slice_us = 1;
   for (const std::uint64_t seed : {0, 1, 2}) {
     SCOPED_TRACE(std::string(c.name) + ", emulator seed " + std::to_string(seed));
     const atm w{.accounts = 12, .transactions = 1200, .seed = seed + 100};
@@ -114,6 +130,27 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
       EXPECT_EQ(heap.durable_seq(), w.transactions);
       EXPECT_EQ(stats.durable_seq, w.transactions);
       EXPECT_GT(stats.persisted_bytes, w.transactions * 2 * gpm::detail::tx::kChunkBytes);
+      EXPECT_EQ(stats.launches, 2u);
+      if (c.mode == tx_mode::helpers) {
+        EXPECT_EQ(stats.ring_commits, w.transactions);
+      }
+      if (c.mode == tx_mode::direct || c.mode == tx_mode::hcl) {
+        EXPECT_EQ(stats.ring_commits, 0u);
+      }
+      if (c.mode == tx_mode::adaptive) {
+        // The first launch always gets the ring; the second after a hot first one.
+        EXPECT_GE(stats.ring_launches, 1u);
+        EXPECT_LE(stats.ring_commits, w.transactions);
+        if (c.threshold == kNeverOn) {
+          EXPECT_EQ(stats.ring_commits, 0u);
+          EXPECT_EQ(stats.slices_on, 0u);
+        }
+        if (c.threshold == kAlwaysOn) {
+          EXPECT_EQ(stats.ring_launches, 2u);
+          EXPECT_GT(stats.ring_commits, 0u);
+          EXPECT_GT(stats.slices_on, 0u);
+        }
+      }
     }
     if (c.mode == tx_mode::volatile_only) continue;
     auto again = gpm::tx_heap::open(pool.get(), name, g, o);

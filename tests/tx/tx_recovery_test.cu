@@ -1,7 +1,8 @@
 // Recovery of a transactional heap from logs written by hand in the on-media format (what a
 // crash leaves behind): replay in sequence order across logs, the first gap or torn record ends
 // the replay, records of other epochs or heaps and records already applied are ignored, records
-// wrap around the end of their log, discarded records never come back, recovery is idempotent.
+// wrap around the end of their log, discarded records never come back, recovery is idempotent,
+// HCL-striped groups replay only when every member is there.
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/detail/format.hpp>
 #include <gpm/tx/tx_heap.cuh>
@@ -61,18 +62,18 @@ class media {
     for (const auto& [w, v] : pairs) words.push_back(w), values.push_back(v);
     F::record_source rec{seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(),
                          0};
-    rec.checksum = F::record_checksum(rec, rec.count,
-                                      F::record_seed(salt != 0 ? salt : F::salt_of(header_),
-                                                     epoch != 0 ? epoch : root().epoch, log, pos));
-    const std::uint64_t chunks = F::record_chunks(rec.count);
-    auto* data = reinterpret_cast<std::uint64_t*>(object_ + layout_.log_offset()) +
-                 2 * layout_.log_chunks * log;
-    for (std::uint64_t j = 0; j < (chunks_written != 0 ? chunks_written : chunks); ++j) {
-      const std::uint64_t at = (pos + j) % layout_.log_chunks;
-      data[2 * at] = rec.slot(2 * j);
-      data[2 * at + 1] = rec.slot(2 * j + 1);
-    }
-    return pos + chunks;
+    return pos + store(log, pos, rec, 1, epoch, salt, chunks_written);
+  }
+  // Writes member `rank` of a striped group of `width` records starting at `pos` of `log`.
+  void put_member(std::uint32_t log, std::uint64_t pos, std::uint32_t width, std::uint32_t rank,
+                  std::uint64_t seq,
+                  const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) const {
+    std::vector<std::uint32_t> words, values;
+    for (const auto& [w, v] : pairs) words.push_back(w), values.push_back(v);
+    const F::record_source rec{
+        seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(), 0, width,
+        rank};
+    store(log, pos + rank, rec, width, 0, 0, 0);
   }
   // Flips one bit of the slot `slot` of the record at `pos` of `log`.
   void tear(std::uint32_t log, std::uint64_t pos, std::uint64_t slot) const {
@@ -84,6 +85,24 @@ class media {
  private:
   F::root_record* roots() const {
     return reinterpret_cast<F::root_record*>(object_ + F::kRootOffset);
+  }
+  // Stores `rec` (checksummed here) from `pos`, its chunks `stride` positions apart; returns
+  // its chunks.
+  std::uint64_t store(std::uint32_t log, std::uint64_t pos, F::record_source rec,
+                      std::uint64_t stride, std::uint64_t epoch, std::uint64_t salt,
+                      std::uint64_t chunks_written) const {
+    rec.checksum = F::record_checksum(rec, rec.count,
+                                      F::record_seed(salt != 0 ? salt : F::salt_of(header_),
+                                                     epoch != 0 ? epoch : root().epoch, log, pos));
+    const std::uint64_t chunks = F::record_chunks(rec.count);
+    auto* data = reinterpret_cast<std::uint64_t*>(object_ + layout_.log_offset()) +
+                 2 * layout_.log_chunks * log;
+    for (std::uint64_t j = 0; j < (chunks_written != 0 ? chunks_written : chunks); ++j) {
+      const std::uint64_t at = (pos + j * stride) % layout_.log_chunks;
+      data[2 * at] = rec.slot(2 * j);
+      data[2 * at + 1] = rec.slot(2 * j + 1);
+    }
+    return chunks;
   }
   char* object_;
   F::heap_header header_{};
@@ -185,6 +204,22 @@ TEST_F(TxRecovery, AStaleChunkOneLapBackNeverCompletesANewRecord) {
   recover(&rec);
   EXPECT_EQ(rec.replayed, 0u);
   EXPECT_EQ(rec.applied_seq, 308u);
+}
+
+// Log 0: a group of three records (2, 3 and 3 chunks: 3 rows of 3 chunks), then a plain record
+// after it. Log 1: a group of two whose second member never got written.
+TEST_F(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
+  m.put_member(0, 0, 3, 0, 1, {{0, 1}});
+  m.put_member(0, 0, 3, 2, 3, {{2, 3}, {0, 3}, {5, 3}});
+  m.put_member(0, 0, 3, 1, 2, {{1, 2}, {0, 2}, {4, 2}});
+  m.put(0, 9, 4, {{3, 4}});
+  m.put_member(1, 0, 2, 0, 5, {{6, 5}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 4u);
+  EXPECT_EQ(rec.applied_seq, 4u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 7)),
+            (std::vector<std::uint32_t>{3, 2, 3, 4, 2, 3, 0}));
 }
 
 TEST_F(TxRecovery, IgnoresRecordsOfOtherEpochsAndOtherHeaps) {

@@ -5,6 +5,8 @@
 // backends.
 #pragma once
 
+#include <cstdint>
+
 #include <gpm/config.hpp>
 #if GPM_BACKEND_CUDA
 #include <cooperative_groups.h>
@@ -44,6 +46,19 @@ __device__ inline unsigned int lane_id() {
   return lane;
 #else
   return emu::detail::this_thread().lane;
+#endif
+}
+
+// Nanoseconds of a clock that all blocks of the device share (the GPU's global timer; on the
+// emulator the host's steady clock), for measurements that span blocks, such as rates per time
+// slice. Its resolution may be as coarse as a microsecond.
+__device__ inline std::uint64_t global_time_ns() {
+#if GPM_BACKEND_CUDA
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return static_cast<std::uint64_t>(clock64());
 #endif
 }
 

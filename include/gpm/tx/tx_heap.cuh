@@ -6,7 +6,10 @@
 // warps drain. A host thread owned by the heap applies persisted records to the home image in
 // commit order, advances the `applied` root and frees log space while kernels run. After a crash,
 // open() replays the records that form a complete prefix of the commit order and rebuilds the
-// working copy. Protocol, format and recovery rule: docs/transactions.md.
+// working copy. Modes (tx_mode): volatile, direct, HCL-striped direct, helpers, and adaptive,
+// which switches helper warps on and off by the measured persist bandwidth against a threshold
+// that gpm::tx_calibrate measures on the machine. Protocol, format and recovery rule:
+// docs/transactions.md.
 //
 //   gpm::tx_heap heap = gpm::tx_heap::create(pool, "bank", {.words = n, .logs = 128});
 //   heap.store(0, initial.data(), n);                       // initial contents, durable
@@ -25,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,8 +53,12 @@ struct tx_geometry {
 // Process-local choices, not stored in the pool.
 struct tx_options {
   tx_mode mode = tx_mode::helpers;
-  std::uint32_t helper_warps = 1;    // helpers mode: helper warps per block, 1 or 2
-  std::uint32_t ring_chunks = 1024;  // helpers mode: 16-byte chunks (two word-value pairs) per ring
+  std::uint32_t helper_warps = 1;    // helpers, adaptive: helper warps per block, 1 or 2
+  std::uint32_t ring_chunks = 1024;  // helpers, adaptive: 16-byte chunks (two pairs) per ring
+  // adaptive: the persist bandwidth (bytes/s) above which helper warps turn on; unset: measured
+  // by gpm::tx_calibrate(pool) when the heap is opened (once per process)
+  std::optional<double> switch_threshold;
+  std::uint32_t slice_us = 100;  // adaptive: the bandwidth monitor's time slice, microseconds
   std::uint32_t max_attempts = 0;    // attempts before run() gives up (0: until it commits)
   std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
   std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
@@ -69,7 +77,43 @@ struct tx_stats {
   std::uint64_t aborts = 0;           // attempts aborted by conflicts since open
   std::uint64_t persisted_bytes = 0;  // redo records persisted into the logs since open
   std::uint64_t durable_seq = 0;      // as durable_seq(), without a new pass over the logs
+  std::uint64_t ring_commits = 0;     // commits whose record helper warps persisted
+  std::uint64_t launches = 0;         // tx_heap::launch calls since open
+  std::uint64_t ring_launches = 0;    // of them, with the ring and helper warps
+  // adaptive: time slices the bandwidth monitor decided ON (helpers) and OFF (direct), and how
+  // often its decision changed, over the launches with a ring; the threshold in use (bytes/s)
+  std::uint64_t slices_on = 0;
+  std::uint64_t slices_off = 0;
+  std::uint64_t switches = 0;
+  double switch_threshold = 0;
 };
+
+// The Helper Warps paper's Fig. 6 micro-benchmark (TPDS'20 §5.2), which finds the switching
+// threshold: every thread runs `reps` transactions that each write `writes` words of its own
+// (no conflicts, the logs' write pattern), in direct and in helpers mode, for thread counts
+// doubling from min_threads to max_threads (write pressure). The threshold is the persist
+// bandwidth direct mode reaches at the first thread count where helpers finish sooner.
+struct tx_calibration {
+  std::uint32_t writes = 4;
+  std::uint32_t reps = 8;
+  std::uint64_t min_threads = 256;
+  std::uint64_t max_threads = 1 << 17;
+  std::uint32_t workers_per_block = 256;  // blocks: threads / workers_per_block, at least 1
+};
+struct tx_calibration_point {
+  std::uint64_t threads = 0;
+  double direct_seconds = 0, helpers_seconds = 0;      // kernel time of each mode
+  double direct_bandwidth = 0, helpers_bandwidth = 0;  // bytes persisted per second
+};
+struct tx_calibration_result {
+  double threshold = 0;  // bytes/s; infinity when helpers never won
+  std::vector<tx_calibration_point> points;
+};
+// Runs the sweep on a scratch heap in `p` (the pool object "gpm.tx.calibrate", freed after).
+// Throws invalid_argument (bad sweep), out_of_memory (the pool has no room for the scratch heap).
+tx_calibration_result tx_calibrate_sweep(pool& p, const tx_calibration& c = {});
+// The threshold of the first sweep this process ran (running it now if none did).
+double tx_calibrate(pool& p, const tx_calibration& c = {});
 
 class tx_heap {
  public:
@@ -94,19 +138,22 @@ class tx_heap {
   tx_ref ref() const;
 
   // Launches `blocks` blocks of `workers_per_block` worker threads (a multiple of 32), each
-  // calling body(tx_ref) with a tx_ref bound to its block; in helpers mode every block gets the
-  // helper warps and ring of the options and uses log blockIdx.x (so blocks <= logs). `body` is a
-  // trivially copyable functor or extended __device__ lambda. Asynchronous, in `stream`.
+  // calling body(tx_ref) with a tx_ref bound to its block. In helpers mode every block gets the
+  // helper warps and ring of the options and uses log blockIdx.x (so blocks <= logs). In adaptive
+  // mode so does a launch after one whose persist bandwidth exceeded the threshold (and the
+  // first); the others run without them, committing directly. `body` is a trivially copyable
+  // functor or extended __device__ lambda. Asynchronous, in `stream`.
   template <class Body>
   void launch(std::uint32_t blocks, std::uint32_t workers_per_block, Body body,
               cudaStream_t stream = nullptr) {
-    const detail::tx::launch_plan plan = plan_launch(blocks, workers_per_block);
+    const detail::tx::launch_plan plan = plan_launch(blocks, workers_per_block, stream);
     const auto kernel = &detail::tx::launch_kernel<Body>;
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan.shared_bytes)),
                "cudaFuncSetAttribute (the persistence ring's shared memory)");
     gpm::launch(kernel, plan.blocks, plan.threads_per_block, plan.shared_bytes, stream, plan.view,
                 body);
+    launched(stream);
   }
 
   // Waits for `stream`, then until every commit made so far is durable and applied.
@@ -132,7 +179,9 @@ class tx_heap {
 
  private:
   explicit tx_heap(std::unique_ptr<impl> impl);
-  detail::tx::launch_plan plan_launch(std::uint32_t blocks, std::uint32_t workers) const;
+  detail::tx::launch_plan plan_launch(std::uint32_t blocks, std::uint32_t workers,
+                                      cudaStream_t stream);
+  void launched(cudaStream_t stream);  // after the kernel is queued: adaptive bookkeeping
   std::unique_ptr<impl> impl_;
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include <gpm/platform/macros.hpp>
@@ -41,9 +42,14 @@ enum class tx_mode : std::uint32_t {
   volatile_only,  // no log: the STM on the GPU's working copy alone (the benchmarks' ceiling)
   direct,         // the committing thread writes and persists its own redo record
   helpers,        // committers hand their record to a ring in shared memory; helper warps persist
+  adaptive,       // direct or helpers, switched by the measured persist bandwidth (TPDS'20 §5)
+  hcl,            // as direct, into records striped by lane so a warp's stores coalesce
 };
 
-// "volatile", "direct", "helpers".
+// The modes' names, as the benchmarks' records spell them: "volatile", "redo-direct",
+// "helpers", "adaptive", "redo-hcl".
 std::string_view to_string(tx_mode m) noexcept;
+// The mode to_string names `name`, or nullopt for any other string.
+std::optional<tx_mode> parse_tx_mode(std::string_view name) noexcept;
 
 }  // namespace gpm

@@ -1,6 +1,8 @@
 // The one transaction engine of gpm::tx: the device view of a heap, the metadata-based STM of the
 // Helper Warps paper (TPDS'20, §4, Fig. 2) with redo logging at 32-bit-word granularity, the
-// commit paths (volatile, direct, ring + helper warps, §4.1) and the helper warps' drain loop.
+// commit paths (volatile; direct; striped, the HCL layout; ring + helper warps, §4.1), the
+// adaptive switch between direct and ring commits (§5: per-block byte counters, a global
+// bandwidth monitor per time slice, one deciding thread) and the helper warps' drain loop.
 // Public entry points are gpm::tx_ref (tx_ref.cuh) and gpm::tx_heap::launch (tx_heap.cuh).
 //
 // Concurrency control. Every word maps to an ownership record (orec, word modulo the orec count,
@@ -17,9 +19,10 @@
 // Commit order. A committer takes its global sequence number after COMMITTING, while it still
 // holds all its orecs, so conflicting transactions are numbered in conflict order and replaying
 // records in sequence order reproduces the heap. The number and the record's space in its log
-// stream are taken together under one order lock per log (direct) or per block ring (helpers),
-// so within a log records lie in sequence order; this is what lets the host free log space in
-// order without ever waiting on a record that cannot be written.
+// stream are taken together under one order lock per log (direct, striped) or per block (in
+// kernels launched with a ring, for ring and direct commits alike), so within a log records lie
+// in sequence order; this is what lets the host free log space in order without ever waiting on
+// a record that cannot be written.
 #pragma once
 
 #include <cstdint>
@@ -45,30 +48,57 @@ struct log_state {
   std::uint64_t head_seen;
 };
 
-// A block's persistence ring (helpers mode) at the start of its dynamic shared memory, followed
-// by ring_chunks 16-byte chunks and ring_chunks 32-bit fill flags. A chunk at stream position p
-// lives at index p % ring_chunks; its flag holds p + 1 (32 bits) once the chunk is written.
+// A block's persistence ring (helpers and adaptive launches) at the start of its dynamic shared
+// memory, followed by ring_chunks 16-byte chunks, ring_chunks 32-bit fill flags and ring_chunks
+// 32-bit log indices. Ring positions count chunks that went through the ring this launch; a
+// chunk at ring position p lives at index p % ring_chunks, its flag holds p + 1 (32 bits) once
+// it is written, and its log index says where in the block's log it goes (direct commits of an
+// adaptive launch take log positions but no ring positions, so the two differ).
 struct ring_control {
-  std::uint32_t lock;          // order lock: sequence number and ring space are taken together
+  log_state stream;            // the block's log: order lock, next position, head seen
   std::uint32_t workers_done;  // workers of the block that returned from the body
-  std::uint64_t reserved;      // next stream position to hand out
-  std::uint64_t claimed;       // helpers: positions before it are being or have been copied
-  std::uint64_t persisted;     // positions before it are persisted; their ring slots are free
-  std::uint64_t head_seen;     // the log's head as last read from the pool
-  std::uint64_t pad[3];
+  std::uint32_t reserved0;
+  std::uint64_t reserved;   // next ring position to hand out
+  std::uint64_t claimed;    // helpers: positions before it are being or have been copied
+  std::uint64_t persisted;  // positions before it are persisted; their ring slots are free
+  std::uint64_t bytes;      // adaptive: bytes the block persisted and has not reported yet
+  std::uint64_t slice;      // adaptive: the last time slice in which the block reported
+  std::uint64_t pad;
 };
 static_assert(sizeof(ring_control) % kChunkBytes == 0);
 
 GPM_HOST_DEVICE constexpr std::uint64_t ring_bytes(std::uint32_t ring_chunks) {
-  return sizeof(ring_control) + std::uint64_t{ring_chunks} * (kChunkBytes + 4);
+  return sizeof(ring_control) + std::uint64_t{ring_chunks} * (kChunkBytes + 8);
 }
+
+// The adaptive switch's global bandwidth monitor (§5), in GPU memory. Blocks add the bytes they
+// persisted in a slice when they see that slice end; the one thread that takes `lock` closes the
+// slice and decides: helpers ON as soon as a slice persisted more than the threshold, OFF after
+// kOffSlices slices at or below it. tx_heap::launch zeroes the first five fields (and sets `on`
+// as the launch starts) before each adaptive launch; the counters run since open.
+struct bandwidth_monitor {
+  std::uint64_t slice;  // the last slice decided (global time / slice length); 0: none yet
+  std::uint64_t bytes;  // bytes reported since then
+  std::uint32_t on;     // committers use the ring and helper warps
+  std::uint32_t below;  // slices in a row at or below the threshold
+  std::uint32_t lock;   // the deciding thread's
+  std::uint32_t reserved0;
+  std::uint64_t slices_on;   // slices decided ON, since open
+  std::uint64_t slices_off;  // slices decided OFF
+  std::uint64_t switches;    // times the decision changed
+};
+inline constexpr std::uint64_t kMonitorResetBytes = 32;  // slice, bytes, on, below, lock
+inline constexpr std::uint32_t kOffSlices = 5;           // the paper's choice (§5.2)
+
+// Per thread slot, in GPU memory: commits, aborts, commits whose record went through a ring.
+inline constexpr std::uint32_t kCounters = 3;
 
 struct heap_view {
   std::uint32_t* work = nullptr;  // the working copy in GPU memory: reads and writes go here
   std::uint64_t* orecs = nullptr;
   std::uint64_t orec_mask = 0;        // orec count - 1 (a power of two)
   std::uint64_t* status = nullptr;    // per thread slot: attempt << 2 | state
-  std::uint64_t* counters = nullptr;  // per thread slot: commits, aborts
+  std::uint64_t* counters = nullptr;  // per thread slot: kCounters counters
   std::uint64_t max_threads = 0;
   std::uint64_t words = 0;
   std::uint64_t* seq = nullptr;  // the last sequence number handed out
@@ -81,6 +111,9 @@ struct heap_view {
   std::uint64_t salt = 0;
   std::uint64_t epoch = 0;
   std::uint32_t max_attempts = 0;  // 0: unbounded
+  bandwidth_monitor* monitor = nullptr;  // adaptive mode
+  std::uint64_t slice_ns = 1;            // adaptive: the monitor's time slice
+  std::uint64_t slice_threshold = 0;     // adaptive: helpers ON above this many bytes in a slice
   // Set by tx_heap::launch for the blocks it runs (0 / null in kernels the caller launched):
   std::uint32_t workers_per_block = 0;
   std::uint32_t ring_chunks = 0;
@@ -127,10 +160,89 @@ __device__ inline void lock_order(Lock lock) {
   }
 }
 
-// The most chunks one reservation may take: what the block's ring and its log can hold.
-GPM_HOST_DEVICE inline std::uint64_t record_room(const heap_view& v) {
-  return v.ring != nullptr && v.ring_chunks < v.log_chunks ? v.ring_chunks : v.log_chunks;
+// The most chunks one reservation may take: what the block's log holds, and its ring too when
+// the record goes through the ring.
+GPM_HOST_DEVICE inline std::uint64_t record_room(const heap_view& v, bool via_ring) {
+  return via_ring && v.ring_chunks < v.log_chunks ? v.ring_chunks : v.log_chunks;
 }
+
+// Whether a commit now goes through the block's ring: always in a helpers launch; in an adaptive
+// launch with a ring while the monitor says ON; never without a ring.
+__device__ inline bool use_ring(const heap_view& v) {
+  return v.ring != nullptr &&
+         (v.mode != tx_mode::adaptive || dev32(v.monitor->on).load(memory_order_relaxed) != 0);
+}
+
+__device__ inline ulonglong2* ring_chunks(const heap_view& v) {
+  return reinterpret_cast<ulonglong2*>(v.ring + 1);
+}
+__device__ inline std::uint32_t* ring_flags(const heap_view& v) {
+  return reinterpret_cast<std::uint32_t*>(ring_chunks(v) + v.ring_chunks);
+}
+__device__ inline std::uint32_t* ring_log_index(const heap_view& v) {
+  return ring_flags(v) + v.ring_chunks;
+}
+
+// ---- the adaptive switch (§5) ---------------------------------------------------------------
+
+// Closes the slices since the last decision, which persisted `bytes`: ON at once when they
+// exceeded the threshold (per slice), OFF after kOffSlices slices at or below it. Called by
+// the one thread that holds the monitor's lock.
+__device__ inline void decide(const heap_view& v, bandwidth_monitor& m, std::uint64_t slices,
+                              std::uint64_t bytes) {
+  const bool above = bytes / slices > v.slice_threshold;
+  std::uint32_t on = dev32(m.on).load(memory_order_relaxed);
+  if (above) {
+    m.below = 0;
+  } else {
+    m.below = m.below + slices > kOffSlices ? kOffSlices : m.below + static_cast<std::uint32_t>(slices);
+  }
+  const std::uint32_t next = above ? 1 : m.below >= kOffSlices ? 0 : on;
+  if (next != on) {
+    dev32(m.on).store(next, memory_order_relaxed);
+    ++m.switches;
+    kernel_crash_point("tx.switch");
+  }
+  (next != 0 ? m.slices_on : m.slices_off) += slices;
+}
+
+// Counts `bytes` the calling thread just persisted into its block's counter and, when a time
+// slice has passed since the block last reported, adds the block's delta to the global monitor
+// (one thread per block), and lets one thread of the device decide.
+__device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes) {
+  ring_control* ring = v.ring;
+  if (v.mode != tx_mode::adaptive || ring == nullptr) return;
+  blk64(ring->bytes).fetch_add(bytes, memory_order_relaxed);
+  const std::uint64_t now = global_time_ns() / v.slice_ns;
+  std::uint64_t seen = blk64(ring->slice).load(memory_order_relaxed);
+  if (now <= seen ||
+      !blk64(ring->slice).compare_exchange_strong(seen, now, memory_order_relaxed)) {
+    return;
+  }
+  bandwidth_monitor& m = *v.monitor;
+  dev64(m.bytes).fetch_add(blk64(ring->bytes).exchange(0, memory_order_relaxed),
+                           memory_order_relaxed);
+  if (now <= dev64(m.slice).load(memory_order_relaxed)) return;
+  std::uint32_t unlocked = 0;
+  if (!dev32(m.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) return;
+  const std::uint64_t last = dev64(m.slice).load(memory_order_relaxed);
+  if (now > last) {
+    dev64(m.slice).store(now, memory_order_relaxed);
+    // The launch's first decision covers what the blocks persisted since it started.
+    decide(v, m, last == 0 ? 1 : now - last, dev64(m.bytes).exchange(0, memory_order_relaxed));
+  }
+  dev32(m.lock).store(0, memory_order_release);
+}
+
+// Where one commit's record goes.
+struct placement {
+  std::uint64_t seq = 0;       // its sequence number
+  std::uint64_t pos = 0;       // log stream position of its first chunk
+  std::uint64_t ring_pos = 0;  // ring position of its first chunk, when it goes through the ring
+  bool via_ring = false;
+  std::uint32_t width = 1;   // its striped group's width: its chunks lie `width` positions apart
+  std::uint32_t member = 0;  // its rank in the group
+};
 
 // ---- one transaction ------------------------------------------------------------------------
 
@@ -209,7 +321,7 @@ class transaction {
              .compare_exchange_strong(expected, status_word(attempt_, kCommitting),
                                       memory_order_acq_rel)) {
       end(kAborted);
-      ++v_.counters[2 * slot_ + 1];
+      ++v_.counters[kCounters * slot_ + 1];
       return commit_step::retry;
     }
     if (state_ == failed) return finish(r, failure_);
@@ -218,37 +330,16 @@ class transaction {
       return finish(r, tx_status::committed);
     }
     chunks = record_chunks(writes_);
-    if (chunks > record_room(v_)) return finish(r, tx_status::record_too_large);
+    // Only helpers mode has no other way for a record larger than the ring.
+    if (chunks > record_room(v_, v_.mode == tx_mode::helpers && v_.ring != nullptr)) {
+      return finish(r, tx_status::record_too_large);
+    }
     return commit_step::record;
   }
 
-  // Writes the record at stream position `pos` of the block's log (directly and persisted, or
-  // into the ring for the helpers), applies the write set to the working copy, releases.
-  __device__ void publish(tx_result& r, std::uint64_t seq, std::uint64_t pos) {
-    record_source rec{seq, writes_, words_, values_, 0};
-    const std::uint32_t log = v_.ring != nullptr ? blockIdx.x : log_of_block(v_);
-    rec.checksum = record_checksum(rec, writes_, record_seed(v_.salt, v_.epoch, log, pos));
-    const std::uint64_t chunks = record_chunks(writes_);
-    if (v_.ring != nullptr) {
-      ulonglong2* ring = reinterpret_cast<ulonglong2*>(v_.ring + 1);
-      std::uint32_t* flags = reinterpret_cast<std::uint32_t*>(ring + v_.ring_chunks);
-      for (std::uint64_t j = 0; j < chunks; ++j) {
-        const std::uint64_t at = (pos + j) % v_.ring_chunks;
-        ring[at] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
-        blk32(flags[at]).store(static_cast<std::uint32_t>(pos + j + 1), memory_order_release);
-      }
-    } else {
-      ulonglong2* data = v_.log_data + std::uint64_t{log} * v_.log_chunks;
-      for (std::uint64_t j = 0; j < chunks; ++j) {
-        data[(pos + j) % v_.log_chunks] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
-      }
-      gpm::persist();
-      atomic_ref<std::uint64_t, pool_scope>(v_.control[log].persisted).fetch_add(chunks);
-    }
-    apply();
-    r.seq = seq;
-    finish(r, tx_status::committed);
-  }
+  // Writes the record where `o` says (persisted into the block's log, or into the ring for the
+  // helpers), applies the write set to the working copy, releases.
+  __device__ void publish(tx_result& r, const placement& o);
 
  private:
   enum run_state : std::uint32_t { running, conflict, failed };
@@ -347,7 +438,7 @@ class transaction {
   __device__ commit_step finish(tx_result& r, tx_status s) {
     end(kIdle);
     r.status = s;
-    if (s == tx_status::committed) ++v_.counters[2 * slot_];
+    if (s == tx_status::committed) ++v_.counters[kCounters * slot_];
     return commit_step::done;
   }
 
@@ -366,11 +457,6 @@ class transaction {
 
 // ---- ordering commits -----------------------------------------------------------------------
 
-struct order {
-  std::uint64_t seq = 0;  // the first of `count` consecutive sequence numbers
-  std::uint64_t pos = 0;  // stream position of the first of `chunks` chunks
-};
-
 // Waits until [pos, pos + chunks) is free in `log`'s ring in the pool: the host has applied
 // everything before pos + chunks - log_chunks.
 __device__ inline void wait_for_log_space(const heap_view& v, std::uint32_t log,
@@ -382,69 +468,152 @@ __device__ inline void wait_for_log_space(const heap_view& v, std::uint32_t log,
   }
 }
 
-// Takes `count` sequence numbers and `chunks` chunks of the block's log stream together, under
-// the order lock of the block's ring or of its log, once there is room for the chunks.
-__device__ inline order reserve(const heap_view& v, std::uint32_t count, std::uint64_t chunks) {
-  order o;
-  if (ring_control* ring = v.ring) {
-    lock_order(blk32(ring->lock));
-    o.pos = blk64(ring->reserved).load(memory_order_relaxed);
+__device__ inline std::uint32_t log_of(const heap_view& v) {
+  return v.ring != nullptr ? blockIdx.x : log_of_block(v);
+}
+
+// Takes `count` sequence numbers and `chunks` chunks of the log stream together (and as many
+// ring positions when `via_ring`), under the order lock of the block (launches with a ring: the
+// ring and direct commits share the block's log) or of its log, once there is room for them.
+__device__ inline placement reserve(const heap_view& v, std::uint32_t count, std::uint64_t chunks,
+                                   bool via_ring) {
+  placement o;
+  o.via_ring = via_ring;
+  const std::uint32_t log = log_of(v);
+  log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log];
+  lock_order(dev32(ls.lock));
+  if (via_ring) {
+    ring_control* ring = v.ring;
+    o.ring_pos = blk64(ring->reserved).load(memory_order_relaxed);
     for (std::uint32_t round = 0;
-         o.pos + chunks > blk64(ring->persisted).load(memory_order_acquire) + v.ring_chunks;
+         o.ring_pos + chunks > blk64(ring->persisted).load(memory_order_acquire) + v.ring_chunks;
          ++round) {
       pause(round);
     }
-    o.seq = dev64(*v.seq).fetch_add(count) + 1;
-    blk64(ring->reserved).store(o.pos + chunks, memory_order_release);
-    blk32(ring->lock).store(0, memory_order_release);
-  } else {
-    const std::uint32_t log = log_of_block(v);
-    log_state& ls = v.logs_state[log];
-    lock_order(dev32(ls.lock));
-    o.pos = dev64(ls.next).load(memory_order_relaxed);
-    std::uint64_t head = dev64(ls.head_seen).load(memory_order_relaxed);
-    wait_for_log_space(v, log, head, o.pos + chunks);
-    dev64(ls.head_seen).store(head, memory_order_relaxed);
-    o.seq = dev64(*v.seq).fetch_add(count) + 1;
-    dev64(ls.next).store(o.pos + chunks, memory_order_relaxed);
-    dev32(ls.lock).store(0, memory_order_release);
+    blk64(ring->reserved).store(o.ring_pos + chunks, memory_order_release);
   }
+  o.pos = dev64(ls.next).load(memory_order_relaxed);
+  std::uint64_t head = dev64(ls.head_seen).load(memory_order_relaxed);
+  wait_for_log_space(v, log, head, o.pos + chunks);
+  dev64(ls.head_seen).store(head, memory_order_relaxed);
+  o.seq = dev64(*v.seq).fetch_add(count) + 1;
+  dev64(ls.next).store(o.pos + chunks, memory_order_relaxed);
+  dev32(ls.lock).store(0, memory_order_release);
   return o;
 }
 
-// Sum of `x` over the lanes before the caller's (every lane calls).
-template <class Tile>
-__device__ inline std::uint64_t exclusive_sum(const Tile& tile, std::uint64_t x) {
-  const unsigned rank = tile.thread_rank();
-  std::uint64_t inclusive = x;
-  for (unsigned o = 1; o < tile.size(); o *= 2) {
-    const std::uint64_t below = tile.shfl(inclusive, rank >= o ? rank - o : rank);
-    if (rank >= o) inclusive += below;
+// `op` over the lanes up to the caller's (every lane calls).
+template <class Group, class Op>
+__device__ inline std::uint64_t inclusive_scan(const Group& g, std::uint64_t x, Op op) {
+  const unsigned rank = g.thread_rank();
+  for (unsigned o = 1; o < g.size(); o *= 2) {
+    const std::uint64_t below = g.shfl(x, rank >= o ? rank - o : rank);
+    if (rank >= o) x = op(x, below);
   }
-  return inclusive - x;
+  return x;
 }
 
-// The tile's commit bookkeeping: the lanes whose transaction needs a record get consecutive
-// sequence numbers and adjacent stream positions from one reservation by the first of them
-// (warp-aggregated), or, when their records together exceed the ring, one reservation each.
-template <class Tile, class Tx>
-__device__ inline void order_and_publish(const heap_view& v, const Tile& tile, Tx& t, bool needs,
-                                         std::uint64_t chunks, tx_result& r) {
-  const unsigned mask = tile.ballot(needs);
-  if (mask == 0) return;
-  const unsigned rank = tile.thread_rank();
-  const std::uint64_t before = exclusive_sum(tile, needs ? chunks : 0);
-  const std::uint64_t total = tile.shfl(before + (needs ? chunks : 0), tile.size() - 1);
-  order o;
-  if (total <= record_room(v)) {
-    const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
-    if (rank == leader) o = reserve(v, __popc(mask), total);
-    o.seq = tile.shfl(o.seq, leader) + __popc(mask & ((1u << rank) - 1));
-    o.pos = tile.shfl(o.pos, leader) + before;
-  } else if (needs) {
-    o = reserve(v, 1, chunks);
+// The lanes of the calling warp that reach this point together (__activemask), as a group with
+// a tile's operations: what striped commits aggregate over when each thread runs its own
+// transactions (tile of one), so that lanes committing at once write adjacent chunks.
+class active_lanes {
+ public:
+  __device__ active_lanes() : mask_(__activemask()), lane_(lane_id()) {}
+  __device__ unsigned size() const { return __popc(mask_); }
+  __device__ unsigned thread_rank() const { return __popc(mask_ & ((1u << lane_) - 1)); }
+  template <class T>
+  __device__ T shfl(T x, unsigned rank) const {
+    return __shfl_sync(mask_, x, static_cast<int>(lane_of(rank)));
   }
-  if (needs) t.publish(r, o.seq, o.pos);
+  // Bit r set when the lane of rank r passes `p`.
+  __device__ unsigned ballot(bool p) const {
+    const unsigned lanes = __ballot_sync(mask_, p);
+    unsigned out = 0, rank = 0;
+    for (unsigned m = mask_; m != 0; m &= m - 1, ++rank) {
+      if ((lanes >> (__ffs(static_cast<int>(m)) - 1) & 1u) != 0) out |= 1u << rank;
+    }
+    return out;
+  }
+
+ private:
+  __device__ unsigned lane_of(unsigned rank) const {
+    unsigned m = mask_;
+    for (unsigned i = 0; i < rank; ++i) m &= m - 1;
+    return static_cast<unsigned>(__ffs(static_cast<int>(m)) - 1);
+  }
+  unsigned mask_;
+  unsigned lane_;
+};
+
+// The group's commit bookkeeping: the lanes whose transaction needs a record get consecutive
+// sequence numbers from one reservation by the first of them (warp-aggregated), and space for
+// their records: end to end, or in hcl mode striped (member i's chunk j at P + j * width + i,
+// so the lanes' stores of chunk j are adjacent). When that space exceeds what one reservation
+// may take, each lane reserves its own record.
+template <class Group, class Tx>
+__device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx& t, bool needs,
+                                         std::uint64_t chunks, tx_result& r) {
+  const unsigned mask = g.ballot(needs);
+  if (mask == 0) return;
+  const unsigned rank = g.thread_rank();
+  const bool via_ring = g.shfl(static_cast<unsigned>(use_ring(v)), 0) != 0;
+  const bool striped = v.mode == tx_mode::hcl;
+  const auto add = [](std::uint64_t a, std::uint64_t b) { return a + b; };
+  const auto max = [](std::uint64_t a, std::uint64_t b) { return a > b ? a : b; };
+  const std::uint64_t mine = needs ? chunks : 0;
+  const std::uint64_t before = inclusive_scan(g, mine, add) - mine;
+  const std::uint32_t width = __popc(mask);
+  const std::uint64_t total =
+      striped ? g.shfl(inclusive_scan(g, mine, max), g.size() - 1) * width
+              : g.shfl(before + mine, g.size() - 1);
+  placement o;
+  if (total <= record_room(v, via_ring)) {
+    const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
+    if (rank == leader) o = reserve(v, width, total, via_ring);
+    const std::uint32_t member = __popc(mask & ((1u << rank) - 1));
+    o.seq = g.shfl(o.seq, leader) + member;
+    o.pos = g.shfl(o.pos, leader) + (striped ? member : before);
+    o.ring_pos = g.shfl(o.ring_pos, leader) + before;
+    o.via_ring = via_ring;
+    o.width = striped ? width : 1;
+    o.member = striped ? member : 0;
+  } else if (needs) {
+    o = reserve(v, 1, chunks, via_ring && chunks <= record_room(v, true));
+  }
+  if (needs) t.publish(r, o);
+}
+
+template <unsigned MaxLocks, unsigned MaxWrites>
+__device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const placement& o) {
+  const bool grouped = o.width > 1;
+  record_source rec{o.seq, writes_, words_, values_, 0, grouped ? o.width : 0u,
+                    grouped ? o.member : 0u};
+  const std::uint32_t log = log_of(v_);
+  rec.checksum = record_checksum(rec, writes_, record_seed(v_.salt, v_.epoch, log, o.pos));
+  const std::uint64_t chunks = record_chunks(writes_);
+  if (o.via_ring) {
+    ulonglong2* ring = ring_chunks(v_);
+    std::uint32_t* flags = ring_flags(v_);
+    std::uint32_t* where = ring_log_index(v_);
+    for (std::uint64_t j = 0; j < chunks; ++j) {
+      const std::uint64_t at = (o.ring_pos + j) % v_.ring_chunks;
+      ring[at] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+      where[at] = static_cast<std::uint32_t>((o.pos + j) % v_.log_chunks);
+      blk32(flags[at]).store(static_cast<std::uint32_t>(o.ring_pos + j + 1), memory_order_release);
+    }
+    ++v_.counters[kCounters * slot_ + 2];
+  } else {
+    ulonglong2* data = v_.log_data + std::uint64_t{log} * v_.log_chunks;
+    for (std::uint64_t j = 0; j < chunks; ++j) {
+      data[(o.pos + j * o.width) % v_.log_chunks] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+    }
+    gpm::persist();
+    atomic_ref<std::uint64_t, pool_scope>(v_.control[log].persisted).fetch_add(chunks);
+    monitor_persisted(v_, chunks * kChunkBytes);
+  }
+  apply();
+  r.seq = o.seq;
+  finish(r, tx_status::committed);
 }
 
 // gpm::tx_ref::run: attempts until the transaction commits or fails; every lane of the tile
@@ -466,7 +635,15 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
       body(t);
       step = t.prepare(r, chunks);
     }
-    order_and_publish(v, tile, t, step == commit_step::record, chunks, r);
+    if constexpr (std::is_same_v<Tile, single_thread>) {
+      if (v.mode == tx_mode::hcl) {
+        order_and_publish(v, active_lanes(), t, step == commit_step::record, chunks, r);
+      } else {
+        order_and_publish(v, tile, t, step == commit_step::record, chunks, r);
+      }
+    } else {
+      order_and_publish(v, tile, t, step == commit_step::record, chunks, r);
+    }
     if (step == commit_step::retry) {
       if (v.max_attempts != 0 && r.attempts >= v.max_attempts) {
         r.status = tx_status::too_many_aborts;
@@ -481,55 +658,47 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
   return r;
 }
 
-// ---- helper warps (tx_heap::launch, helpers mode) -------------------------------------------
+// ---- helper warps (tx_heap::launch with a ring) ---------------------------------------------
 
 inline constexpr std::uint32_t kDrainBatch = 128;  // chunks a helper copies before one persist
 
-// Called by every thread of the block before the workers start: the ring continues the block's
-// log stream where the previous launch left it.
+// Called by every thread of the block before the workers start: the block's log stream continues
+// where the previous launch left it; ring positions start at 0 (no flag holds a position + 1).
 __device__ inline void init_ring(const heap_view& v) {
   ring_control* ring = v.ring;
-  auto* flags =
-      reinterpret_cast<std::uint32_t*>(reinterpret_cast<ulonglong2*>(ring + 1) + v.ring_chunks);
-  const std::uint64_t start = v.logs_state[blockIdx.x].next;
-  const std::uint64_t n = v.ring_chunks;
+  std::uint32_t* flags = ring_flags(v);
   if (threadIdx.x == 0) {
     *ring = ring_control{};
-    ring->reserved = ring->claimed = ring->persisted = start;
-    ring->head_seen = v.logs_state[blockIdx.x].head_seen;
+    ring->stream.next = v.logs_state[blockIdx.x].next;
+    ring->stream.head_seen = v.logs_state[blockIdx.x].head_seen;
   }
-  // Flag i first serves position p = start + ((i - start) mod n); a value from the lap before it
-  // never matches p + 1 or any later position of slot i.
-  for (std::uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::uint64_t p = start + (i + n - start % n) % n;
-    flags[i] = static_cast<std::uint32_t>(p + 1 - n);
-  }
+  for (std::uint64_t i = threadIdx.x; i < v.ring_chunks; i += blockDim.x) flags[i] = 0;
   __syncthreads();
 }
 
-// A helper warp: copies filled ring chunks, in stream order, into the block's log with coalesced
-// 16-byte stores, persists each batch with one fence per lane, then publishes the log's persisted
-// tail in order (two helpers may copy two batches at once) and frees the ring slots. Returns when
-// the block's workers are done and everything they reserved is persisted.
+// A helper warp: copies filled ring chunks, in ring order, to their places in the block's log
+// with coalesced 16-byte stores, persists each batch with one fence per lane, then counts them
+// in order (two helpers may copy two batches at once) and frees the ring slots. Log space was
+// taken when the records were reserved. Returns when the block's workers are done and everything
+// they put in the ring is persisted.
 __device__ inline void drain_ring(const heap_view& v) {
   ring_control* ring = v.ring;
-  const ulonglong2* chunks = reinterpret_cast<const ulonglong2*>(ring + 1);
-  const auto* flags = reinterpret_cast<const std::uint32_t*>(chunks + v.ring_chunks);
+  const ulonglong2* chunks = ring_chunks(v);
+  const std::uint32_t* flags = ring_flags(v);
+  const std::uint32_t* where = ring_log_index(v);
   const std::uint32_t log = blockIdx.x;
   ulonglong2* data = v.log_data + std::uint64_t{log} * v.log_chunks;
   const unsigned lane = threadIdx.x % 32;
   for (std::uint32_t idle = 0;;) {
     // Lane 0 reads what the other helper may change; the warp works on one view of it.
-    std::uint64_t c = 0, head = 0;
+    std::uint64_t c = 0;
     bool done = false;
     if (lane == 0) {
       done = blk32(ring->workers_done).load(memory_order_acquire) == v.workers_per_block;
       c = blk64(ring->claimed).load(memory_order_acquire);
       done = done && blk64(ring->reserved).load(memory_order_acquire) == c;
-      head = blk64(ring->head_seen).load(memory_order_relaxed);
     }
     c = __shfl_sync(~0u, c, 0);
-    head = __shfl_sync(~0u, head, 0);
     std::uint64_t k = 0;
     for (std::uint32_t base = 0; base < kDrainBatch; base += 32) {
       const std::uint64_t p = c + base + lane;
@@ -540,15 +709,6 @@ __device__ inline void drain_ring(const heap_view& v) {
       const unsigned run = filled_lanes == ~0u ? 32 : __ffs(static_cast<int>(~filled_lanes)) - 1;
       k += run;
       if (run < 32) break;
-    }
-    if (k != 0 && c + k > head + v.log_chunks) {
-      if (lane == 0) {
-        head = atomic_ref<std::uint64_t, thread_scope::system>(v.control[log].head)
-                   .load(memory_order_acquire);
-        blk64(ring->head_seen).store(head, memory_order_relaxed);
-      }
-      head = __shfl_sync(~0u, head, 0);
-      k = head + v.log_chunks - c < k ? head + v.log_chunks - c : k;
     }
     if (k == 0) {
       if (__shfl_sync(~0u, static_cast<int>(done), 0) != 0) break;
@@ -563,7 +723,8 @@ __device__ inline void drain_ring(const heap_view& v) {
     }
     if (__shfl_sync(~0u, mine, 0) == 0) continue;
     for (std::uint64_t j = lane; j < k; j += 32) {
-      data[(c + j) % v.log_chunks] = chunks[(c + j) % v.ring_chunks];
+      const std::uint64_t at = (c + j) % v.ring_chunks;
+      data[where[at]] = chunks[at];
     }
     if (lane == 0) kernel_crash_point("tx.drain");
     gpm::persist();
@@ -574,17 +735,17 @@ __device__ inline void drain_ring(const heap_view& v) {
         pause(round);
       }
       atomic_ref<std::uint64_t, pool_scope>(v.control[log].persisted)
-          .store(c + k, memory_order_relaxed);
-      gpm::persist();
+          .fetch_add(k, memory_order_relaxed);
       kernel_crash_point("tx.publish");
       blk64(ring->persisted).store(c + k, memory_order_release);
+      monitor_persisted(v, k * kChunkBytes);
     }
     __syncwarp();
   }
   if (lane == 0) {
-    dev64(v.logs_state[log].next).store(blk64(ring->reserved).load(), memory_order_relaxed);
+    dev64(v.logs_state[log].next).store(dev64(ring->stream.next).load(), memory_order_relaxed);
     dev64(v.logs_state[log].head_seen)
-        .store(blk64(ring->head_seen).load(memory_order_relaxed), memory_order_relaxed);
+        .store(dev64(ring->stream.head_seen).load(memory_order_relaxed), memory_order_relaxed);
   }
 }
 
