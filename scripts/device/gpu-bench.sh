@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (docs/benchmarks.md): builds the cuda backend, then
 #   scripts/device/gpu-bench.sh suite [gpmbench suite options]   the GPMbench suite, --full sizes,
-#       one workload at a time under SUITE_PER_WORKLOAD_S (150) within SUITE_BUDGET_S (540)
+#       one workload at a time under SUITE_PER_WORKLOAD_S (150) within SUITE_BUDGET_S (540);
+#       SUITE_RESUME=DIR (an earlier run's unpacked suite-full) keeps the workloads DIR's
+#       completed.txt names instead of running them again
 #   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
 #       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
 #       (2 MiB pages; needs root, changes no system-wide setting)
@@ -29,7 +31,15 @@ case "$what" in
     per=${SUITE_PER_WORKLOAD_S:-150}
     workloads=${SUITE_WORKLOADS:-$(build/cuda/bench/gpmbench list | grep -E '^[a-z]' | cut -d: -f1)}
     status=0
+    resume=${SUITE_RESUME:-}
+    mkdir -p "$results/suite-full"
     for w in $workloads; do
+      if [ -n "$resume" ] && grep -qx "$w" "$resume/completed.txt" 2>/dev/null; then
+        cp "$resume/$w.jsonl" "$results/suite-full/"
+        echo "$w" >> "$results/suite-full/completed.txt"
+        echo "== $w: kept from $resume" | tee -a "$out/suite.txt"
+        continue
+      fi
       left=$((budget - SECONDS))
       if [ "$left" -lt 20 ]; then
         echo "== $w: not run (time budget spent)" | tee -a "$out/suite.txt"
@@ -41,6 +51,7 @@ case "$what" in
       rc=$?
       echo "== $w: exit $rc ($([ $rc = 124 ] && echo "cut at ${limit} s" || echo done)), ${SECONDS} s" \
         | tee -a "$out/suite.txt"
+      [ $rc = 0 ] && echo "$w" >> "$results/suite-full/completed.txt"
       [ $rc = 0 ] || [ $rc = 124 ] || status=1
     done
     ;;

@@ -129,9 +129,10 @@ struct host_arrays {
   float* p[kMaxArrays] = {};
   float* small = nullptr;
 
-  float load(int a, std::uint64_t e) const { return p[a][e]; }
-  void store(int a, std::uint64_t e, float v) const { p[a][e] = v; }
-  void add_small(std::uint32_t k, float v) const { small[k] += v; }
+  // Host-device only so that the element functions' host-device templates may call them.
+  GPM_HOST_DEVICE float load(int a, std::uint64_t e) const { return p[a][e]; }
+  GPM_HOST_DEVICE void store(int a, std::uint64_t e, float v) const { p[a][e] = v; }
+  GPM_HOST_DEVICE void add_small(std::uint32_t k, float v) const { small[k] += v; }
 };
 
 // Items [lo, hi) of a pass, span threads each: W::element for each (item, lane), then W::finish

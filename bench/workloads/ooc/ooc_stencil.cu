@@ -307,7 +307,7 @@ workload hotspot_workload() {
 workload srad_workload() {
   return family_workload<srad>(
       "DRAGON srad_v2: 10 diffusion iterations, 5 volatile arrays, image updated in place",
-      kGiB);
+      512 * kMiBytes);
 }
 workload lavamd_workload() {
   return family_workload<lavamd>(
