@@ -83,7 +83,7 @@ void io_service::run() {
     auto last_work = clock_type::now();
     auto sleep = kFirstSleep;
     while (!stop_.load(std::memory_order_relaxed)) {
-      if (serve_requests(ch, start) || read_ahead_one()) {
+      if (serve_requests(ch, start) || take_hints() || read_ahead_one()) {
         last_work = clock_type::now();
         sleep = kFirstSleep;
       } else {
@@ -197,6 +197,28 @@ void io_service::schedule_read_ahead(std::uint64_t first, std::uint64_t last) {
   for (std::uint64_t l = first; l <= last; ++l) {
     if (ra_queued_.insert(l).second) ra_queue_.push_back(l);
   }
+}
+
+bool io_service::take_hints() {
+  if (config_.hint_slots == 0) return false;
+  std::unique_lock lock(hint_m_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // another thread is taking them
+  bool took = false;
+  for (std::uint32_t n = 0; n < config_.hint_slots; ++n) {
+    // Only the GPU writes the ring: a plain atomic load of host memory.
+    auto* entry = const_cast<std::uint64_t*>(&config_.hints[hint_cursor_ % config_.hint_slots]);
+    const std::uint64_t word = std::atomic_ref<std::uint64_t>(*entry).load(std::memory_order_acquire);
+    const auto gen = static_cast<std::uint32_t>(word >> 32);
+    const auto ahead = static_cast<std::uint32_t>(gen - static_cast<std::uint32_t>(hint_cursor_ + 1));
+    // Behind (an entry of an earlier lap) or empty: nothing new yet. Ahead: the GPU lapped the
+    // ring and the hints in between are lost, which costs nothing.
+    if (word == 0 || ahead >= 0x80000000u) break;
+    hint_cursor_ += std::uint64_t{ahead} + 1;
+    schedule_read_ahead(word & 0xffffffffull, word & 0xffffffffull);
+    ++counters_.touch_hints;
+    took = true;
+  }
+  return took;
 }
 
 bool io_service::read_ahead_one() {

@@ -1,7 +1,8 @@
 // The host I/O threads of a gpm::ooc mapping. Each thread polls the request queue in pinned host
 // memory (claiming requests among the threads in host memory), serves a request with copy-engine
 // transfers between the GPU cache slot and the host cache on its own non-blocking stream, waits
-// for them, then answers; between requests it reads ahead of sequential streams of misses. It
+// for them, then answers; between requests it reads ahead of sequential streams of misses and of
+// the lines kernels touch(). It
 // backs off from polling to sleeping when idle, so idle mappings cost no CPU and, on the host
 // emulator, the kernels' threads and the I/O threads share the cores.
 #pragma once
@@ -38,12 +39,16 @@ struct io_config {
   int device = 0;
   bool read_ahead = true;
   std::uint32_t read_ahead_window = 2;
+  // The ring of lines kernels touch() (cache_view::hints), host address.
+  const std::uint64_t* hints = nullptr;
+  std::uint32_t hint_slots = 0;
 };
 
 struct io_counters {
   std::atomic<std::uint64_t> gpu_evictions{0};
   std::atomic<std::uint64_t> bytes_to_gpu{0};
   std::atomic<std::uint64_t> bytes_from_gpu{0};
+  std::atomic<std::uint64_t> touch_hints{0};  // lines taken from the hint ring
 };
 
 class io_service {
@@ -76,6 +81,8 @@ class io_service {
   bool serve_requests(channel& ch, std::uint32_t& start);
   void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);
   bool read_ahead_one();
+  // Queues the lines posted to the hint ring since the last call for read-ahead.
+  bool take_hints();
   // Sequential-stream detection: line - 1 among the recent misses means a stream; queues the
   // next read_ahead_window lines.
   void note_miss(std::uint64_t line);
@@ -95,6 +102,9 @@ class io_service {
   std::unordered_set<std::uint64_t> ra_queued_;
   std::vector<std::uint64_t> recent_;  // ring of recent misses
   std::size_t recent_next_ = 0;
+
+  std::mutex hint_m_;
+  std::uint64_t hint_cursor_ = 0;  // the next ring position to read
 
   mutable std::mutex error_m_;
   std::string last_error_;

@@ -51,6 +51,7 @@ constexpr std::uint64_t kDefaultReadAheadBytes = 8ull << 20;
 // Tags hold line + 1 in 32 bits; the directory reserves two slot values.
 constexpr std::uint64_t kMaxLines = 0xffffffffull - 1;
 constexpr std::uint32_t kTouchThreads = 128;
+constexpr std::uint32_t kHintSlots = 1024;  // lines touch() can have posted before the host reads
 constexpr std::uint32_t kMaxTouchBlocks = 1024;
 
 // Brings lines [first, first + n) into the GPU cache (prefetch).
@@ -92,6 +93,8 @@ struct live_state {
   device_buffer<unsigned long long> counters;
   device_buffer<std::uint32_t> owner;
   device_buffer<std::uint64_t> next_seq;
+  device_buffer<unsigned long long> hint_next;
+  pinned_buffer<std::uint64_t> hints;
   pinned_buffer<request> requests;
   pinned_buffer<response> responses;
   std::unique_ptr<host_cache> cache;
@@ -272,6 +275,8 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
     s.counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
     s.owner = device_buffer<std::uint32_t>(slots);
     s.next_seq = device_buffer<std::uint64_t>(slots);
+    s.hint_next = device_buffer<unsigned long long>(1);
+    s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
     s.requests = pinned_buffer<request>(slots, true);
     s.responses = pinned_buffer<response>(slots, true);
   } catch (const gpm::error& e) {
@@ -286,6 +291,8 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   s.counters.fill_bytes(0);
   s.owner.fill_bytes(0);
   s.next_seq.fill_bytes(0);
+  s.hint_next.fill_bytes(0);
+  std::memset(static_cast<void*>(s.hints.data()), 0, s.hints.bytes());
   std::memset(static_cast<void*>(s.requests.data()), 0, s.requests.bytes());
   std::memset(static_cast<void*>(s.responses.data()), 0, s.responses.bytes());
 
@@ -299,6 +306,9 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   v.counters = s.counters.data();
   v.queue = queue_view{s.requests.device_data(), s.responses.device_data(), s.owner.data(),
                        s.next_seq.data(), slots};
+  v.hints = s.hints.device_data();
+  v.hint_next = s.hint_next.data();
+  v.hint_slots = kHintSlots;
   v.bytes = m.size;
   v.line_count = m.line_count;
   v.line_shift = m.line_shift;
@@ -380,7 +390,9 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
   s->io = std::make_unique<io_service>(
-      io_config{options.io_threads, device, read_ahead, m.read_ahead_window}, geometry, *s->cache,
+      io_config{options.io_threads, device, read_ahead, m.read_ahead_window, s->hints.data(),
+                kHintSlots},
+      geometry, *s->cache,
       s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   m.live = std::move(s);
@@ -537,6 +549,7 @@ mapping_stats mapping::stats() const {
   r.gpu_evictions = io.gpu_evictions;
   r.bytes_to_gpu = io.bytes_to_gpu;
   r.bytes_from_gpu = io.bytes_from_gpu;
+  r.touch_hints = io.touch_hints;
   const host_cache_counters& h = s.cache->counters();
   r.host_hits = h.hits;
   r.host_misses = h.misses;

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <limits>
 
 #include "ooc_test_util.hpp"
@@ -407,6 +409,64 @@ TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
       EXPECT_EQ(s.host_hits, 0u);
     }
   }
+}
+
+template <class T>
+__global__ void touch_kernel(gpm::ooc::array<T> a, const std::uint64_t* idx, std::uint64_t n,
+                             status* st) {
+  for (std::uint64_t k : gpm::grid_stride(n)) st[k] = a.touch(idx[k]);
+}
+
+std::vector<status> touch(const gpm::ooc::array<std::uint32_t>& a,
+                          const std::vector<std::uint64_t>& idx) {
+  auto d_idx = gpm::test::to_device(idx);
+  gpm::device_buffer<status> st(idx.size());
+  gpm::launch(touch_kernel<std::uint32_t>, kBlocks, kThreads, 0, nullptr, a, d_idx.data(),
+              std::uint64_t{idx.size()}, st.data());
+  gpm::test::sync_ok();
+  return gpm::test::to_host(st);
+}
+
+// touch() returns at once; the host reads the touched lines into its cache, so the misses that
+// follow are host cache hits.
+TEST(OocMapping, TouchReadsLinesIntoTheHostCacheAhead) {
+  auto o = tiny(mode::read_write, 16, 24);
+  o.hint = gpm::ooc::access_hint::random;  // no read-ahead of its own
+  mapped_file t("touch.bin", 32, 16, o);
+  auto a = t.m.ref<std::uint32_t>();
+  // Lines 0 to 15, every element of them: one hint per line per warp.
+  const std::vector<std::uint64_t> idx = iota(16 * a.elements_per_line());
+  expect_all(touch(a, idx), status::ok);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (t.m.stats().read_ahead_lines < 16 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto s = t.m.stats();
+  EXPECT_EQ(s.read_ahead_lines, 16u);
+  EXPECT_GE(s.touch_hints, 16u);
+  EXPECT_EQ(s.gpu_misses, 0u);  // nothing was fetched into the GPU: the kernel did not wait
+  const auto r = load(a, iota(16 * a.elements_per_line()));
+  expect_all(r.st, status::ok);
+  EXPECT_EQ(r.values, as<std::uint32_t>(std::vector<unsigned char>(
+                          t.before.begin(), t.before.begin() + lines(16))));
+  s = t.m.stats();
+  EXPECT_EQ(s.host_hits, 16u);
+  EXPECT_EQ(s.host_misses, 0u);
+  EXPECT_EQ(s.read_ahead_hits, 16u);
+  // A line in the GPU cache already is not hinted again; past the end is out_of_range.
+  const std::uint64_t hinted = s.touch_hints;
+  expect_all(touch(a, {0, 1, a.elements_per_line()}), status::ok);
+  expect_all(touch(a, {a.size(), a.size() + 5}), status::out_of_range);
+  EXPECT_EQ(t.m.stats().touch_hints, hinted);
+}
+
+TEST(OocMapping, TouchOfAWriteOnlyMappingHintsNothing) {
+  mapped_file t("touchw.bin", 8, 17, tiny(mode::write));
+  auto a = t.m.ref<std::uint32_t>();
+  expect_all(touch(a, iota(a.size())), status::ok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(t.m.stats().touch_hints, 0u);
+  EXPECT_EQ(t.m.stats().read_ahead_lines, 0u);
 }
 
 // Every thread of the grid reads elements of the same four lines: each line is fetched once.

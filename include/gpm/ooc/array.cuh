@@ -6,6 +6,7 @@
 //     float x;
 //     if (a.get(i, x) == gpm::ooc::status::ok) b.set(i, 2 * x);
 //   lanes of a warp on the same line share one lookup (and one fetch on a miss);
+//   a.touch(i) asks for element i's line ahead of time without waiting;
 //
 //   a line at a time, for coalesced work by a tile (size 1: gpm::single_thread):
 //     gpm::ooc::line<float> l;
@@ -78,6 +79,19 @@ class array {
     }
     detail::ooc::warp_release(v_, h, h.st == status::ok);
     return h.st;
+  }
+
+  // Hints that element i will be needed soon and returns at once: if its line is neither in the
+  // GPU cache nor being filled, the host I/O threads read it into the host cache (read-ahead),
+  // so the miss that follows costs a copy to the GPU, not a file read. Lanes of a warp on one
+  // line post it once; hints posted faster than the host takes them may be dropped. ok or
+  // out_of_range; mode::write has nothing to fetch (ok, no hint).
+  __device__ status touch(std::uint64_t i) const {
+    if (i >= size_) return status::out_of_range;
+    if (v_.mapping_mode != mode::write) {
+      detail::ooc::post_hint(v_, i * sizeof(T) >> v_.line_shift);
+    }
+    return status::ok;
   }
 
   // Every lane of `tile` acquires the line holding element i for `intent`: ok, out_of_range,

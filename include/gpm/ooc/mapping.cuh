@@ -92,6 +92,7 @@ struct mapping_stats {
   std::uint64_t epoch = 0;
   std::uint64_t epochs_committed = 0;
   std::uint64_t log_bytes_written = 0;
+  std::uint64_t touch_hints = 0;  // lines kernels touch()ed that the host queued for read-ahead
 };
 
 class mapping {

@@ -52,6 +52,12 @@ struct cache_view {
   std::uint32_t* clock_hand = nullptr;
   unsigned long long* counters = nullptr;  // kCounterShards * kShardStride
   queue_view queue;
+  // Lines kernels touch() go to a ring in pinned host memory that only the GPU writes: entry
+  // pos % hint_slots holds (pos + 1) mod 2^32 << 32 | line, so host threads tell new entries
+  // from old ones and from entries overwritten before they read them (a lost hint costs nothing).
+  std::uint64_t* hints = nullptr;            // host memory, GPU address
+  unsigned long long* hint_next = nullptr;   // GPU memory: entries posted so far
+  std::uint32_t hint_slots = 0;
   std::uint64_t bytes = 0;  // the mapping's size
   std::uint64_t line_count = 0;
   std::uint32_t line_shift = 0;  // log2 of the line size
@@ -230,6 +236,28 @@ GPM_HOST_DEVICE inline std::uint32_t dirty_kind(mode m) {
   return m == mode::write ? kDirtyMasked : kDirtyWhole;
 }
 
+// The lanes of the calling warp's active ones that are on `line` of the same mapping (lanes of
+// different mappings run the same code).
+__device__ inline unsigned same_line_peers(const cache_view& v, std::uint64_t line) {
+  const unsigned active = __activemask();
+  const unsigned same_cache =
+      __match_any_sync(active, reinterpret_cast<unsigned long long>(v.directory));
+  return __match_any_sync(same_cache, static_cast<unsigned long long>(line));
+}
+
+// touch(): the lowest lane of each group on one line posts it to the hint ring unless it is in
+// the GPU cache or being filled already. Never waits.
+__device__ inline void post_hint(const cache_view& v, std::uint64_t line) {
+  const unsigned peers = same_line_peers(v, line);
+  if (lane_id() != static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1)) return;
+  if (atomic_ref<std::uint32_t>(v.directory[line]).load(memory_order_relaxed) != kNoSlot) return;
+  const unsigned long long pos =
+      atomic_ref<unsigned long long>(*v.hint_next).fetch_add(1, memory_order_relaxed);
+  const std::uint64_t word = ((pos + 1) & 0xffffffffull) << 32 | line;
+  atomic_ref<std::uint64_t, thread_scope::system>(v.hints[pos % v.hint_slots])
+      .store(word, memory_order_release);
+}
+
 // A warp's lanes that access the same line, and the reference their leader took for them.
 struct warp_hold {
   std::uint32_t slot;
@@ -244,10 +272,7 @@ struct warp_hold {
 // line on a miss), so a warp asks for each line once. If any lane of the group `stores`, the leader
 // marks the line dirty while it holds it.
 __device__ inline warp_hold warp_acquire(const cache_view& v, std::uint64_t line, bool stores) {
-  const unsigned active = __activemask();
-  const unsigned same_cache =
-      __match_any_sync(active, reinterpret_cast<unsigned long long>(v.directory));
-  const unsigned peers = __match_any_sync(same_cache, static_cast<unsigned long long>(line));
+  const unsigned peers = same_line_peers(v, line);
   const bool any_stores = __ballot_sync(peers, stores) != 0;
   const unsigned leader = static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1);
   std::uint32_t slot = 0;
