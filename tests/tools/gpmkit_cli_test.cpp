@@ -488,7 +488,7 @@ TEST_F(GpmkitCli, CommandLineMistakesAreUsageErrors) {
 
 TEST_F(GpmkitCli, EveryCommandHasHelp) {
   for (const char* cmd : {"info", "pool create", "pool info", "pool ls", "pool check",
-                          "pool snapshot", "pool restore", "pool rm"}) {
+                          "pool snapshot", "pool restore", "pool rm", "ooc stat", "ooc recover"}) {
     std::vector<std::string> args;
     std::istringstream words(cmd);
     for (std::string w; words >> w;) args.push_back(w);
@@ -525,6 +525,45 @@ TEST_F(GpmkitCli, PathsWithASlashIgnoreThePmDirectory) {
   const cli_result r = run({"pool", "info", full, "--pm-dir", "/nonexistent"}, false);
   EXPECT_OK(r);
   EXPECT_CONTAINS(r.out, full);
+}
+
+// `gpmkit ooc`: a file without an epoch log, a scan through a read-only mapping (per-tier
+// telemetry), recovery with nothing to do, and the errors: a foreign log, a missing file, no
+// subcommand.
+TEST_F(GpmkitCli, OocStatShowsTheEpochLogAndScanTelemetry) {
+  const std::string data = (scratch_ / "data.bin").string();
+  {
+    std::ofstream f(data, std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    f << mib;
+  }
+  cli_result r = run({"ooc", "stat", data});
+  EXPECT_OK(r);
+  EXPECT_CONTAINS(r.out, "never mapped crash-consistently");
+  r = run({"ooc", "stat", data, "--scan", "--line-bytes", "64K", "--gpu-cache", "256K", "--json"});
+  EXPECT_OK(r);
+  EXPECT_TRUE(is_json(r.out)) << r.out;
+  EXPECT_CONTAINS(r.out, "\"misses\": 16");  // 16 lines of 64 KiB, each missed once
+  EXPECT_CONTAINS(r.out, "\"bytes_read\": 1048576");
+  r = run({"ooc", "recover", data});
+  EXPECT_OK(r);
+  EXPECT_CONTAINS(r.out, "replayed:        no");
+  {
+    std::ofstream log(data + ".ooc-log", std::ios::binary);
+    log << std::string(8192, 'z');
+  }
+  for (const char* cmd : {"stat", "recover"}) {
+    r = run({"ooc", cmd, data});
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_CONTAINS(r.err, "not a gpm::ooc epoch log");
+  }
+  EXPECT_TRUE(fs::exists(data + ".ooc-log"));
+  r = run({"ooc", "stat", (scratch_ / "missing.bin").string()});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "missing.bin");
+  r = run({"ooc"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "stat, recover");
 }
 
 TEST(JsonChecker, AcceptsJsonAndRejectsTheRest) {

@@ -45,8 +45,10 @@ struct command {
   int (*run)(const parsed_args& args, context& ctx);
 };
 
-// The commands, by concern: `info` (system_info.cpp) and `pool ...` (pool_commands.cpp).
+// The commands, by concern: `info` (system_info.cpp), `pool ...` (pool_commands.cpp) and
+// `ooc ...` (ooc_commands.cpp).
 std::vector<command> system_info_commands();
 std::vector<command> pool_commands();
+std::vector<command> ooc_commands();
 
 }  // namespace gpmkit

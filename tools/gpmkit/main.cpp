@@ -1,7 +1,7 @@
 // gpmkit: the command-line tool for gpmkit pools and for what a machine offers them. This file
 // finds the command named on the command line, runs it, and turns every failure into one sentence
 // on stderr and an exit code (command.hpp); the commands themselves live in system_info.cpp and
-// pool_commands.cpp.
+// pool_commands.cpp and ooc_commands.cpp.
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -20,6 +20,7 @@ namespace {
 std::vector<command> all_commands() {
   std::vector<command> all = system_info_commands();
   for (command& c : pool_commands()) all.push_back(std::move(c));
+  for (command& c : ooc_commands()) all.push_back(std::move(c));
   return all;
 }
 
@@ -28,7 +29,10 @@ std::string overview(const std::vector<command>& commands, const std::string& pr
   std::string s = "usage: gpmkit " +
                   (prefix.empty() ? std::string("COMMAND") : prefix + " SUBCOMMAND") +
                   " [ARGS] [options]\n\n";
-  if (prefix.empty()) s += "gpmkit inspects the machine and manages persistent memory pools.\n\n";
+  if (prefix.empty()) {
+    s += "gpmkit inspects the machine, manages persistent memory pools and shows the state of "
+         "files used out of core.\n\n";
+  }
   s += "commands:\n";
   std::size_t width = 0;
   for (const command& c : commands) width = std::max(width, c.spec.name.size());
@@ -84,8 +88,8 @@ int dispatch(const std::vector<std::string>& argv, std::string& hint) {
     ++i;
   }
   if (i < argv.size()) words.push_back(argv[i++]);
-  if (!words.empty() && words[0] == "pool" && i < argv.size() && !argv[i].empty() &&
-      argv[i][0] != '-') {
+  const bool family = !words.empty() && (words[0] == "pool" || words[0] == "ooc");
+  if (family && i < argv.size() && !argv[i].empty() && argv[i][0] != '-') {
     words.push_back(argv[i++]);
   }
   std::string name;
@@ -98,15 +102,16 @@ int dispatch(const std::vector<std::string>& argv, std::string& hint) {
   if (cmd == nullptr) {
     for (std::size_t k = i; k < argv.size(); ++k)
       help = help || argv[k] == "--help" || argv[k] == "-h";
-    if (name.empty() || name == "pool") {
+    if (name.empty() || name == "pool" || name == "ooc") {
       if (help) {
         std::cout << overview(commands, name);
         return kExitOk;
       }
       std::cerr << overview(commands, name);
-      throw usage_error(name.empty() ? "no command given"
-                                     : "gpmkit pool needs a subcommand (create, info, ls, check, "
-                                       "snapshot, restore, rm)");
+      throw usage_error(name.empty()    ? "no command given"
+                        : name == "ooc" ? "gpmkit ooc needs a subcommand (stat, recover)"
+                                        : "gpmkit pool needs a subcommand (create, info, ls, "
+                                          "check, snapshot, restore, rm)");
     }
     throw usage_error("unknown command \"" + name + "\"");
   }
