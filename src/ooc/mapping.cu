@@ -350,14 +350,24 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
           paths[k], file_share(m, k), offset, writable, options.create, options.direct_io));
     }
   }
-  if (paths.size() == 1 && (md == mode::read_write || md == mode::write)) {
-    // Before the data is read: the file must be at its newest committed epoch.
-    const bool has_log = std::filesystem::exists(epoch_log_path(first, offset));
+  // Before the data is read, the file must be at its newest committed epoch: a writing mapping
+  // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
+  const bool has_log = !first.empty() && paths.size() == 1 &&
+                       std::filesystem::exists(epoch_log_path(first, offset));
+  if (md == mode::read_write || md == mode::write) {
     if (options.crash_consistent || has_log) {
       auto log = std::make_unique<epoch_log>(first, offset);
       m.recovery = log->recover(*s->files.front());
       if (options.crash_consistent) s->log = std::move(log);
     }
+  } else if (has_log) {
+    const epoch_log_info info = inspect_epoch_log(first, offset);
+    if (info.pending) {
+      throw_error(errc::busy, m.name + " has committed epoch " + std::to_string(info.epoch) +
+                                  " in its epoch log, maybe not in the file yet: map it for "
+                                  "writing once, or run gpmkit ooc recover, before reading it");
+    }
+    m.recovery.epoch = info.epoch;
   }
   if (md == mode::volatile_data || options.crash_consistent) {
     s->spill =

@@ -213,6 +213,18 @@ TEST(OocEpoch, AnyWritingMappingAndRecoverEpochLogFinishIt) {
                [&] { gpm::ooc::recover_epoch_log(c.f.disk("missing.bin")); });
 }
 
+TEST(OocEpoch, AReadingMappingRefusesAPendingEpoch) {
+  committed_file c;
+  for (const mode md : {mode::read, mode::volatile_data}) {
+    expect_error(gpm::errc::busy, "gpmkit ooc recover",
+                 [&] { mapping m(c.path, lines(kChildLines), 0, tiny(md)); });
+  }
+  gpm::ooc::recover_epoch_log(c.path);
+  mapping m(c.path, lines(kChildLines), 0, tiny(mode::read));
+  EXPECT_EQ(m.stats().epoch, 1u);
+  EXPECT_EQ(bytes_of(load(m.ref<std::uint32_t>(), iota(lines(kChildLines) / 4)).values), c.after);
+}
+
 TEST(OocEpoch, UncommittedRecordsAreDropped) {
   files f;
   const std::string path = f.make("d.bin", lines(16), 8);

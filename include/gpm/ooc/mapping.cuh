@@ -104,13 +104,15 @@ class mapping {
   //   not_found         the file is missing and create is off
   //   io                the file cannot be opened or created (e.g. read-only for a writing mode)
   //   busy              the range overlaps one mapped for writing, or is mapped for writing and
-  //                     overlaps any other mapping (this or another process)
+  //                     overlaps any other mapping (this or another process); or, for a mapping
+  //                     that only reads, the range's epoch log holds a committed epoch that may
+  //                     not be in the file yet (map it for writing once, or recover_epoch_log)
   //   out_of_memory     the GPU or host cache cannot be allocated
   //   corrupt, version, layout_mismatch
   //                     the range's epoch log (epoch.hpp) fails validation, or belongs to another
   //                     file or range: nothing is written or deleted
   // A mapping that writes one file first recovers the range's epoch log if there is one (see
-  // recover_epoch_log); last_recovery() says what that did.
+  // recover_epoch_log); last_recovery() says what that did. Striped mappings ignore epoch logs.
   // mode::volatile_data takes an empty path for zero-initialised scratch data.
   mapping(const std::string& path, std::uint64_t size, std::uint64_t offset = 0,
           const mapping_options& options = {});
