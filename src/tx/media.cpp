@@ -89,7 +89,7 @@ root_record heap_media::root() const {
   return *best;
 }
 
-void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch) {
+void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch, bool undo) {
   root_record r{};
   // A heap being created has no valid root yet: its first root gets seq 1.
   const root_record* slots = roots(object_);
@@ -98,6 +98,7 @@ void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch) {
   r.seq = any ? root().seq + 1 : 1;
   r.applied_seq = applied;
   r.epoch = epoch;
+  r.undo = undo ? 1 : 0;
   r.checksum = root_checksum(r);
   root_record& slot = roots(object_)[r.seq % 2];
   std::memcpy(&slot, &r, sizeof r);
@@ -105,7 +106,7 @@ void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch) {
 }
 
 std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t pos,
-                                              std::uint64_t epoch) const {
+                                              std::uint64_t epoch, bool undo) const {
   const std::uint64_t n = layout_.log_chunks;
   const auto* data =
       reinterpret_cast<const std::uint64_t*>(object_ + layout_.log_offset()) + 2 * n * log;
@@ -135,7 +136,8 @@ std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t p
     }
   };
   const std::uint64_t sum =
-      record_checksum(slots{r, header}, count, record_seed(salt_, epoch, log, pos));
+      record_checksum(slots{r, header}, count,
+                      record_seed(undo ? undo_salt(salt_) : salt_, epoch, log, pos));
   if (sum != slot(count + 2)) return std::nullopt;
   for (const std::uint64_t p : r.pairs) {
     if ((p & 0xffffffffu) >= layout_.words) return std::nullopt;  // cannot be a record of ours

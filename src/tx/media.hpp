@@ -54,13 +54,14 @@ class heap_media {
 
   // The newer valid root record; throws corrupt when neither copy is valid.
   root_record root() const;
-  // Writes {applied, epoch} into the older slot with the next seq and persists it: crash-atomic.
-  void write_root(std::uint64_t applied, std::uint64_t epoch);
+  // Writes {applied, epoch, undo} into the older slot with the next seq and persists it:
+  // crash-atomic.
+  void write_root(std::uint64_t applied, std::uint64_t epoch, bool undo);
   // The record at stream position `pos` of `log` if one of `epoch` with a valid checksum lies
   // there (a torn, stale or foreign one never does); a member of a striped group is read with its
-  // group's stride.
-  std::optional<record> read_record(std::uint32_t log, std::uint64_t pos,
-                                    std::uint64_t epoch) const;
+  // group's stride. `undo`: an undo record (its pairs hold old values) instead of a redo record.
+  std::optional<record> read_record(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
+                                    bool undo = false) const;
   // The plain record or the whole striped group that starts at `pos`, if every member is there.
   std::optional<log_unit> read_unit(std::uint32_t log, std::uint64_t pos,
                                     std::uint64_t epoch) const;
@@ -79,14 +80,19 @@ class reproducer {
  public:
   explicit reproducer(heap_media media);
 
-  // At open: replays the records beyond the applied root up to the first gap or torn record,
-  // persists them, then starts a new epoch (which invalidates every older record) with empty
-  // logs. Idempotent: a crash at any point, then recover() again, gives the same home image.
+  // At open: in an undo epoch rolls back every undo record not retired; otherwise replays the
+  // records beyond the applied root up to the first gap or torn record; persists what it wrote,
+  // then starts a new epoch (which invalidates every older record) with empty logs, of undo
+  // records when `undo_next`. Idempotent: a crash at any point, then recover() again, gives the
+  // same home image.
   struct recovered {
-    std::uint64_t replayed = 0;   // records applied
-    std::uint64_t discarded = 0;  // valid records after the first gap
+    std::uint64_t replayed = 0;     // records applied
+    std::uint64_t discarded = 0;    // valid records after the first gap
+    std::uint64_t rolled_back = 0;  // undo records rolled back
   };
-  recovered recover();
+  recovered recover(bool undo_next);
+  // Undo epochs: every commit up to `seq` is in the home image (kernels wrote it there).
+  void mark_applied(std::uint64_t seq);
   // While kernels run: reads new records, applies those that extend the applied prefix, flips the
   // root, and frees the log space of applied records. Returns whether it applied any.
   bool pass();
@@ -98,12 +104,15 @@ class reproducer {
 
  private:
   void scan(std::uint32_t log);
+  // Undo epochs: restores the old values of every undo record still valid; returns how many.
+  std::uint64_t roll_back();
   // Applies ready records that continue the prefix and persists what they wrote.
   std::uint64_t apply_ready();
 
   heap_media media_;
   std::uint64_t applied_ = 0;
   std::uint64_t epoch_ = 0;
+  bool undo_ = false;  // this epoch's logs hold undo records
   std::vector<std::uint64_t> scan_;  // per log: the next position to read
   // Per log: (position, seq) of the records read and not yet freed, in position order.
   std::vector<std::deque<std::pair<std::uint64_t, std::uint64_t>>> queued_;

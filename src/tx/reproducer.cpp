@@ -21,6 +21,7 @@ reproducer::reproducer(heap_media media)
   const root_record r = media_.root();
   applied_ = r.applied_seq;
   epoch_ = r.epoch;
+  undo_ = r.undo != 0;
 }
 
 void reproducer::scan(std::uint32_t log) {
@@ -32,6 +33,24 @@ void reproducer::scan(std::uint32_t log) {
       if (r.seq > applied_) ready_.emplace(r.seq, std::move(r));
     }
   }
+}
+
+std::uint64_t reproducer::roll_back() {
+  std::uint64_t rolled = 0;
+  const heap_layout& layout = media_.layout();
+  // Undo records lie in fixed slots; a live one may start at any chunk. Live records touch
+  // disjoint words (each was written while its transaction held the words' orecs), so the order
+  // of rollback does not matter.
+  for (std::uint32_t log = 0; log < layout.logs; ++log) {
+    for (std::uint64_t pos = 0; pos < layout.log_chunks; ++pos) {
+      if (const auto r = media_.read_record(log, pos, epoch_, true)) {
+        media_.apply(*r);
+        ++rolled;
+      }
+    }
+  }
+  if (rolled != 0) persist(media_.home(), layout.words * sizeof(std::uint32_t));
+  return rolled;
 }
 
 std::uint64_t reproducer::apply_ready() {
@@ -54,7 +73,7 @@ bool reproducer::pass() {
   for (std::uint32_t log = 0; log < scan_.size(); ++log) scan(log);
   if (apply_ready() == 0) return false;
   crash_point("tx.apply");
-  media_.write_root(applied_, epoch_);
+  media_.write_root(applied_, epoch_, undo_);
   crash_point("tx.flip");
   // Records up to applied_ are in the home image: their chunks may be overwritten. Within a log
   // records lie in sequence order, so the applied ones are a prefix of each queue.
@@ -71,17 +90,28 @@ bool reproducer::pass() {
   return true;
 }
 
-reproducer::recovered reproducer::recover() {
+void reproducer::mark_applied(std::uint64_t seq) {
+  if (seq == applied_) return;
+  applied_ = seq;
+  media_.write_root(applied_, epoch_, undo_);
+}
+
+reproducer::recovered reproducer::recover(bool undo_next) {
   recovered out;
-  for (std::uint32_t log = 0; log < scan_.size(); ++log) {
-    scan_[log] = shared_word(media_.control(log).head).load();
-    scan(log);
+  if (undo_) {
+    out.rolled_back = roll_back();
+  } else {
+    for (std::uint32_t log = 0; log < scan_.size(); ++log) {
+      scan_[log] = shared_word(media_.control(log).head).load();
+      scan(log);
+    }
+    out.replayed = apply_ready();
+    out.discarded = ready_.size();
   }
-  out.replayed = apply_ready();
-  out.discarded = ready_.size();
   crash_point("tx.recover.replayed");
   // A new epoch: every record written so far stops validating, so the logs start empty.
-  media_.write_root(applied_, ++epoch_);
+  undo_ = undo_next;
+  media_.write_root(applied_, ++epoch_, undo_);
   crash_point("tx.recover.flipped");
   for (std::uint32_t log = 0; log < scan_.size(); ++log) {
     log_control& c = media_.control(log);

@@ -40,7 +40,7 @@ std::string label_of(const pool& p, std::string_view name) {
 bool has_helpers(tx_mode m) { return m == tx_mode::helpers || m == tx_mode::adaptive; }
 
 void check_options(const tx_options& o) {
-  require(o.mode <= tx_mode::hcl, "tx_options: mode " +
+  require(o.mode <= tx_mode::undo, "tx_options: mode " +
                                       std::to_string(static_cast<std::uint32_t>(o.mode)) +
                                       " is not a tx_mode");
   require(!has_helpers(o.mode) || (o.helper_warps >= 1 && o.helper_warps <= 2),
@@ -61,6 +61,22 @@ void check_options(const tx_options& o) {
   require(
       o.orecs == 0 || (o.orecs <= (1ull << 30) && (o.orecs & (o.orecs - 1)) == 0),
       "tx_options: orecs must be 0 or a power of two up to 2^30, got " + std::to_string(o.orecs));
+}
+
+// Undo mode: the chunks of each thread slot's undo slot (the 32 lanes of a warp interleaved, the
+// warps spread over the logs). Throws invalid_argument when they cannot hold a one-word record.
+std::uint64_t undo_slot_chunks(const T::heap_layout& layout, const tx_options& o,
+                               std::string_view name) {
+  if (o.mode != tx_mode::undo) return 0;
+  const std::uint64_t warps_per_log = ((o.max_threads + 31) / 32 + layout.logs - 1) / layout.logs;
+  const std::uint64_t depth = layout.log_chunks / (32 * warps_per_log);
+  require(depth >= T::record_chunks(1),
+          "tx_options: undo mode gives each of max_threads = " + std::to_string(o.max_threads) +
+              " threads an undo slot in the logs, and heap '" + std::string(name) + "' has " +
+              std::to_string(layout.logs) + " logs of " + std::to_string(layout.log_bytes()) +
+              " bytes, which leave " + std::to_string(depth * T::kChunkBytes) +
+              " bytes each (32 at least): lower max_threads or create larger logs");
+  return depth;
 }
 
 std::uint64_t orec_count(const tx_options& o, std::uint64_t words) {
@@ -109,7 +125,7 @@ std::string_view to_string(tx_status s) noexcept {
 
 namespace {
 constexpr tx_mode kModes[] = {tx_mode::volatile_only, tx_mode::direct, tx_mode::helpers,
-                              tx_mode::adaptive, tx_mode::hcl};
+                              tx_mode::adaptive, tx_mode::hcl, tx_mode::undo};
 }
 
 std::string_view to_string(tx_mode m) noexcept {
@@ -119,6 +135,7 @@ std::string_view to_string(tx_mode m) noexcept {
     case tx_mode::helpers: return "helpers";
     case tx_mode::adaptive: return "adaptive";
     case tx_mode::hcl: return "redo-hcl";
+    case tx_mode::undo: return "undo-hcl";
   }
   return "unknown";
 }
@@ -157,15 +174,18 @@ struct tx_heap::impl {
   // Recovers the heap and builds the GPU state from the home image.
   void recover() {
     const auto start = std::chrono::steady_clock::now();
-    const T::reproducer::recovered r = rep.recover();
+    const bool undo = options.mode == tx_mode::undo;
+    const T::heap_layout& layout = rep.media().layout();
+    const std::uint64_t undo_depth = undo_slot_chunks(layout, options, name);
+    const T::reproducer::recovered r = rep.recover(undo);
     recovery.replayed = r.replayed;
     recovery.discarded = r.discarded;
+    recovery.rolled_back = r.rolled_back;
     recovery.applied_seq = rep.applied();
     work.copy_from_host(rep.media().home(), geometry.words);
     seq.copy_from_host(&recovery.applied_seq, 1);
     const std::uint64_t base = owner->get(name).offset;
     const pool_ref gpu = owner->ref();
-    const T::heap_layout& layout = rep.media().layout();
     view.work = work.data();
     view.orecs = orecs.data();
     view.orec_mask = orecs.size() - 1;
@@ -183,6 +203,10 @@ struct tx_heap::impl {
     view.salt = rep.media().salt();
     view.epoch = rep.epoch();
     view.max_attempts = options.max_attempts;
+    if (undo) {
+      view.home = gpu.ptr<std::uint32_t>(base + layout.home_offset());
+      view.undo_depth = undo_depth;
+    }
     if (options.mode == tx_mode::adaptive) {
       threshold = options.switch_threshold ? *options.switch_threshold : tx_calibrate(*owner);
       view.monitor = monitor.data();
@@ -195,7 +219,10 @@ struct tx_heap::impl {
     }
     recovery.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (options.mode != tx_mode::volatile_only) thread = std::thread([this] { reproduce(); });
+    // Undo commits write the home image themselves: nothing to apply.
+    if (options.mode != tx_mode::volatile_only && !undo) {
+      thread = std::thread([this] { reproduce(); });
+    }
   }
 
   // The reproducer thread: passes over the logs, often while they fill, rarely when idle.
@@ -247,7 +274,7 @@ struct tx_heap::impl {
   std::uint64_t pass() {
     const std::lock_guard lock(mutex);
     if (failure) std::rethrow_exception(failure);
-    rep.pass();
+    if (options.mode != tx_mode::undo) rep.pass();  // undo logs hold no records to apply
     return rep.applied();
   }
 
@@ -303,11 +330,12 @@ tx_heap tx_heap::create(pool& p, std::string_view name, const tx_geometry& g,
                         const tx_options& options) {
   check_options(options);
   const T::heap_header h = T::make_header(g.words, g.logs, g.log_bytes);
+  undo_slot_chunks({h.words, h.log_chunks, h.logs}, options, name);
   // The pool refuses a taken name (already_exists) and a heap it has no room for (out_of_memory).
   const std::uint64_t offset = p.allocate(name, h.common.object_bytes, T::kLineBytes, T::kTypeTag);
   char* object = p.host_ptr<char>(offset);
   // The root first, the header last: until the header is durable, open() rejects the object.
-  T::heap_media(object, h, label_of(p, name)).write_root(0, 1);
+  T::heap_media(object, h, label_of(p, name)).write_root(0, 1, false);
   std::memcpy(object, &h, sizeof h);
   persist(object, sizeof h);
   return open(p, name, options);
@@ -404,6 +432,12 @@ void tx_heap::sync(cudaStream_t stream) {
                              cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync (tx_heap::sync)");
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (tx_heap::sync)");
+  if (impl_->options.mode == tx_mode::undo) {
+    // Each undo commit was durable in the home image when it returned.
+    const std::lock_guard lock(impl_->mutex);
+    impl_->rep.mark_applied(committed);
+    return;
+  }
   // Records of kernels in other streams may still be on their way.
   while (impl_->pass() < committed) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }

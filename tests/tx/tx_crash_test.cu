@@ -1,14 +1,17 @@
 // Crash tests of gpm::tx with real process crashes. A child runs batches of ATM transfers
 // (unconditional, so the balances after any set of them are known) through tx_heap::launch, in
-// direct mode, HCL-striped direct mode, with one or two helper warps, or adaptive (switching
-// every few microseconds), per thread or per warp, reporting the durable watermark as it goes,
-// until it is killed with SIGKILL at a random moment or at a named crash point (ring drain, tail
-// publish, apply, `applied` flip, adaptive switch). Each transaction also records the
+// direct mode, HCL-striped direct mode, with one or two helper warps, adaptive (switching every
+// few microseconds) or undo logging in place, per thread or per warp, reporting the durable
+// watermark as it goes, until it is killed with SIGKILL at a random moment or at a named crash
+// point (ring drain, tail publish, apply, `applied` flip, adaptive switch, undo logged, undo
+// written). Each transaction also records the
 // sequence number it got in a pool array when it can. The parent reopens the pool, recovers the
 // heap and checks:
-//  - the committed transactions (their marker word set) are exactly as many as the recovered
-//    applied sequence number, and a transaction whose sequence number is known is among them if
-//    and only if that number is within it: the state is a contiguous prefix by sequence number;
+//  - redo modes: the committed transactions (their marker word set) are exactly as many as the
+//    recovered applied sequence number, and a transaction whose sequence number is known is
+//    among them if and only if that number is within it: the state is a contiguous prefix by
+//    sequence number; undo mode (durable when run() returns, no prefix): a transaction whose
+//    sequence number is known returned, so it is among them;
 //  - the balances equal the initial ones with exactly those transfers applied (none torn), so
 //    the total is unchanged;
 //  - every sequence number the child reported durable before the kill is in the prefix;
@@ -19,7 +22,9 @@
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/tx_heap.cuh>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -36,6 +41,9 @@ constexpr std::uint32_t kBlocks = 4, kWorkers = 64, kBalance = 1000;
 constexpr std::uint64_t kBatch = 256, kBatches = 24;
 constexpr gpm::tx_geometry kGeometry{
     .words = 16 + kBatch * kBatches, .logs = kBlocks, .log_bytes = 1024};
+// Undo mode gives each thread a slot in the logs: 4 chunks each here.
+constexpr gpm::tx_geometry kUndoGeometry{
+    .words = kGeometry.words, .logs = kBlocks, .log_bytes = 4096};
 
 atm workload(std::uint64_t seed) {
   return {.accounts = 16, .transactions = kBatch * kBatches, .seed = seed, .conditional = false};
@@ -43,11 +51,14 @@ atm workload(std::uint64_t seed) {
 
 // How trial `seed` runs: seed % 8 picks one of the shapes (direct, hcl, one or two helper
 // warps, adaptive with 1 µs slices and a threshold of about one record per slice, so that it
-// switches all the time); bit 8 per thread or per warp.
-constexpr std::uint64_t kShapes = 5;
+// switches all the time, undo); bit 8 per thread or per warp.
+constexpr std::uint64_t kShapes = 6;
 struct shape {
   gpm::tx_options options;
   unsigned tile;
+  gpm::tx_geometry geometry() const {
+    return options.mode == tx_mode::undo ? kUndoGeometry : kGeometry;
+  }
   std::string describe() const {
     return std::string(gpm::to_string(options.mode)) +
            (options.mode == tx_mode::helpers || options.mode == tx_mode::adaptive
@@ -57,8 +68,8 @@ struct shape {
   }
 };
 shape shape_of(std::uint64_t seed) {
-  constexpr tx_mode kModes[kShapes] = {tx_mode::direct, tx_mode::hcl, tx_mode::helpers,
-                                       tx_mode::helpers, tx_mode::adaptive};
+  constexpr tx_mode kModes[kShapes] = {tx_mode::direct,  tx_mode::hcl,      tx_mode::helpers,
+                                       tx_mode::helpers, tx_mode::adaptive, tx_mode::undo};
   const std::uint64_t k = seed % 8 % kShapes;
   shape s;
   s.options.mode = kModes[k];
@@ -80,7 +91,7 @@ gpm::pool_options options_for(const gpm::test::scenario_args& a) {
 GPM_CRASH_SCENARIO(tx_atm) {
   gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
   const shape s = shape_of(args.seed);
-  gpm::tx_heap heap = gpm::tx_heap::open(p, "bank", kGeometry, s.options);
+  gpm::tx_heap heap = gpm::tx_heap::open(p, "bank", s.geometry(), s.options);
   const atm w = workload(args.seed);
   auto* seqs = p.ref().ptr<std::uint64_t>(p.get("seqs").offset);
   gpm::device_buffer<gpm::tx_status> status(w.transactions);
@@ -108,7 +119,8 @@ GPM_CRASH_SCENARIO(tx_atm) {
 
 GPM_CRASH_SCENARIO(tx_recover) {
   gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
-  gpm::tx_heap::open(p, "bank", kGeometry, shape_of(args.seed).options);
+  const shape s = shape_of(args.seed);
+  gpm::tx_heap::open(p, "bank", s.geometry(), s.options);
   return 0;
 }
 
@@ -116,7 +128,8 @@ void create_bank(const gpm::test::scratch_dirs& dirs, std::uint64_t seed) {
   gpm::pool p = gpm::pool::create("bank.pool", 16 << 20, kLayout,
                                   gpm::test::quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
   const atm w = workload(seed);
-  auto heap = gpm::tx_heap::create(p, "bank", kGeometry, shape_of(seed).options);
+  const shape s = shape_of(seed);
+  auto heap = gpm::tx_heap::create(p, "bank", s.geometry(), s.options);
   const std::vector<std::uint32_t> initial = w.initial(kBalance);
   heap.store(0, initial.data(), initial.size());
   p.allocate("seqs", w.transactions * sizeof(std::uint64_t));
@@ -126,14 +139,15 @@ void create_bank(const gpm::test::scratch_dirs& dirs, std::uint64_t seed) {
 // transactions committed and that recovery had records to replay.
 struct tally {
   int trials = 0, killed = 0, mid_run = 0;
-  std::uint64_t acked = 0, replayed = 0, discarded = 0, committed = 0;
+  std::uint64_t acked = 0, replayed = 0, discarded = 0, rolled_back = 0, committed = 0;
   void print(const char* test) const {
     std::printf(
         "[ tally    ] %s: %d trials, %d killed (%d before the end), %llu transactions "
-        "recovered, %llu records replayed, %llu discarded after a gap, max acknowledged %llu\n",
+        "recovered, %llu records replayed, %llu discarded after a gap, %llu undo records rolled "
+        "back, max acknowledged %llu\n",
         test, trials, killed, mid_run, static_cast<unsigned long long>(committed),
         static_cast<unsigned long long>(replayed), static_cast<unsigned long long>(discarded),
-        static_cast<unsigned long long>(acked));
+        static_cast<unsigned long long>(rolled_back), static_cast<unsigned long long>(acked));
   }
 };
 tally g_tally;
@@ -147,8 +161,9 @@ recovered recover(const gpm::test::scratch_dirs& dirs, const std::string& pool_n
                   std::uint64_t seed) {
   gpm::pool p = gpm::pool::open(pool_name, kLayout,
                                 gpm::test::quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
-  auto heap = gpm::tx_heap::open(p, "bank", kGeometry, shape_of(seed).options);
-  recovered r{std::vector<std::uint32_t>(kGeometry.words), heap.last_recovery()};
+  const shape s = shape_of(seed);
+  auto heap = gpm::tx_heap::open(p, "bank", s.geometry(), s.options);
+  recovered r{std::vector<std::uint32_t>(s.geometry().words), heap.last_recovery()};
   heap.load(0, r.words.data(), r.words.size());
   return r;
 }
@@ -170,12 +185,16 @@ void check_trial(const gpm::test::scratch_dirs& dirs, std::uint64_t seed,
                 seqs.size() * sizeof seqs[0]);
   }
   const atm w = workload(seed);
+  const bool undo = shape_of(seed).options.mode == tx_mode::undo;
   std::vector<std::uint32_t> expect = w.initial(kBalance);
   std::uint64_t committed = 0;
   for (std::uint64_t i = 0; i < w.transactions; ++i) {
     const std::uint32_t marker = r.words[w.accounts + i];
     ASSERT_LE(marker, 1u) << what << ": transaction " << i << " has marker " << marker;
-    if (seqs[i] != 0) {
+    if (undo && seqs[i] != 0) {
+      ASSERT_EQ(marker, 1u) << what << ": transaction " << i << " with seq " << seqs[i]
+                            << " returned from run() in undo mode, yet was rolled back";
+    } else if (seqs[i] != 0) {
       ASSERT_EQ(marker == 1, seqs[i] <= applied)
           << what << ": transaction " << i << " with seq " << seqs[i] << " is "
           << (marker == 1 ? "in" : "not in") << " the recovered prefix of " << applied;
@@ -185,7 +204,11 @@ void check_trial(const gpm::test::scratch_dirs& dirs, std::uint64_t seed,
       ++committed;
     }
   }
-  ASSERT_EQ(committed, applied) << what << ": the prefix must hold every seq up to " << applied;
+  if (undo) {
+    ASSERT_GE(committed, applied) << what << ": every commit sync() saw must be there";
+  } else {
+    ASSERT_EQ(committed, applied) << what << ": the prefix must hold every seq up to " << applied;
+  }
   ASSERT_EQ(expect, r.words) << what << ": balances are not the initial ones plus the " << committed
                              << " recovered transfers";
   std::uint32_t total = 0;
@@ -199,34 +222,43 @@ void check_trial(const gpm::test::scratch_dirs& dirs, std::uint64_t seed,
   g_tally.acked = std::max(g_tally.acked, acked);
   g_tally.replayed += r.report.replayed;
   g_tally.discarded += r.report.discarded;
+  g_tally.rolled_back += r.report.rolled_back;
   g_tally.committed += committed;
 }
 
-// Milliseconds an uninterrupted run takes after "ready" on this machine (once per process), so
-// that random kills land while transactions commit on a GPU and on the emulator alike.
-double run_ms() {
-  static const double ms = [] {
-    gpm::test::scratch_dirs dirs("tx-calibrate");
-    create_bank(dirs, 0);
-    const auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", 0), {});
-    for (const std::string& line : r.progress) {
-      if (line.rfind("ran ", 0) == 0) return std::max(1.0, std::stod(line.substr(4)));
-    }
+// Milliseconds an uninterrupted run of the shape of `seed` takes after "ready" on this machine
+// (once per shape and process), so that random kills land while transactions commit on a GPU
+// and on the emulator alike, in fast and slow modes.
+double run_ms(std::uint64_t seed) {
+  static std::map<std::uint64_t, double> measured;
+  const std::uint64_t shape_seed = seed % 8 % kShapes;
+  const auto known = measured.find(shape_seed);
+  if (known != measured.end()) return known->second;
+  gpm::test::scratch_dirs dirs("tx-calibrate");
+  create_bank(dirs, shape_seed);
+  const auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", shape_seed), {});
+  double ms = 100.0;
+  const auto ran = std::find_if(r.progress.begin(), r.progress.end(),
+                                [](const std::string& line) { return line.rfind("ran ", 0) == 0; });
+  if (ran != r.progress.end()) {
+    ms = std::max(1.0, std::stod(ran->substr(4)));
+  } else {
     ADD_FAILURE() << "the calibration run did not finish: " << r.describe();
-    return 100.0;
-  }();
+  }
+  measured[shape_seed] = ms;
   return ms;
 }
 
-// A random moment within a run.
-gpm::test::kill_policy kill_at_random(std::mt19937_64& rng) {
+// A random moment within a run of trial `seed`'s shape.
+gpm::test::kill_policy kill_at_random(std::mt19937_64& rng, std::uint64_t seed) {
   const double frac = static_cast<double>(rng() % 1000) / 1000.0;
-  return gpm::test::kill_after_ms(0.1 + frac * run_ms(), "ready");
+  return gpm::test::kill_after_ms(0.1 + frac * run_ms(seed), "ready");
 }
 
 // Steps of the protocol; the kernel's are reached many times per run, the host's fewer. On a GPU
 // the kernel's crash points do nothing (crash_point.hpp): those trials run to the end.
 const char* const kPoints[] = {"tx.apply", "tx.flip", "tx.drain", "tx.publish", "tx.switch"};
+const char* const kUndoPoints[] = {"tx.undo.logged", "tx.undo.written"};
 
 void atm_trial(int t, bool at_points) {
   gpm::test::scratch_dirs dirs("tx-crash");
@@ -237,15 +269,16 @@ void atm_trial(int t, bool at_points) {
                      shape_of(seed).describe() + ")";
   gpm::test::kill_policy policy;
   if (!at_points) {
-    policy = kill_at_random(rng);
+    policy = kill_at_random(rng, seed);
     what += ", killed " + std::to_string(*policy.after_ms) + " ms after ready";
   } else {
-    // The helpers' points exist only with helpers, the switch only in adaptive runs.
+    // The helpers' points exist only with helpers, the switch only in adaptive runs; undo
+    // commits pass their own two.
     const tx_mode mode = shape_of(seed).options.mode;
     const std::uint64_t points =
         mode == tx_mode::adaptive ? 5 : mode == tx_mode::helpers ? 4 : 2;
     const std::uint64_t k = rng() % points;
-    const char* point = kPoints[k];
+    const char* point = mode == tx_mode::undo ? kUndoPoints[k] : kPoints[k];
     // The switch flips far less often than records are drained.
     const std::uint64_t nth = 1 + rng() % (k == 4 ? 8 : 60);
     policy = gpm::test::kill_at(std::string(point) + ":" + std::to_string(nth));
@@ -285,7 +318,7 @@ TEST(TxCrash, RecoveryIsIdempotent) {
     create_bank(dirs, seed);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), kill_at_random(rng));
+    auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), kill_at_random(rng, seed));
     ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
     std::filesystem::copy_file(dirs.pool_path("bank.pool"), dirs.pool_path("copy.pool"));
     const char* point = points[t % 2];

@@ -363,7 +363,8 @@ TEST_F(TxHeap, ModesHaveTheBenchmarksNamesAndParseBack) {
                                                    {tx_mode::direct, "redo-direct"},
                                                    {tx_mode::helpers, "helpers"},
                                                    {tx_mode::adaptive, "adaptive"},
-                                                   {tx_mode::hcl, "redo-hcl"}};
+                                                   {tx_mode::hcl, "redo-hcl"},
+                                                   {tx_mode::undo, "undo-hcl"}};
   for (const auto& [mode, name] : names) {
     EXPECT_EQ(gpm::to_string(mode), name);
     EXPECT_EQ(gpm::parse_tx_mode(name), mode) << name;
@@ -371,7 +372,6 @@ TEST_F(TxHeap, ModesHaveTheBenchmarksNamesAndParseBack) {
   EXPECT_EQ(gpm::to_string(static_cast<tx_mode>(99)), "unknown");
   EXPECT_EQ(gpm::parse_tx_mode("direct"), std::nullopt);
   EXPECT_EQ(gpm::parse_tx_mode(""), std::nullopt);
-  EXPECT_EQ(gpm::parse_tx_mode("undo-hcl"), std::nullopt) << "not implemented";
 }
 
 TEST_F(TxHeap, CommitsGetConsecutiveSequenceNumbersAndEmptyOnesNone) {
@@ -571,9 +571,11 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
   };
   for (const config c : {config{tx_mode::direct, 0}, config{tx_mode::helpers, 1},
                          config{tx_mode::helpers, 2}, config{tx_mode::hcl, 0},
-                         config{tx_mode::adaptive, 1}, config{tx_mode::adaptive, 2}}) {
+                         config{tx_mode::adaptive, 1}, config{tx_mode::adaptive, 2},
+                         config{tx_mode::undo, 0}}) {
     gpm::tx_options o = small_options(c.mode);
     if (c.helpers != 0) o.helper_warps = c.helpers;
+    if (c.mode == tx_mode::undo) o.max_threads = 256;  // undo slots of 4 chunks in 4 KiB logs
     const std::string name = std::string(gpm::to_string(c.mode)) + std::to_string(c.helpers);
     {
       auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
@@ -595,7 +597,7 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
 
 // ---- adaptive switch, HCL-striped records, calibration -----------------------------------------
 
-TEST_F(TxHeap, AdaptiveOptionsAndLaunchesAreChecked) {
+TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
   gpm::pool& p = pool.get();
   const auto create = [&p](gpm::tx_options o) {
     return [&p, o] { gpm::tx_heap::create(p, "bad", kGeometry, o); };
@@ -616,6 +618,9 @@ TEST_F(TxHeap, AdaptiveOptionsAndLaunchesAreChecked) {
   o.mode = static_cast<tx_mode>(17);
   expect_error(gpm::errc::invalid_argument, create(o));
   EXPECT_FALSE(p.find("bad")) << "a rejected create must not allocate";
+  o = small_options(tx_mode::undo);  // 4096 threads' undo slots do not fit in 4 logs of 4 KiB
+  expect_error(gpm::errc::invalid_argument, create(o));
+  EXPECT_FALSE(p.find("bad"));
   auto heap = gpm::tx_heap::create(p, "h", kGeometry, small_options(tx_mode::adaptive));
   const no_work body{};
   expect_error(gpm::errc::invalid_argument, [&] { heap.launch(5, 32, body); });  // 4 logs

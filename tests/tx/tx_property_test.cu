@@ -3,7 +3,8 @@
 // conflict all the time, over every persistence mode, 1 or 2 helper warps, tile sizes 1, 8 and
 // 32, small rings (committers wait for the helpers) and tiny logs (rings that wrap many times
 // while the host frees them), HCL-striped records, and the adaptive switch held ON, held OFF or
-// flipping every few microseconds, each under several emulator schedules. Checked every time:
+// flipping every few microseconds, undo logging in place, each under several emulator schedules.
+// Checked every time:
 //  - every transaction committed, and the sequence numbers are exactly 1..N;
 //  - replaying the transactions one by one in sequence order on the initial state gives the
 //    final state exactly (serializable in commit order), and the total balance is unchanged;
@@ -53,6 +54,8 @@ const config kConfigs[] = {
     {"adaptive_off_tile8", tx_mode::adaptive, 1, 64, 256, 8, kNeverOn},
     {"adaptive_flipping", tx_mode::adaptive, 1, 16, 1024, 1, kFlipping},
     {"adaptive2_flipping_tile32_tiny_logs", tx_mode::adaptive, 2, 16, 256, 32, kFlipping},
+    {"undo", tx_mode::undo, 1, 1024, 4096, 1},
+    {"undo_tile32", tx_mode::undo, 1, 1024, 4096, 32},
 };
 
 class TxProperty : public ::testing::TestWithParam<config> {};
@@ -134,7 +137,7 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
       if (c.mode == tx_mode::helpers) {
         EXPECT_EQ(stats.ring_commits, w.transactions);
       }
-      if (c.mode == tx_mode::direct || c.mode == tx_mode::hcl) {
+      if (c.mode == tx_mode::direct || c.mode == tx_mode::hcl || c.mode == tx_mode::undo) {
         EXPECT_EQ(stats.ring_commits, 0u);
       }
       if (c.mode == tx_mode::adaptive) {

@@ -2,7 +2,7 @@
 // crash leaves behind): replay in sequence order across logs, the first gap or torn record ends
 // the replay, records of other epochs or heaps and records already applied are ignored, records
 // wrap around the end of their log, discarded records never come back, recovery is idempotent,
-// HCL-striped groups replay only when every member is there.
+// HCL-striped groups replay only when every member is there, live undo records roll back.
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/detail/format.hpp>
 #include <gpm/tx/tx_heap.cuh>
@@ -74,6 +74,17 @@ class media {
         seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(), 0, width,
         rank};
     store(log, pos + rank, rec, width, 0, 0, 0);
+  }
+  // Writes a live undo record (old values) at `pos` of `log`, striped as lane pos % 32.
+  void put_undo(std::uint32_t log, std::uint64_t pos, std::uint64_t seq,
+                const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) const {
+    std::vector<std::uint32_t> words, values;
+    for (const auto& [w, v] : pairs) words.push_back(w), values.push_back(v);
+    const F::record_source rec{seq,          static_cast<std::uint32_t>(pairs.size()),
+                               words.data(), values.data(),
+                               0,            32,
+                               static_cast<std::uint32_t>(pos % 32)};
+    store(log, pos, rec, 32, 0, F::undo_salt(F::salt_of(header_)), 0);
   }
   // Flips one bit of the slot `slot` of the record at `pos` of `log`.
   void tear(std::uint32_t log, std::uint64_t pos, std::uint64_t slot) const {
@@ -220,6 +231,40 @@ TEST_F(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
   EXPECT_EQ(rec.applied_seq, 4u);
   EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 7)),
             (std::vector<std::uint32_t>{3, 2, 3, 4, 2, 3, 0}));
+}
+
+// An undo heap whose commits were cut short: live undo records restore the old values, a retired
+// (here: torn) one and a redo record do nothing, and the next recovery finds nothing.
+TEST_F(TxRecovery, UndoEpochsRollBackLiveUndoRecordsOnly) {
+  constexpr gpm::tx_geometry kUndo{.words = 64, .logs = 2, .log_bytes = 4096};
+  gpm::tx_options o = options();
+  o.mode = gpm::tx_mode::undo;
+  {
+    auto heap = gpm::tx_heap::create(pool.get(), "u", kUndo, o);
+    const std::vector<std::uint32_t> initial{1, 2, 3, 4};
+    heap.store(0, initial.data(), initial.size());
+  }
+  media u(pool.get(), "u");
+  EXPECT_EQ(u.root().undo, 1u);
+  std::uint32_t* home = u.home();
+  home[0] = 10, home[1] = 11, home[2] = 12;  // new values of commits a crash interrupted
+  u.put_undo(0, 0, 7, {{0, 1}, {1, 2}});
+  u.put_undo(1, 37, 8, {{2, 99}});
+  u.tear(1, 37, 0);
+  u.put(0, 100, 1, {{3, 55}});  // a redo record: never applied in an undo epoch
+  const auto recover_undo = [&](gpm::tx_recovery& rec) {
+    auto heap = gpm::tx_heap::open(pool.get(), "u", kUndo, o);
+    rec = heap.last_recovery();
+    std::vector<std::uint32_t> w(4);
+    heap.load(0, w.data(), w.size());
+    return w;
+  };
+  gpm::tx_recovery rec;
+  EXPECT_EQ(recover_undo(rec), (std::vector<std::uint32_t>{1, 2, 12, 4}));
+  EXPECT_EQ(rec.rolled_back, 1u);
+  EXPECT_EQ(rec.replayed, 0u);
+  EXPECT_EQ(recover_undo(rec), (std::vector<std::uint32_t>{1, 2, 12, 4}));
+  EXPECT_EQ(rec.rolled_back, 0u) << "the new epoch retires every undo record";
 }
 
 TEST_F(TxRecovery, IgnoresRecordsOfOtherEpochsAndOtherHeaps) {

@@ -6,7 +6,8 @@
 // warps drain. A host thread owned by the heap applies persisted records to the home image in
 // commit order, advances the `applied` root and frees log space while kernels run. After a crash,
 // open() replays the records that form a complete prefix of the commit order and rebuilds the
-// working copy. Modes (tx_mode): volatile, direct, HCL-striped direct, helpers, and adaptive,
+// working copy. Modes (tx_mode): volatile, direct, HCL-striped direct, GPM-style undo logging
+// in place, helpers, and adaptive,
 // which switches helper warps on and off by the measured persist bandwidth against a threshold
 // that gpm::tx_calibrate measures on the machine. Protocol, format and recovery rule:
 // docs/transactions.md.
@@ -70,6 +71,7 @@ struct tx_recovery {
   std::uint64_t applied_seq = 0;  // every commit up to it is in the home image
   std::uint64_t replayed = 0;     // records replayed from the logs
   std::uint64_t discarded = 0;    // valid records after the first gap: not replayed, dropped
+  std::uint64_t rolled_back = 0;  // undo mode: undo records of unfinished commits rolled back
 };
 
 struct tx_stats {
@@ -159,7 +161,8 @@ class tx_heap {
   // Waits for `stream`, then until every commit made so far is durable and applied.
   void sync(cudaStream_t stream = nullptr);
   // The durable watermark: every commit with a sequence number up to it is durable. Applies
-  // what it finds to the home image first. 0 in volatile mode.
+  // what it finds to the home image first. 0 in volatile mode. In undo mode every commit is
+  // durable when run() returns; the watermark is the last commit sync() saw.
   std::uint64_t durable_seq();
 
   // Sets `count` words from `first` in the home image (persisted) and the working copy: a

@@ -44,10 +44,11 @@ enum class tx_mode : std::uint32_t {
   helpers,        // committers hand their record to a ring in shared memory; helper warps persist
   adaptive,       // direct or helpers, switched by the measured persist bandwidth (TPDS'20 §5)
   hcl,            // as direct, into records striped by lane so a warp's stores coalesce
+  undo,           // GPM-style undo logging: old values logged, new ones stored in place
 };
 
 // The modes' names, as the benchmarks' records spell them: "volatile", "redo-direct",
-// "helpers", "adaptive", "redo-hcl".
+// "helpers", "adaptive", "redo-hcl", "undo-hcl".
 std::string_view to_string(tx_mode m) noexcept;
 // The mode to_string names `name`, or nullopt for any other string.
 std::optional<tx_mode> parse_tx_mode(std::string_view name) noexcept;

@@ -1,6 +1,7 @@
 // The one transaction engine of gpm::tx: the device view of a heap, the metadata-based STM of the
 // Helper Warps paper (TPDS'20, §4, Fig. 2) with redo logging at 32-bit-word granularity, the
-// commit paths (volatile; direct; striped, the HCL layout; ring + helper warps, §4.1), the
+// commit paths (volatile; direct; striped, the HCL layout; undo logging in place, GPM-style;
+// ring + helper warps, §4.1), the
 // adaptive switch between direct and ring commits (§5: per-block byte counters, a global
 // bandwidth monitor per time slice, one deciding thread) and the helper warps' drain loop.
 // Public entry points are gpm::tx_ref (tx_ref.cuh) and gpm::tx_heap::launch (tx_heap.cuh).
@@ -111,6 +112,8 @@ struct heap_view {
   std::uint64_t salt = 0;
   std::uint64_t epoch = 0;
   std::uint32_t max_attempts = 0;  // 0: unbounded
+  std::uint32_t* home = nullptr;  // undo: the home image, through the GPU's mapping of the pool
+  std::uint64_t undo_depth = 0;   // undo: chunks of each thread's undo slot
   bandwidth_monitor* monitor = nullptr;  // adaptive mode
   std::uint64_t slice_ns = 1;            // adaptive: the monitor's time slice
   std::uint64_t slice_threshold = 0;     // adaptive: helpers ON above this many bytes in a slice
@@ -163,6 +166,7 @@ __device__ inline void lock_order(Lock lock) {
 // The most chunks one reservation may take: what the block's log holds, and its ring too when
 // the record goes through the ring.
 GPM_HOST_DEVICE inline std::uint64_t record_room(const heap_view& v, bool via_ring) {
+  if (v.mode == tx_mode::undo) return v.undo_depth;
   return via_ring && v.ring_chunks < v.log_chunks ? v.ring_chunks : v.log_chunks;
 }
 
@@ -340,6 +344,9 @@ class transaction {
   // Writes the record where `o` says (persisted into the block's log, or into the ring for the
   // helpers), applies the write set to the working copy, releases.
   __device__ void publish(tx_result& r, const placement& o);
+  // Undo mode: logs the old values in the thread's undo slot, writes the new ones into the home
+  // image, retires the undo record, each step persisted, then applies the write set.
+  __device__ void commit_in_place(tx_result& r, std::uint64_t seq);
 
  private:
   enum run_state : std::uint32_t { running, conflict, failed };
@@ -479,6 +486,10 @@ __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std
                                    bool via_ring) {
   placement o;
   o.via_ring = via_ring;
+  if (v.mode == tx_mode::undo) {  // undo records lie in their threads' own slots
+    o.seq = dev64(*v.seq).fetch_add(count) + 1;
+    return o;
+  }
   const std::uint32_t log = log_of(v);
   log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log];
   lock_order(dev32(ls.lock));
@@ -567,7 +578,7 @@ __device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx&
       striped ? g.shfl(inclusive_scan(g, mine, max), g.size() - 1) * width
               : g.shfl(before + mine, g.size() - 1);
   placement o;
-  if (total <= record_room(v, via_ring)) {
+  if (v.mode == tx_mode::undo || total <= record_room(v, via_ring)) {
     const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
     if (rank == leader) o = reserve(v, width, total, via_ring);
     const std::uint32_t member = __popc(mask & ((1u << rank) - 1));
@@ -583,8 +594,51 @@ __device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx&
   if (needs) t.publish(r, o);
 }
 
+// The undo slot of thread slot `slot`: its log and the position of its first chunk. The 32 lanes
+// of a warp share 32 * undo_depth chunks of one log, interleaved by lane (HCL); a warp's slots
+// lie after those of the warps before it on the same log.
+struct undo_slot {
+  std::uint32_t log;
+  std::uint64_t pos;
+};
+GPM_HOST_DEVICE inline undo_slot undo_slot_of(const heap_view& v, std::uint64_t slot) {
+  const std::uint64_t warp = slot / 32;
+  return {static_cast<std::uint32_t>(warp % v.logs), warp / v.logs * 32 * v.undo_depth + slot % 32};
+}
+
+template <unsigned MaxLocks, unsigned MaxWrites>
+__device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, std::uint64_t seq) {
+  std::uint32_t old[MaxWrites];
+  for (std::uint32_t i = 0; i < writes_; ++i) {
+    old[i] = dev32(v_.work[words_[i]]).load(memory_order_relaxed);  // what the home image holds
+  }
+  const undo_slot at = undo_slot_of(v_, slot_);
+  record_source rec{seq, writes_, words_, old, 0, 32, static_cast<std::uint32_t>(slot_ % 32)};
+  rec.checksum =
+      record_checksum(rec, writes_, record_seed(undo_salt(v_.salt), v_.epoch, at.log, at.pos));
+  ulonglong2* data = v_.log_data + std::uint64_t{at.log} * v_.log_chunks;
+  const std::uint64_t chunks = record_chunks(writes_);
+  for (std::uint64_t j = 0; j < chunks; ++j) {
+    data[at.pos + 32 * j] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+  }
+  gpm::persist();
+  kernel_crash_point("tx.undo.logged");
+  for (std::uint32_t i = 0; i < writes_; ++i) v_.home[words_[i]] = values_[i];
+  gpm::persist();
+  kernel_crash_point("tx.undo.written");
+  // Retired: with slot 0 cleared the record never validates. Done while the orecs are held, so
+  // at most one live undo record covers a word.
+  data[at.pos].x = 0;
+  gpm::persist();
+  atomic_ref<std::uint64_t, pool_scope>(v_.control[at.log].persisted).fetch_add(chunks);
+  apply();
+  r.seq = seq;
+  finish(r, tx_status::committed);
+}
+
 template <unsigned MaxLocks, unsigned MaxWrites>
 __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const placement& o) {
+  if (v_.mode == tx_mode::undo) return commit_in_place(r, o.seq);
   const bool grouped = o.width > 1;
   record_source rec{o.seq, writes_, words_, values_, 0, grouped ? o.width : 0u,
                     grouped ? o.member : 0u};

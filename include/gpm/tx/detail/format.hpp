@@ -3,10 +3,12 @@
 //
 //   [0, 128)          header: gpm::format::object_header (magic "GPMTXHP", version, object size,
 //                     uuid, checksum) and the geometry (words, logs, chunks per log); immutable
-//   [128, 256)        two root records: the `applied` root (applied_seq, epoch), double-buffered
+//   [128, 256)        two root records: the `applied` root (applied_seq, epoch, log kind),
+//                     double-buffered
 //   control_offset()  one 128-byte control line per log: head (host), persisted (device)
 //   home_offset()     the home image: `words` 32-bit words, what every applied commit wrote
-//   log_offset()      `logs` redo logs of `log_chunks` 16-byte chunks each, used as rings
+//   log_offset()      `logs` redo logs of `log_chunks` 16-byte chunks each, used as rings (or,
+//                     in an undo epoch, as every thread's undo slot)
 //
 // A redo record is a run of chunks in one log at a stream position (chunks since the epoch
 // began; the chunk's place in the log is the position modulo log_chunks), read as 8-byte slots:
@@ -24,6 +26,10 @@
 // longest member's chunks), and member i's chunk j lies at position P + j * k + i, so the k lanes
 // storing their j-th chunks at once store k adjacent chunks. A plain record is a group of one
 // (width 0 in its slot 1, as in version 1.0).
+//
+// An undo record (version 1.1, tx_mode::undo) has the redo record's slots with the words' old
+// values, striped as a member of a group of 32 (its thread's lane) in its thread's fixed undo
+// slot, and a checksum seeded with the undo salt; a retired one has slot 0 cleared.
 // This header must stay free of device-only code: host tools and tests read it too.
 #pragma once
 
@@ -70,7 +76,8 @@ struct root_record {
   std::uint64_t seq;
   std::uint64_t applied_seq;  // every commit up to this seq is in the home image
   std::uint64_t epoch;        // records are checksummed with it; recovery bumps it
-  std::uint64_t reserved[4];
+  std::uint64_t undo;         // 1.1: 1 when this epoch's logs hold undo records, not redo
+  std::uint64_t reserved[3];
   std::uint64_t checksum;
 };
 static_assert(sizeof(root_record) == 64);
@@ -160,6 +167,11 @@ GPM_HOST_DEVICE constexpr std::uint64_t pair_slot(std::uint32_t word, std::uint3
 GPM_HOST_DEVICE inline std::uint64_t record_seed(std::uint64_t salt, std::uint64_t epoch,
                                                  std::uint32_t log, std::uint64_t position) {
   return mix64(mix64(mix64(mix64(salt ^ 0x5458524543ull) ^ epoch) ^ log) ^ position);
+}
+// Undo records' checksums start from another salt, so that an undo record never validates as a
+// redo record or the other way round.
+GPM_HOST_DEVICE constexpr std::uint64_t undo_salt(std::uint64_t salt) {
+  return salt ^ 0x554e444f5245434full;  // "UNDORECO"
 }
 GPM_HOST_DEVICE inline std::uint64_t fold_slot(std::uint64_t h, std::uint64_t slot) {
   return mix64(h ^ slot) + 0x9e3779b97f4a7c15ull;
