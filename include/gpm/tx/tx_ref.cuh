@@ -50,10 +50,11 @@ class tx_ref {
 
   // Runs `body(t)` as one transaction of the calling lane, retrying aborted attempts (at most
   // tx_options::max_attempts times when that is not 0), and returns how it ended. Every lane of
-  // `tile` must call it. In a kernel launched by tx_heap::launch with helper warps, a commit hands
-  // its record to the block's ring and returns (durable later, see tx_heap::durable_seq());
-  // otherwise it persists its record itself before returning (direct mode), or logs nothing
-  // (volatile mode).
+  // `tile` must call it. In a kernel launched by tx_heap::launch with helper warps (helpers mode,
+  // adaptive mode while ON), a commit hands its record to the block's ring and returns (durable
+  // later, see tx_heap::durable_seq()); otherwise it persists its record itself before returning
+  // (direct and hcl modes, adaptive while OFF), writes the home image in place under an undo
+  // record (undo mode), or logs nothing (volatile mode).
   template <unsigned MaxLocks = 32, unsigned MaxWrites = 16, class Tile, class Body>
   __device__ tx_result run(const Tile& tile, Body&& body) const {
     return detail::tx::run<MaxLocks, MaxWrites>(v_, tile, body);
