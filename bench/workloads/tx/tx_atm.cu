@@ -7,7 +7,6 @@
 #include <gpm/platform/hash.hpp>
 
 #include "gpmbench/resources.hpp"
-#include "gpmbench/timing.hpp"
 #include "workloads/tx/tx_apps.hpp"
 
 namespace gpmbench::tx {
@@ -75,13 +74,8 @@ class atm final : public application {
   }
   void reset(gpm::tx_heap& heap) override { heap.store(0, initial_.data(), initial_.size()); }
   std::vector<double> run(gpm::tx_heap& heap, launch_shape launch, cudaStream_t s) override {
-    failures_.clear();
-    const double t = seconds_on_stream(s, [&] {
-      heap.launch(launch.blocks, launch.workers, transfers{plan_, transfers_, failures_.device()},
-                  s);
-    });
-    failures_.expect_none("ATM");
-    return {t};
+    return {failures_.timed_launch(heap, launch, s,
+                                   transfers{plan_, transfers_, failures_.device()}, "ATM")};
   }
   // Transfers move money, never make or lose it: in every state a prefix of them leads to, too.
   void check(const gpm::tx_heap& heap, bool) override {

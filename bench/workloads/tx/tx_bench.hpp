@@ -15,6 +15,7 @@
 #include <gpm/platform/kernel.cuh>
 #include <gpm/tx/tx_heap.cuh>
 
+#include "gpmbench/timing.hpp"
 #include "gpmbench/workload.hpp"
 
 namespace gpmbench::tx {
@@ -68,6 +69,9 @@ class application {
   virtual void check(const gpm::tx_heap& heap, bool complete) = 0;
 };
 
+// Sets every word of the heap to 0 (an application's reset).
+void store_zeroes(gpm::tx_heap& heap);
+
 using application_factory = std::function<std::unique_ptr<application>(const mode_context&)>;
 
 // What one measured mode runs: a persistence mode at a launch, with `ring_entries` ring entries
@@ -114,6 +118,17 @@ class failure_counter {
   void clear();
   // Throws (check_failed) naming `what` when a kernel counted any failure since clear().
   void expect_none(const std::string& what) const;
+  // One kernel of `body` (which counts into device()) on the heap, timed on `stream`; then
+  // expect_none(what). Returns its seconds.
+  template <class Body>
+  double timed_launch(gpm::tx_heap& heap, launch_shape launch, cudaStream_t stream, Body body,
+                      const std::string& what) {
+    clear();
+    const double t = seconds_on_stream(
+        stream, [&] { heap.launch(launch.blocks, launch.workers, body, stream); });
+    expect_none(what);
+    return t;
+  }
 
  private:
   gpm::device_buffer<std::uint64_t> count_;

@@ -14,7 +14,6 @@
 #include <gpm/platform/hash.hpp>
 
 #include "gpmbench/resources.hpp"
-#include "gpmbench/timing.hpp"
 #include "workloads/tx/tx_apps.hpp"
 
 namespace gpmbench::tx {
@@ -212,14 +211,10 @@ class bvh final : public application {
   std::vector<std::string> phases() const override { return {"build", "reduce"}; }
   void reset(gpm::tx_heap& heap) override { heap.store(0, initial_.data(), initial_.size()); }
   std::vector<double> run(gpm::tx_heap& heap, launch_shape launch, cudaStream_t s) override {
-    failures_.clear();
-    const double b = seconds_on_stream(s, [&] {
-      heap.launch(launch.blocks, launch.workers, build{tree_, keys_.data(), failures_.device()}, s);
-    });
-    const double r = seconds_on_stream(s, [&] {
-      heap.launch(launch.blocks, launch.workers, reduce{tree_, failures_.device()}, s);
-    });
-    failures_.expect_none("BVH");
+    const double b = failures_.timed_launch(
+        heap, launch, s, build{tree_, keys_.data(), failures_.device()}, "BVH build");
+    const double r =
+        failures_.timed_launch(heap, launch, s, reduce{tree_, failures_.device()}, "BVH reduce");
     return {b, r};
   }
   // Complete: a tree whose every node is reached once from the root, each internal box the union

@@ -8,7 +8,6 @@
 #include <gpm/platform/hash.hpp>
 
 #include "gpmbench/resources.hpp"
-#include "gpmbench/timing.hpp"
 #include "workloads/tx/tx_apps.hpp"
 
 namespace gpmbench::tx {
@@ -87,18 +86,11 @@ class hashtable final : public application {
     return {
         {"inserts", inserts_}, {"base_entries", plan_.base}, {"extended_entries", plan_.extended}};
   }
-  void reset(gpm::tx_heap& heap) override {
-    if (empty_.size() != words()) empty_.assign(words(), 0);
-    heap.store(0, empty_.data(), empty_.size());
-  }
+  void reset(gpm::tx_heap& heap) override { store_zeroes(heap); }
   std::vector<double> run(gpm::tx_heap& heap, launch_shape launch, cudaStream_t s) override {
-    failures_.clear();
-    const double t = seconds_on_stream(s, [&] {
-      heap.launch(launch.blocks, launch.workers, inserts{plan_, inserts_, failures_.device()}, s);
-    });
-    failures_.expect_none("Hashtable (an insert that found no free entry in " +
-                          std::to_string(kMaxProbes) + " probes is one)");
-    return {t};
+    return {failures_.timed_launch(heap, launch, s, inserts{plan_, inserts_, failures_.device()},
+                                   "Hashtable (an insert that found no free entry in " +
+                                       std::to_string(kMaxProbes) + " probes is one)")};
   }
   // Every key in the table once, with its value: all inserted keys after a complete repeat, some
   // of them after a recovery.
@@ -131,7 +123,6 @@ class hashtable final : public application {
   table_plan plan_;
   std::uint64_t inserts_;
   std::vector<std::uint32_t> expected_;  // the inserted keys, sorted
-  std::vector<std::uint32_t> empty_;
   failure_counter failures_;
 };
 

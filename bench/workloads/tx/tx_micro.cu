@@ -5,7 +5,6 @@
 // helper warps over ring sizes from 500 to 9,000 entries (the paper's Fig. 17 sweep) against the
 // committing-thread baseline.
 #include "gpmbench/resources.hpp"
-#include "gpmbench/timing.hpp"
 #include "workloads/tx/tx_apps.hpp"
 
 namespace gpmbench::tx {
@@ -42,18 +41,10 @@ class pressure final : public application {
   std::uint64_t transactions() const override { return count_; }
   std::uint32_t record_words() const override { return k_; }
   named_counts sizes() const override { return {{"words_per_transaction", k_}}; }
-  void reset(gpm::tx_heap& heap) override {
-    if (empty_.size() != words()) empty_.assign(words(), 0);
-    heap.store(0, empty_.data(), empty_.size());
-  }
+  void reset(gpm::tx_heap& heap) override { store_zeroes(heap); }
   std::vector<double> run(gpm::tx_heap& heap, launch_shape launch, cudaStream_t s) override {
-    failures_.clear();
-    const double t = seconds_on_stream(s, [&] {
-      heap.launch(launch.blocks, launch.workers, pressure_writes{count_, k_, failures_.device()},
-                  s);
-    });
-    failures_.expect_none("write pressure");
-    return {t};
+    return {failures_.timed_launch(heap, launch, s, pressure_writes{count_, k_, failures_.device()},
+                                   "write pressure")};
   }
   // Each transaction's words all hold its value (complete), or all or none of them (recovered).
   void check(const gpm::tx_heap& heap, bool complete) override {
@@ -74,7 +65,6 @@ class pressure final : public application {
  private:
   std::uint64_t count_;
   std::uint32_t k_;
-  std::vector<std::uint32_t> empty_;
   failure_counter failures_;
 };
 

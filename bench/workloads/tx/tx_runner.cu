@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include <gpm/pool/pool.hpp>
 
@@ -14,14 +15,26 @@
 namespace gpmbench::tx {
 
 const std::vector<persistence>& persistences() {
-  static const std::vector<persistence> all = {
-      {"volatile", gpm::tx_mode::volatile_only,
-       "the same STM on the GPU's working copy, nothing logged or persisted"},
-      {"redo-direct", gpm::tx_mode::direct,
-       "redo records persisted by the committing thread (the paper's baseline)"},
-      {"helpers", gpm::tx_mode::helpers,
-       "redo records handed to a ring in shared memory, persisted by a helper warp per block"},
-  };
+  static const std::vector<persistence> all = [] {
+    const std::pair<gpm::tx_mode, const char*> modes[] = {
+        {gpm::tx_mode::volatile_only,
+         "the same STM on the GPU's working copy, nothing logged or persisted"},
+        {gpm::tx_mode::direct,
+         "redo records persisted by the committing thread (the paper's baseline)"},
+        {gpm::tx_mode::hcl,
+         "redo records persisted by the committing threads, striped by lane so a warp's stores "
+         "coalesce"},
+        {gpm::tx_mode::helpers,
+         "redo records handed to a ring in shared memory, persisted by a helper warp per block"},
+        {gpm::tx_mode::adaptive,
+         "helper warps switched on and off by the measured persist bandwidth against a "
+         "threshold calibrated in this run"},
+    };
+    std::vector<persistence> v;
+    for (const auto& [m, summary] : modes)
+      v.push_back({std::string(gpm::to_string(m)), m, summary});
+    return v;
+  }();
   return all;
 }
 
@@ -49,6 +62,37 @@ std::uint64_t scaled(const mode_context& ctx, std::uint64_t paper, std::uint64_t
   return std::max(floor, paper / divisor);
 }
 
+namespace {
+
+// The Fig. 6 sweep that finds the adaptive mode's threshold (gpm::tx_calibrate): the library's
+// default on a GPU, a smaller one on the emulator and with --quick.
+gpm::tx_calibration calibration_for(const mode_context& ctx) {
+  gpm::tx_calibration c;
+  if (ctx.options.quick || ctx.device.emulated) {
+    c.max_threads = 4096;
+    c.reps = 4;
+  }
+  return c;
+}
+
+// The adaptive mode's switching threshold in bytes/s, measured on this machine by the first
+// call in the process (gpm::tx_calibrate caches it) in a pool of its own.
+double calibrated_threshold(const mode_context& ctx) {
+  const gpm::tx_calibration c = calibration_for(ctx);
+  const std::uint64_t blocks = std::max<std::uint64_t>(1, c.max_threads / c.workers_per_block);
+  const std::uint64_t record_bytes = (c.writes + 4) / 2 * 16;
+  const std::uint64_t bytes =
+      c.max_threads * c.writes * 4 +
+      blocks * (std::uint64_t{c.reps} * c.workers_per_block * record_bytes + 128) + (64 << 10);
+  bench_pool pool(ctx, "tx-calibrate",
+                  pool_bytes_for((bytes + bench_pool::kPageBytes - 1) / bench_pool::kPageBytes *
+                                 bench_pool::kPageBytes),
+                  bench_pool::kNoObject);
+  return gpm::tx_calibrate(pool.pool(), c);
+}
+
+}  // namespace
+
 std::uint64_t ceiling_bytes(const mode_context& ctx) {
   return ctx.options.quick ? 4 * kMiB : ctx.device.emulated ? 32 * kMiB : 256 * kMiB;
 }
@@ -65,6 +109,11 @@ void failure_counter::expect_none(const std::string& what) const {
                  " transactions ended in a status other than "
                  "committed");
   }
+}
+
+void store_zeroes(gpm::tx_heap& heap) {
+  const std::vector<std::uint32_t> zeroes(heap.geometry().words, 0);
+  heap.store(0, zeroes.data(), zeroes.size());
 }
 
 namespace {
@@ -96,13 +145,15 @@ double median_of(std::vector<double> v) { return summarize(v).median_s; }
 
 measurement measure(const mode_context& ctx, application& app, const mode_setup& setup) {
   const launch_shape launch = setup.launch(ctx);
-  const bool helpers = setup.persist.mode == gpm::tx_mode::helpers;
+  const bool adaptive = setup.persist.mode == gpm::tx_mode::adaptive;
+  const bool ring = setup.persist.mode == gpm::tx_mode::helpers || adaptive;
   const bool persistent = setup.persist.mode != gpm::tx_mode::volatile_only;
   const gpm::tx_geometry g = geometry_for(app, launch);
   gpm::tx_options o;
   o.mode = setup.persist.mode;
   o.ring_chunks = (setup.ring_entries + 1) / 2;
   o.max_threads = std::uint64_t{launch.blocks} * launch.workers;
+  if (adaptive) o.switch_threshold = calibrated_threshold(ctx);
   bench_pool pool(ctx, "tx", pool_bytes_for(heap_bytes(g)), bench_pool::kNoObject);
   // The heap goes before its pool.
   std::optional<gpm::tx_heap> heap(gpm::tx_heap::create(pool.pool(), "heap", g, o));
@@ -141,6 +192,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   // still waiting in its logs for the host; reopening it recovers them.
   app.reset(*heap);
   app.run(*heap, launch, s);
+  const gpm::tx_stats adaptive_stats = heap->stats();
   heap.reset();
   const double recovery_s =
       seconds_on_host([&] { heap.emplace(gpm::tx_heap::open(pool.pool(), "heap", g, o)); });
@@ -153,7 +205,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                                  {"transactions", app.transactions()},
                                  {"logs", g.logs},
                                  {"log_bytes", g.log_bytes}});
-  if (helpers) {
+  if (ring) {
     m.sizes.insert(m.sizes.end(),
                    {{"helper_warps", o.helper_warps}, {"ring_entries", 2ull * o.ring_chunks}});
   }
@@ -165,6 +217,19 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                {"durable_s", median_of(durable_s)},
                {"recovery_s", recovery_s},
                {"recovery_replayed", static_cast<double>(rec.replayed)}};
+  if (adaptive) {
+    // Since the heap was created: warm-up, timed and stopped repeats.
+    const gpm::tx_stats& a = adaptive_stats;
+    m.metrics.insert(m.metrics.end(),
+                     {{"switch_threshold_GBps", a.switch_threshold / 1e9},
+                      {"ring_launch_fraction",
+                       static_cast<double>(a.ring_launches) / static_cast<double>(a.launches)},
+                      {"ring_commit_fraction",
+                       static_cast<double>(a.ring_commits) / static_cast<double>(a.commits)},
+                      {"slices_on", static_cast<double>(a.slices_on)},
+                      {"slices_off", static_cast<double>(a.slices_off)},
+                      {"switches", static_cast<double>(a.switches)}});
+  }
   for (std::size_t k = 0; k < phase_names.size(); ++k) {
     m.metrics.emplace_back(phase_names[k] + "_s", median_of(phase_s[k]));
   }
