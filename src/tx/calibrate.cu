@@ -79,12 +79,11 @@ measured run_point(pool& p, tx_mode mode, const tx_calibration& c, std::uint64_t
 }  // namespace
 
 tx_calibration_result tx_calibrate_sweep(pool& p, const tx_calibration& c) {
-  require(c.writes >= 1 && c.writes <= kMaxWrites,
-          "tx_calibrate: writes must be between 1 and " + std::to_string(kMaxWrites) + ", got " +
-              std::to_string(c.writes));
+  require(c.writes >= 1 && c.writes <= kMaxWrites, "tx_calibrate: writes must be between 1 and " +
+                                                       std::to_string(kMaxWrites) + ", got " +
+                                                       std::to_string(c.writes));
   require(c.reps >= 1, "tx_calibrate: reps must be at least 1");
-  require(c.workers_per_block >= 32 && c.workers_per_block % 32 == 0 &&
-              c.workers_per_block <= 512,
+  require(c.workers_per_block >= 32 && c.workers_per_block % 32 == 0 && c.workers_per_block <= 512,
           "tx_calibrate: workers_per_block must be a multiple of 32 between 32 and 512, got " +
               std::to_string(c.workers_per_block));
   require(c.min_threads >= 32 && c.min_threads % 32 == 0 && c.min_threads <= c.max_threads &&
@@ -107,13 +106,15 @@ tx_calibration_result tx_calibrate_sweep(pool& p, const tx_calibration& c) {
   r.threshold = std::numeric_limits<double>::infinity();
   for (std::uint64_t threads = c.min_threads; threads <= c.max_threads; threads *= 2) {
     // Thread counts past a block round down to whole blocks.
-    const std::uint64_t whole =
-        threads < c.workers_per_block ? threads : threads / c.workers_per_block * c.workers_per_block;
+    const std::uint64_t whole = threads < c.workers_per_block
+                                    ? threads
+                                    : threads / c.workers_per_block * c.workers_per_block;
     const measured direct = run_point(p, tx_mode::direct, c, whole);
     const measured helpers = run_point(p, tx_mode::helpers, c, whole);
-    r.points.push_back({whole, direct.seconds, helpers.seconds, direct.bandwidth,
-                        helpers.bandwidth});
-    if (helpers.seconds < direct.seconds && r.threshold == std::numeric_limits<double>::infinity()) {
+    r.points.push_back(
+        {whole, direct.seconds, helpers.seconds, direct.bandwidth, helpers.bandwidth});
+    if (helpers.seconds < direct.seconds &&
+        r.threshold == std::numeric_limits<double>::infinity()) {
       r.threshold = direct.bandwidth;
     }
   }

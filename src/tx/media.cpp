@@ -135,9 +135,8 @@ std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t p
       return i == 0 ? r.seq : i == 1 ? header : r.pairs[i - 2];
     }
   };
-  const std::uint64_t sum =
-      record_checksum(slots{r, header}, count,
-                      record_seed(undo ? undo_salt(salt_) : salt_, epoch, log, pos));
+  const std::uint64_t sum = record_checksum(
+      slots{r, header}, count, record_seed(undo ? undo_salt(salt_) : salt_, epoch, log, pos));
   if (sum != slot(count + 2)) return std::nullopt;
   for (const std::uint64_t p : r.pairs) {
     if ((p & 0xffffffffu) >= layout_.words) return std::nullopt;  // cannot be a record of ours

@@ -30,8 +30,8 @@ struct record {
   std::uint32_t log = 0;
   std::uint64_t pos = 0;
   std::uint64_t chunks = 0;
-  std::uint32_t width = 1;  // of its striped group (1: a plain record)
-  std::uint32_t rank = 0;   // within the group
+  std::uint32_t width = 1;           // of its striped group (1: a plain record)
+  std::uint32_t rank = 0;            // within the group
   std::vector<std::uint64_t> pairs;  // pair_slot(word, value)
 };
 
@@ -112,7 +112,7 @@ class reproducer {
   heap_media media_;
   std::uint64_t applied_ = 0;
   std::uint64_t epoch_ = 0;
-  bool undo_ = false;  // this epoch's logs hold undo records
+  bool undo_ = false;                // this epoch's logs hold undo records
   std::vector<std::uint64_t> scan_;  // per log: the next position to read
   // Per log: (position, seq) of the records read and not yet freed, in position order.
   std::vector<std::deque<std::pair<std::uint64_t, std::uint64_t>>> queued_;

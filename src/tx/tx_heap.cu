@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <cmath>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -41,8 +41,8 @@ bool has_helpers(tx_mode m) { return m == tx_mode::helpers || m == tx_mode::adap
 
 void check_options(const tx_options& o) {
   require(o.mode <= tx_mode::undo, "tx_options: mode " +
-                                      std::to_string(static_cast<std::uint32_t>(o.mode)) +
-                                      " is not a tx_mode");
+                                       std::to_string(static_cast<std::uint32_t>(o.mode)) +
+                                       " is not a tx_mode");
   require(!has_helpers(o.mode) || (o.helper_warps >= 1 && o.helper_warps <= 2),
           "tx_options: helper_warps must be 1 or 2 in helpers and adaptive modes, got " +
               std::to_string(o.helper_warps) + " (tx_mode::direct runs without helpers)");
@@ -125,7 +125,7 @@ std::string_view to_string(tx_status s) noexcept {
 
 namespace {
 constexpr tx_mode kModes[] = {tx_mode::volatile_only, tx_mode::direct, tx_mode::helpers,
-                              tx_mode::adaptive, tx_mode::hcl, tx_mode::undo};
+                              tx_mode::adaptive,      tx_mode::hcl,    tx_mode::undo};
 }
 
 std::string_view to_string(tx_mode m) noexcept {
@@ -375,8 +375,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   require(workers >= 32 && workers % 32 == 0 && workers + most_helpers <= kMaxBlockThreads,
           "tx_heap::launch: workers_per_block must be a multiple of 32 (whole warps) between 32 "
           "and " +
-              std::to_string(kMaxBlockThreads - most_helpers) + ", got " +
-              std::to_string(workers));
+              std::to_string(kMaxBlockThreads - most_helpers) + ", got " + std::to_string(workers));
   require(std::uint64_t{blocks} * workers <= o.max_threads,
           "tx_heap::launch: " + std::to_string(std::uint64_t{blocks} * workers) +
               " worker threads exceed tx_options::max_threads = " + std::to_string(o.max_threads));

@@ -34,9 +34,9 @@ void run_writetest(gpm::tx_heap& heap) {
 
 TEST(TxCompat, ThePapersWriteTestRunsInEveryMode) {
   gpm::test::scratch_pool pool("tx-compat");
-  for (const gpm::tx_mode mode : {gpm::tx_mode::volatile_only, gpm::tx_mode::direct,
-                                  gpm::tx_mode::helpers, gpm::tx_mode::adaptive,
-                                  gpm::tx_mode::hcl, gpm::tx_mode::undo}) {
+  for (const gpm::tx_mode mode :
+       {gpm::tx_mode::volatile_only, gpm::tx_mode::direct, gpm::tx_mode::helpers,
+        gpm::tx_mode::adaptive, gpm::tx_mode::hcl, gpm::tx_mode::undo}) {
     gpm::tx_options o;
     o.mode = mode;
     o.max_threads = 256;

@@ -24,8 +24,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -275,8 +275,7 @@ void atm_trial(int t, bool at_points) {
     // The helpers' points exist only with helpers, the switch only in adaptive runs; undo
     // commits pass their own two.
     const tx_mode mode = shape_of(seed).options.mode;
-    const std::uint64_t points =
-        mode == tx_mode::adaptive ? 5 : mode == tx_mode::helpers ? 4 : 2;
+    const std::uint64_t points = mode == tx_mode::adaptive ? 5 : mode == tx_mode::helpers ? 4 : 2;
     const std::uint64_t k = rng() % points;
     const char* point = mode == tx_mode::undo ? kUndoPoints[k] : kPoints[k];
     // The switch flips far less often than records are drained.
@@ -318,7 +317,8 @@ TEST(TxCrash, RecoveryIsIdempotent) {
     create_bank(dirs, seed);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), kill_at_random(rng, seed));
+    auto r =
+        gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), kill_at_random(rng, seed));
     ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
     std::filesystem::copy_file(dirs.pool_path("bank.pool"), dirs.pool_path("copy.pool"));
     const char* point = points[t % 2];

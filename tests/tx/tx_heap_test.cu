@@ -359,12 +359,10 @@ TEST_F(TxHeap, EveryStatusHasAName) {
 
 // The benchmarks' record names, both ways.
 TEST_F(TxHeap, ModesHaveTheBenchmarksNamesAndParseBack) {
-  const std::pair<tx_mode, const char*> names[] = {{tx_mode::volatile_only, "volatile"},
-                                                   {tx_mode::direct, "redo-direct"},
-                                                   {tx_mode::helpers, "helpers"},
-                                                   {tx_mode::adaptive, "adaptive"},
-                                                   {tx_mode::hcl, "redo-hcl"},
-                                                   {tx_mode::undo, "undo-hcl"}};
+  const std::pair<tx_mode, const char*> names[] = {
+      {tx_mode::volatile_only, "volatile"}, {tx_mode::direct, "redo-direct"},
+      {tx_mode::helpers, "helpers"},        {tx_mode::adaptive, "adaptive"},
+      {tx_mode::hcl, "redo-hcl"},           {tx_mode::undo, "undo-hcl"}};
   for (const auto& [mode, name] : names) {
     EXPECT_EQ(gpm::to_string(mode), name);
     EXPECT_EQ(gpm::parse_tx_mode(name), mode) << name;
@@ -569,10 +567,10 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
     tx_mode mode;
     std::uint32_t helpers;
   };
-  for (const config c : {config{tx_mode::direct, 0}, config{tx_mode::helpers, 1},
-                         config{tx_mode::helpers, 2}, config{tx_mode::hcl, 0},
-                         config{tx_mode::adaptive, 1}, config{tx_mode::adaptive, 2},
-                         config{tx_mode::undo, 0}}) {
+  for (const config c :
+       {config{tx_mode::direct, 0}, config{tx_mode::helpers, 1}, config{tx_mode::helpers, 2},
+        config{tx_mode::hcl, 0}, config{tx_mode::adaptive, 1}, config{tx_mode::adaptive, 2},
+        config{tx_mode::undo, 0}}) {
     gpm::tx_options o = small_options(c.mode);
     if (c.helpers != 0) o.helper_warps = c.helpers;
     if (c.mode == tx_mode::undo) o.max_threads = 256;  // undo slots of 4 chunks in 4 KiB logs
@@ -623,7 +621,7 @@ TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
   EXPECT_FALSE(p.find("bad"));
   auto heap = gpm::tx_heap::create(p, "h", kGeometry, small_options(tx_mode::adaptive));
   const no_work body{};
-  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(5, 32, body); });  // 4 logs
+  expect_error(gpm::errc::invalid_argument, [&] { heap.launch(5, 32, body); });    // 4 logs
   expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 1024, body); });  // + helpers
 }
 

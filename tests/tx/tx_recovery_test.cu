@@ -71,8 +71,7 @@ class media {
     std::vector<std::uint32_t> words, values;
     for (const auto& [w, v] : pairs) words.push_back(w), values.push_back(v);
     const F::record_source rec{
-        seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(), 0, width,
-        rank};
+        seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(), 0, width, rank};
     store(log, pos + rank, rec, width, 0, 0, 0);
   }
   // Writes a live undo record (old values) at `pos` of `log`, striped as lane pos % 32.
@@ -80,10 +79,9 @@ class media {
                 const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) const {
     std::vector<std::uint32_t> words, values;
     for (const auto& [w, v] : pairs) words.push_back(w), values.push_back(v);
-    const F::record_source rec{seq,          static_cast<std::uint32_t>(pairs.size()),
-                               words.data(), values.data(),
-                               0,            32,
-                               static_cast<std::uint32_t>(pos % 32)};
+    const F::record_source rec{
+        seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(), 0,
+        32,  static_cast<std::uint32_t>(pos % 32)};
     store(log, pos, rec, 32, 0, F::undo_salt(F::salt_of(header_)), 0);
   }
   // Flips one bit of the slot `slot` of the record at `pos` of `log`.

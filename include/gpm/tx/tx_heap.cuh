@@ -59,8 +59,8 @@ struct tx_options {
   // adaptive: the persist bandwidth (bytes/s) above which helper warps turn on; unset: measured
   // by gpm::tx_calibrate(pool) when the heap is opened (once per process)
   std::optional<double> switch_threshold;
-  std::uint32_t slice_us = 100;  // adaptive: the bandwidth monitor's time slice, microseconds
-  std::uint32_t max_attempts = 0;    // attempts before run() gives up (0: until it commits)
+  std::uint32_t slice_us = 100;    // adaptive: the bandwidth monitor's time slice, microseconds
+  std::uint32_t max_attempts = 0;  // attempts before run() gives up (0: until it commits)
   std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
   std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
 };

@@ -112,8 +112,8 @@ struct heap_view {
   std::uint64_t salt = 0;
   std::uint64_t epoch = 0;
   std::uint32_t max_attempts = 0;  // 0: unbounded
-  std::uint32_t* home = nullptr;  // undo: the home image, through the GPU's mapping of the pool
-  std::uint64_t undo_depth = 0;   // undo: chunks of each thread's undo slot
+  std::uint32_t* home = nullptr;   // undo: the home image, through the GPU's mapping of the pool
+  std::uint64_t undo_depth = 0;    // undo: chunks of each thread's undo slot
   bandwidth_monitor* monitor = nullptr;  // adaptive mode
   std::uint64_t slice_ns = 1;            // adaptive: the monitor's time slice
   std::uint64_t slice_threshold = 0;     // adaptive: helpers ON above this many bytes in a slice
@@ -199,7 +199,8 @@ __device__ inline void decide(const heap_view& v, bandwidth_monitor& m, std::uin
   if (above) {
     m.below = 0;
   } else {
-    m.below = m.below + slices > kOffSlices ? kOffSlices : m.below + static_cast<std::uint32_t>(slices);
+    m.below =
+        m.below + slices > kOffSlices ? kOffSlices : m.below + static_cast<std::uint32_t>(slices);
   }
   const std::uint32_t next = above ? 1 : m.below >= kOffSlices ? 0 : on;
   if (next != on) {
@@ -219,8 +220,7 @@ __device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes
   blk64(ring->bytes).fetch_add(bytes, memory_order_relaxed);
   const std::uint64_t now = global_time_ns() / v.slice_ns;
   std::uint64_t seen = blk64(ring->slice).load(memory_order_relaxed);
-  if (now <= seen ||
-      !blk64(ring->slice).compare_exchange_strong(seen, now, memory_order_relaxed)) {
+  if (now <= seen || !blk64(ring->slice).compare_exchange_strong(seen, now, memory_order_relaxed)) {
     return;
   }
   bandwidth_monitor& m = *v.monitor;
@@ -483,7 +483,7 @@ __device__ inline std::uint32_t log_of(const heap_view& v) {
 // ring positions when `via_ring`), under the order lock of the block (launches with a ring: the
 // ring and direct commits share the block's log) or of its log, once there is room for them.
 __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std::uint64_t chunks,
-                                   bool via_ring) {
+                                    bool via_ring) {
   placement o;
   o.via_ring = via_ring;
   if (v.mode == tx_mode::undo) {  // undo records lie in their threads' own slots
@@ -574,9 +574,8 @@ __device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx&
   const std::uint64_t mine = needs ? chunks : 0;
   const std::uint64_t before = inclusive_scan(g, mine, add) - mine;
   const std::uint32_t width = __popc(mask);
-  const std::uint64_t total =
-      striped ? g.shfl(inclusive_scan(g, mine, max), g.size() - 1) * width
-              : g.shfl(before + mine, g.size() - 1);
+  const std::uint64_t total = striped ? g.shfl(inclusive_scan(g, mine, max), g.size() - 1) * width
+                                      : g.shfl(before + mine, g.size() - 1);
   placement o;
   if (v.mode == tx_mode::undo || total <= record_room(v, via_ring)) {
     const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
@@ -640,8 +639,8 @@ template <unsigned MaxLocks, unsigned MaxWrites>
 __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const placement& o) {
   if (v_.mode == tx_mode::undo) return commit_in_place(r, o.seq);
   const bool grouped = o.width > 1;
-  record_source rec{o.seq, writes_, words_, values_, 0, grouped ? o.width : 0u,
-                    grouped ? o.member : 0u};
+  record_source rec{
+      o.seq, writes_, words_, values_, 0, grouped ? o.width : 0u, grouped ? o.member : 0u};
   const std::uint32_t log = log_of(v_);
   rec.checksum = record_checksum(rec, writes_, record_seed(v_.salt, v_.epoch, log, o.pos));
   const std::uint64_t chunks = record_chunks(writes_);
@@ -659,7 +658,8 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
   } else {
     ulonglong2* data = v_.log_data + std::uint64_t{log} * v_.log_chunks;
     for (std::uint64_t j = 0; j < chunks; ++j) {
-      data[(o.pos + j * o.width) % v_.log_chunks] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+      data[(o.pos + j * o.width) % v_.log_chunks] =
+          ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
     }
     gpm::persist();
     atomic_ref<std::uint64_t, pool_scope>(v_.control[log].persisted).fetch_add(chunks);

@@ -195,7 +195,7 @@ struct record_source {
   std::uint32_t count;
   const std::uint32_t* words;
   const std::uint32_t* values;
-  std::uint64_t checksum;  // record_checksum(*this, count, seed)
+  std::uint64_t checksum;   // record_checksum(*this, count, seed)
   std::uint32_t width = 0;  // a striped group's width and this member's rank; 0, 0: plain
   std::uint32_t rank = 0;
 
