@@ -30,7 +30,7 @@ const std::vector<workload>& workloads() {
       ooc::pathfinder_workload(), ooc::hotspot_workload(), ooc::lavamd_workload(),
       ooc::srad_workload(), ooc::backprop_workload(),
       ooc::ablation_readahead_workload(), ooc::ablation_line_workload(),
-      ooc::ablation_cache_workload(),
+      ooc::ablation_cache_workload(), ooc::ablation_output_workload(),
   };
   return all;
 }

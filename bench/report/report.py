@@ -14,6 +14,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from ooc import ooc_sections
 from suite import suite_sections
 from tx import tx_sections
 
@@ -297,6 +298,7 @@ def main():
                   "(`pip install -r bench/requirements.txt`).", ""]
     lines += suite_sections(plt, records, out.parent, describe_machine)
     lines += tx_sections(records, describe_machine)
+    lines += ooc_sections(records, describe_machine)
     for workload in sorted(by_workload):
         lines += workload_section(plt, workload, by_workload[workload], out.parent)
     out.write_text("\n".join(lines))

@@ -4,8 +4,8 @@
 //   disk-sequential   the disk's sequential write and read bandwidth in the run's disk directory
 //                     (O_DIRECT where possible): the ceiling every mode's disk traffic is
 //                     compared against (metric disk_fraction)
-//   gpmkit            every array a gpm::ooc::mapping (inputs mode::read, outputs mode::write or
-//                     read_write, intermediates mode::volatile_data), kernels on ooc::array views;
+//   gpmkit            every array a gpm::ooc::mapping (inputs mode::read, outputs mode::read_write
+//                     or, as an ablation, mode::write, intermediates mode::volatile_data), kernels on ooc::array views;
 //                     the GPU and host caches capped as the case says
 //   fread-memcpy      fread each input whole, cudaMemcpy, compute, copy back, fwrite + fdatasync
 //                     (in-gpu cases only: the whole problem must fit the GPU)
@@ -63,6 +63,11 @@ struct settings {
   std::uint64_t host_cache = 0;  // host memory a mode may use for them
   std::uint64_t line = 0;        // gpmkit line bytes
   bool read_ahead = true;
+  // gpmkit maps outputs that no pass reads with mode::write (only the bytes written go back)
+  // instead of mode::read_write (their lines are fetched first: holes of a fresh file). Off by
+  // default: on an H100 every workload whose kernels stored element by element into a write-mode
+  // mapping from a full GPU stalled for over a minute (ooc_ablation_output measures it).
+  bool write_mode_outputs = false;
 };
 
 // The case's settings from `base`, the out-of-core footprint: GPU cap base/8, host cap base/2;
@@ -73,7 +78,8 @@ std::uint64_t default_line(const mode_context& ctx);
 // An ablation case's settings: out of core from `base`, with the case's variation:
 // read-ahead-on / read-ahead-off; line-div16, line-div4, line-x1, line-x2 (the default line
 // scaled); gpu-div32, gpu-div16, gpu-div8 (the GPU cap as a fraction of base) and host-div8,
-// host-div4, host-div2 (the host cap).
+// host-div4, host-div2 (the host cap); outputs-read-write, outputs-write (gpmkit's mode for
+// outputs).
 settings ablation_settings(const mode_context& ctx, std::uint64_t base);
 // The run's base footprint: --bytes, or `gpu` on a GPU, gpu / 1024 on the emulator, 512 KiB with
 // --quick.
@@ -134,7 +140,8 @@ class runner {
             {"gpu_cache_bytes", s_.gpu_cache},
             {"host_cache_bytes", s_.host_cache},
             {"line_bytes", s_.line},
-            {"read_ahead", s_.read_ahead ? 1u : 0u}};
+            {"read_ahead", s_.read_ahead ? 1u : 0u},
+            {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u}};
   }
 
   // Times `run` (fresh outputs and a dropped page cache before each repeat), checks the last
@@ -183,7 +190,8 @@ class runner {
         o.mode = gpm::ooc::mode::read;
         maps.emplace_back(st_.input_paths[a], pb_.array_bytes(a), 0, o);
       } else if (r == role::output) {
-        o.mode = read_in_some_pass(a) ? gpm::ooc::mode::read_write : gpm::ooc::mode::write;
+        o.mode = s_.write_mode_outputs && !read_in_some_pass(a) ? gpm::ooc::mode::write
+                                                                : gpm::ooc::mode::read_write;
         o.create = true;
         maps.emplace_back(out_path_[a], pb_.array_bytes(a), 0, o);
       } else {

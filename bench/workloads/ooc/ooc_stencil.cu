@@ -318,7 +318,7 @@ workload ablation_cache_workload() {
   return ablation_workload<hotspot>(
       "ooc_ablation_cache",
       "gpmkit GPU-cache and host-cache caps: hotspot out of core, 2 volatile grids (DRAGON Fig. 6)",
-      2 * kGiB, {"gpu-div32", "gpu-div16", "gpu-div8", "host-div8", "host-div4", "host-div2"});
+      kGiB, {"gpu-div32", "gpu-div16", "gpu-div8", "host-div8", "host-div4", "host-div2"});
 }
 
 }  // namespace gpmbench::ooc

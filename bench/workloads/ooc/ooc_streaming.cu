@@ -1,6 +1,6 @@
 // gpmbench `ooc` workloads whose items are independent or reduced (DRAGON SC'18 Table I):
 // ooc_vectoradd, ooc_blackscholes, ooc_binomial, ooc_backprop (previous weights volatile), and
-// the read-ahead and line-size ablations on vectoradd. docs/workloads/ooc.md describes them.
+// the read-ahead, line-size and output-mode ablations on vectoradd. docs/workloads/ooc.md describes them.
 #include <cmath>
 
 #include "ooc_engine.cuh"
@@ -232,12 +232,19 @@ workload backprop_workload() {
 workload ablation_readahead_workload() {
   return ablation_workload<vectoradd>("ooc_ablation_readahead",
                              "gpmkit read-ahead on and off: vectoradd out of core (DRAGON Fig. 5)",
-                             4 * kGiB, {"read-ahead-on", "read-ahead-off"});
+                             2 * kGiB, {"read-ahead-on", "read-ahead-off"});
 }
 workload ablation_line_workload() {
   return ablation_workload<vectoradd>("ooc_ablation_line",
                              "gpmkit line size 1/16, 1/4, 1 and 2 x the default: vectoradd out of core",
-                             4 * kGiB, {"line-div16", "line-div4", "line-x1", "line-x2"});
+                             2 * kGiB, {"line-div16", "line-div4", "line-x1", "line-x2"});
+}
+
+workload ablation_output_workload() {
+  return ablation_workload<vectoradd>(
+      "ooc_ablation_output",
+      "gpmkit's output mapping mode::read_write and mode::write: vectoradd out of core",
+      2 * kGiB, {"outputs-read-write", "outputs-write"});
 }
 
 }  // namespace gpmbench::ooc

@@ -1,0 +1,144 @@
+"""The `ooc` family's section of the report: out-of-core GPU computing (docs/workloads/ooc.md).
+
+report.py calls ooc_sections() with every record of a results directory. For each ooc workload it
+takes the newest run (one `gpmbench` invocation, one timestamp) and, per regime (sizes.regime),
+shows each mode's time, gpmkit's speedup over chunked-pipeline and over fread-memcpy (time of the
+baseline over time of gpmkit, both from that run), and the disk_fraction of gpmkit and of
+chunked-pipeline against the disk's sequential bandwidth measured in the same run. The ablation
+workloads (ooc_ablation_*) get one row per case with the settings their sizes carry. Modes a run
+did not record are shown as "–", never filled in from another run.
+"""
+from collections import defaultdict
+
+REGIMES = {0: "in-gpu", 1: "in-host", 2: "out-of-core"}
+MODES = ["gpmkit", "chunked-pipeline", "fread-memcpy", "managed"]
+ABLATION_PREFIX = "ooc_ablation_"
+
+
+def newest_run(records):
+    if not records:
+        return []
+    stamp = max(r["timestamp"] for r in records)
+    return [r for r in records if r["timestamp"] == stamp]
+
+
+def seconds(r):
+    return None if r is None else r["median_s"]
+
+
+def speedup(baseline, ours):
+    return None if baseline is None or ours is None or ours == 0 else baseline / ours
+
+
+def fmt(x, digits=3):
+    return "–" if x is None else f"{x:.{digits}g}"
+
+
+def fmt_time(s):
+    if s is None:
+        return "–"
+    return f"{s:.3g} s" if s >= 1 else f"{s * 1e3:.3g} ms"
+
+
+def fmt_factor(x):
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def fmt_bytes(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def metric(r, name):
+    return None if r is None else r.get("metrics", {}).get(name)
+
+
+def disk_line(run):
+    disk = [r for r in run if r["mode"] == "disk-sequential"]
+    if not disk:
+        return None
+    m = disk[0]["metrics"]
+    direct = "O_DIRECT" if m.get("direct_io") else "buffered"
+    return (f"disk {m.get('read_GBps', 0):.3g} GB/s read, {m.get('write_GBps', 0):.3g} GB/s write "
+            f"({direct})")
+
+
+def family_rows(workload, run):
+    by_regime = defaultdict(dict)
+    for r in run:
+        if r["mode"] in MODES:
+            by_regime[r["sizes"].get("regime")][r["mode"]] = r
+    rows = []
+    for regime in sorted(by_regime):
+        modes = by_regime[regime]
+        any_record = next(iter(modes.values()))
+        t = {m: seconds(modes.get(m)) for m in MODES}
+        rows.append(
+            f"| {workload} | {REGIMES.get(regime, regime)} | "
+            f"{fmt_bytes(any_record['sizes'].get('footprint_bytes', 0))} | "
+            + " | ".join(fmt_time(t[m]) for m in MODES)
+            + f" | {fmt_factor(speedup(t['chunked-pipeline'], t['gpmkit']))}"
+            f" | {fmt_factor(speedup(t['fread-memcpy'], t['gpmkit']))}"
+            f" | {fmt(metric(modes.get('gpmkit'), 'disk_fraction'))}"
+            f" | {fmt(metric(modes.get('chunked-pipeline'), 'disk_fraction'))} |")
+    return rows
+
+
+def ablation_rows(workload, run):
+    rows = []
+    for r in run:
+        if r["mode"] != "gpmkit":
+            continue
+        s = r["sizes"]
+        rows.append(
+            f"| {workload} | {fmt_bytes(s.get('line_bytes', 0))} | "
+            f"{fmt_bytes(s.get('gpu_cache_bytes', 0))} | {fmt_bytes(s.get('host_cache_bytes', 0))} | "
+            f"{'on' if s.get('read_ahead') else 'off'} | {fmt_time(seconds(r))} | "
+            f"{fmt(metric(r, 'disk_fraction'))} | {fmt(metric(r, 'read_ahead_hits'), 6)} | "
+            f"{fmt(metric(r, 'gpu_wait_s'))} |")
+    return rows
+
+
+def ooc_sections(records, describe_machine):
+    by_workload = defaultdict(list)
+    for r in records:
+        if r["workload"].startswith("ooc_"):
+            by_workload[r["workload"]].append(r)
+    if not by_workload:
+        return []
+    lines = ["## Out of core (DRAGON): the ooc family", "",
+             "Newest run of each workload. Times are medians of the repeats and include mapping, "
+             "transfers, kernels, write-back, fdatasync and unmapping. Speedups are the "
+             "baseline's time over gpmkit's in the same run; disk_fraction is the time the disk "
+             "needs at its sequential bandwidth (measured in that run) for the mode's disk "
+             "traffic, over the mode's time. fread-memcpy and managed run in-gpu only.", ""]
+    family = [w for w in sorted(by_workload) if not w.startswith(ABLATION_PREFIX)]
+    ablations = [w for w in sorted(by_workload) if w.startswith(ABLATION_PREFIX)]
+    disks, machines = [], set()
+    if family:
+        lines += ["| workload | regime | footprint | " + " | ".join(MODES) +
+                  " | gpmkit vs chunked | gpmkit vs fread | disk_fraction gpmkit | "
+                  "disk_fraction chunked |",
+                  "|" + " --- |" * (len(MODES) + 7)]
+        for w in family:
+            run = newest_run(by_workload[w])
+            lines += family_rows(w, run)
+            disks.append(f"{w} ({run[0]['timestamp']}): {disk_line(run) or 'no disk record'}")
+            machines.add(describe_machine(run[0]))
+        lines.append("")
+    if ablations:
+        lines += ["### Ablations (gpmkit, out of core)", "",
+                  "| workload | line | GPU cache | host cache | read-ahead | time | disk_fraction "
+                  "| read-ahead hits | GPU wait (s) |",
+                  "|" + " --- |" * 9]
+        for w in ablations:
+            run = newest_run(by_workload[w])
+            lines += ablation_rows(w, run)
+            disks.append(f"{w} ({run[0]['timestamp']}): {disk_line(run) or 'no disk record'}")
+            machines.add(describe_machine(run[0]))
+        lines.append("")
+    lines += ["Disk measured in each run: " + "; ".join(disks) + ".", "",
+              "Machine: " + "; ".join(sorted(machines)) + ".", ""]
+    return lines
