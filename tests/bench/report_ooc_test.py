@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Unit test of the ooc section of the report (bench/report/ooc.py), on records made up here with
+known times: per regime every mode's time, gpmkit's speedups over chunked-pipeline and
+fread-memcpy computed only from the newest run, disk_fraction as recorded, "–" for modes a run
+did not record, and one row per ablation case.
+
+usage: report_ooc_test.py <bench/report directory> <scratch directory>
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+STAMP = "2026-01-02T00:00:00.000Z"
+OLDER = "2026-01-01T00:00:00.000Z"
+
+
+def record(workload, mode, seconds, regime=2, stamp=STAMP, metrics=None, sizes=None):
+    return {"schema": "gpmkit.bench/1", "workload": workload, "mode": mode, "backend": "host",
+            "machine": {"hostname": "h", "cpu": "c", "cores": 2, "gpu": "g",
+                        "compute_capability": "9.0", "multiprocessors": 2,
+                        "pcie_generation": None, "pcie_width": None, "driver": None,
+                        "cuda_runtime": None},
+            "sizes": {"regime": regime, "footprint_bytes": 1 << 30, "line_bytes": 1 << 20,
+                      "gpu_cache_bytes": 1 << 29, "host_cache_bytes": 1 << 31, "read_ahead": 1,
+                      **(sizes or {})},
+            "repeats": 1, "warmup": 0, "times_s": [seconds], "median_s": seconds,
+            "spread": {"min_s": seconds, "p25_s": seconds, "p75_s": seconds, "max_s": seconds},
+            "throughput": {"value": 1.0 / seconds, "unit": "GB/s"}, "bytes_persisted": 0,
+            "ceilings": {}, "ratio_to_ceiling": {}, "metrics": metrics or {}, "timestamp": stamp}
+
+
+def fail(message):
+    print("FAILED: " + message)
+    sys.exit(1)
+
+
+def main():
+    report_dir, scratch = Path(sys.argv[1]), Path(sys.argv[2])
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    disk = {"read_GBps": 2.0, "write_GBps": 1.5, "direct_io": 1.0}
+    records = [
+        record("ooc_vectoradd", "gpmkit", 100.0, stamp=OLDER),  # never used: an older run
+        record("ooc_vectoradd", "disk-sequential", 0.5, metrics=disk),
+        record("ooc_vectoradd", "gpmkit", 2.0, regime=0, metrics={"disk_fraction": 0.5}),
+        record("ooc_vectoradd", "fread-memcpy", 3.0, regime=0),
+        record("ooc_vectoradd", "chunked-pipeline", 2.5, regime=0, metrics={"disk_fraction": 0.4}),
+        record("ooc_vectoradd", "managed", 8.0, regime=0),
+        record("ooc_vectoradd", "gpmkit", 10.0, regime=2, metrics={"disk_fraction": 0.81}),
+        record("ooc_vectoradd", "chunked-pipeline", 9.0, regime=2),
+        record("ooc_ablation_line", "disk-sequential", 0.5, metrics=disk),
+        record("ooc_ablation_line", "gpmkit", 4.0, sizes={"line_bytes": 1 << 16},
+               metrics={"disk_fraction": 0.25}),
+    ]
+    results = scratch / "results"
+    results.mkdir()
+    with open(results / "ooc.jsonl", "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    out = scratch / "report.md"
+    subprocess.run([sys.executable, str(report_dir / "report.py"), str(results), "--out",
+                    str(out)], check=True)
+    text = out.read_text()
+    start = text.find("## Out of core")
+    text = text[start:text.find("Machine:", start)] if start >= 0 else text
+    expected = [
+        "## Out of core (DRAGON): the ooc family",
+        "| ooc_vectoradd | in-gpu | 1 GiB | 2 s | 2.5 s | 3 s | 8 s | 1.25× | 1.50× | 0.5 | 0.4 |",
+        "| ooc_vectoradd | out-of-core | 1 GiB | 10 s | 9 s | – | – | 0.90× | – | 0.81 | – |",
+        "| ooc_ablation_line | 64 KiB | 512 MiB | 2 GiB | on | 4 s | 0.25 | – | – |",
+        "disk 2 GB/s read, 1.5 GB/s write (O_DIRECT)",
+    ]
+    for line in expected:
+        if line not in text:
+            fail(f"report lacks {line!r}:\n{text}")
+    if "100 s" in text:
+        fail("the ooc section used a record of an older run")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
