@@ -47,7 +47,7 @@ def fmt_factor(x):
 def fmt_bytes(n):
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n / size:.3g} {unit}"
+            return f"{n / size:.4g} {unit}"
     return f"{n} B"
 
 
