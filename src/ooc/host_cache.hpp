@@ -1,6 +1,7 @@
 // The host tier of a gpm::ooc mapping: a bounded cache of lines in pinned host memory (the copy
 // engines transfer to and from it directly) over the mapped file (or the files it is striped
-// over), or for mode::volatile_data over the source file and a private spill file. Entries are
+// over), or for mode::volatile_data over the source file and a private spill file (which also
+// stages the lines of a crash-consistent mapping between epochs). Entries are
 // chosen for reuse by a clock that prefers clean entries; a dirty entry is written to the file
 // before its memory is reused, and on a write failure (disk full) it stays dirty, so nothing is
 // lost. Shared by the I/O threads, sync() and read-ahead; one mutex guards the bookkeeping and no
@@ -54,7 +55,7 @@ class host_cache {
   enum class purpose { fetch, store };
 
   // `files`: the mapped file, or the files it is striped over (none for volatile scratch
-  // data); `spill`: volatile data only.
+  // data); `spill`: volatile data and staged caches only (sized here to hold every line).
   host_cache(const host_cache_config& config, std::vector<const backing_file*> files,
              const backing_file* spill);
 

@@ -53,19 +53,21 @@ GPM_CRASH_SCENARIO(ooc_epoch_commit_then_die) {
   return 0;
 }
 
+// Runs that child on `path` until it reaches crash point `point`.
+void kill_child_at(const files& f, const std::string& path, const std::string& point) {
+  auto args = f.dirs.args("unused", 1);
+  args.pool_path = path;
+  const auto r = gpm::test::run_child("ooc_epoch_commit_then_die", args, gpm::test::kill_at(point));
+  EXPECT_TRUE(r.killed) << point << ": " << r.describe();
+}
+
 // A data file whose epoch log holds a committed, unapplied epoch 1 (numbers salt 7).
 struct committed_file {
   files f;
   std::string path = f.make("c.bin", lines(kChildLines), 3);
   std::vector<unsigned char> before = read_file(path);
   std::vector<unsigned char> after = bytes_of(numbers(lines(kChildLines) / 4, 7));
-  committed_file() {
-    auto args = f.dirs.args("c.bin", 1);
-    args.pool_path = path;
-    const auto r = gpm::test::run_child("ooc_epoch_commit_then_die", args,
-                                        gpm::test::kill_at("ooc.log.committed"));
-    EXPECT_TRUE(r.killed) << r.describe();
-  }
+  committed_file() { kill_child_at(f, path, "ooc.log.committed"); }
 };
 
 // ---- the file changes only at sync ----------------------------------------------------------
@@ -229,11 +231,7 @@ TEST(OocEpoch, UncommittedRecordsAreDropped) {
   files f;
   const std::string path = f.make("d.bin", lines(16), 8);
   const auto before = read_file(path);
-  auto args = f.dirs.args("d.bin", 1);
-  args.pool_path = path;
-  const auto r = gpm::test::run_child("ooc_epoch_commit_then_die", args,
-                                      gpm::test::kill_at("ooc.log.written"));
-  ASSERT_TRUE(r.killed) << r.describe();
+  kill_child_at(f, path, "ooc.log.written");
   const auto info = gpm::ooc::inspect_epoch_log(path);
   EXPECT_FALSE(info.pending);
   EXPECT_GT(info.discard_bytes, 0u);
