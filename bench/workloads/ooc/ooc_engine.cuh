@@ -841,7 +841,9 @@ workload ablation_workload(const std::string& name, const std::string& summary,
   workload w{name, summary,
              ooc_modes<W>(std::make_shared<family_state>(),
                           [gpu_base](const mode_context& ctx) {
-                            return ablation_settings(ctx, base_bytes(ctx, gpu_base));
+                            // --quick: half the family's size (six cases of heavy eviction).
+                            return ablation_settings(
+                                ctx, base_bytes(ctx, gpu_base) >> (ctx.options.quick ? 1 : 0));
                           },
                           false)};
   w.cases = std::move(cases);

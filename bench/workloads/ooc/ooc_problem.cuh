@@ -53,7 +53,14 @@ struct pass {
   bool sequential = false;  // items depend on the previous item: one launch per item, in order
 };
 
-// A problem of workload W (W::params: the workload's sizes and constants, trivially copyable).
+// A problem of workload W. W provides (see ooc_streaming.cu, ooc_stencil.cu):
+//   name, tolerance                      its record name; the relative error its checks allow
+//   params                               its sizes and constants (trivially copyable)
+//   make(footprint, quick)               the problem<W> of about `footprint` bytes
+//   input(params, array, element)        the generated value of an input element (host, device)
+//   element(params, args, acc, item, lane, local&)   one lane of one item of a pass
+//   local, finish(params, args, acc, local&)         per-thread reduction state and its end
+//                                        (no_reduction: none)
 template <class W>
 struct problem {
   typename W::params params;
@@ -160,6 +167,11 @@ GPM_HOST_DEVICE inline float unit_value(std::uint64_t seed, int a, std::uint64_t
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
-struct no_local {};
+// What a workload without a reduction leaves as it is: nothing kept per thread, nothing to finish.
+struct no_reduction {
+  struct local {};
+  template <class P, class Acc>
+  GPM_HOST_DEVICE static void finish(const P&, const pass_args&, const Acc&, local&) {}
+};
 
 }  // namespace gpmbench::ooc

@@ -22,14 +22,13 @@ bool small_grid(std::uint64_t footprint) { return footprint < 256 * kMiBytes; }
 // Rodinia's pathfinder: the cheapest path's cost from the top row to each cell of the bottom row,
 // moving down one row and at most one column at a time. Row r depends on row r - 1, so each row
 // is its own launch; the last two rows of costs live in the small array.
-struct pathfinder {
+struct pathfinder : no_reduction {
   static constexpr const char* name = "ooc_pathfinder";
   static constexpr float tolerance = 0;
   struct params {
     std::uint64_t seed;
     std::uint64_t cols;
   };
-  using local = no_local;
   enum : int { kWall };
 
   static problem<pathfinder> make(std::uint64_t footprint, bool) {
@@ -60,13 +59,11 @@ struct pathfinder {
     if (c + 1 < p.cols) m = fminf(m, prev[c + 1]);
     cur[c] = wall + m;
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 // Rodinia's hotspot (simplified constants): kIterations explicit steps of the heat equation on a
 // chip's grid with a power map, through two volatile grids: temp -> A -> B -> A -> out.
-struct hotspot {
+struct hotspot : no_reduction {
   static constexpr const char* name = "ooc_hotspot";
   static constexpr float tolerance = 1e-4f;
   static constexpr int kIterations = 4;
@@ -75,7 +72,6 @@ struct hotspot {
     std::uint64_t cols;
     std::uint64_t rows;
   };
-  using local = no_local;
   enum : int { kTemp, kPower, kOut, kGridA, kGridB };
 
   static problem<hotspot> make(std::uint64_t footprint, bool) {
@@ -114,8 +110,6 @@ struct hotspot {
                         0.1f * (e + w - 2 * t) + 0.01f * (80.0f - t);
     acc.store(dst, i, t + 0.5f * delta);
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 // Rodinia's srad_v2: speckle-reducing anisotropic diffusion. Each of kIterations iterations
@@ -123,7 +117,7 @@ struct hotspot {
 // volatile arrays, then updates the image in place (the first from the input image). The speckle
 // scale q0sqr is taken once from the input's top-left 128 x 128 region (Rodinia recomputes it
 // each iteration on the host).
-struct srad {
+struct srad : no_reduction {
   static constexpr const char* name = "ooc_srad";
   static constexpr float tolerance = 1e-3f;
   static constexpr int kIterations = 10;
@@ -134,11 +128,10 @@ struct srad {
     float q0sqr;
     float lambda;
   };
-  using local = no_local;
   enum : int { kImage, kResult, kNorth, kSouth, kWest, kEast, kCoefficient };
   enum : int { kDerivatives, kUpdate };
 
-  static problem<srad> make(std::uint64_t footprint, bool) {
+  static problem<srad> make(std::uint64_t footprint, bool quick) {
     problem<srad> p;
     const std::uint64_t cols = grid_cols(small_grid(footprint));
     const auto w = static_cast<std::uint32_t>(cols);
@@ -160,7 +153,8 @@ struct srad {
     const double mean = sum / static_cast<double>(rr * rc);
     const double var = sum2 / static_cast<double>(rr * rc) - mean * mean;
     p.params.q0sqr = static_cast<float>(var / (mean * mean));
-    for (int k = 0; k < kIterations; ++k) {
+    // --quick: 2 iterations, so the emulator's smoke test stays short.
+    for (int k = 0; k < (quick ? 2 : kIterations); ++k) {
       const int src = k == 0 ? kImage : kResult;
       p.passes.push_back({{kDerivatives, {src}},
                           {{src, 1}},
@@ -211,15 +205,13 @@ struct srad {
                              cc * acc.load(kWest, i) + acc.load(kCoefficient, east) * acc.load(kEast, i);
     acc.store(kResult, i, acc.load(src, i) + 0.25f * p.lambda * divergence);
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 // Rodinia's lavaMD: particles in a boxes^3 grid of boxes, kParticles (kQuickParticles with
 // --quick) per box; each particle's potential and force from every particle of its own and its
 // (up to) 26 neighbouring boxes. Items are boxes in z-major order, so a box's neighbours lie
 // within boxes^2 + boxes + 1 items of it.
-struct lavamd {
+struct lavamd : no_reduction {
   static constexpr const char* name = "ooc_lavamd";
   static constexpr float tolerance = 1e-3f;
   static constexpr std::uint32_t kParticles = 16, kQuickParticles = 4;
@@ -229,7 +221,6 @@ struct lavamd {
     std::uint32_t particles;
     float a2;
   };
-  using local = no_local;
   enum : int { kPosition, kCharge, kForce };
 
   static problem<lavamd> make(std::uint64_t footprint, bool quick) {
@@ -242,7 +233,7 @@ struct lavamd {
     // boxes^3 must be a multiple of the alignment step: boxes a multiple of 4 does it.
     std::uint64_t b = static_cast<std::uint64_t>(std::cbrt(static_cast<double>(footprint / per_box)));
     b = std::max<std::uint64_t>(4, b / 4 * 4);
-    if (quick) b = std::min<std::uint64_t>(b, 8);  // the emulator: keep the smoke test short
+    if (quick) b = std::min<std::uint64_t>(b, 4);  // the emulator: keep the smoke test short
     p.items = b * b * b;
     p.params = {kSeed, b, n, 2.0f * 0.5f * 0.5f};
     const std::uint64_t halo = b * b + b + 1;
@@ -290,8 +281,6 @@ struct lavamd {
     acc.store(kForce, self + 2, fy);
     acc.store(kForce, self + 3, fz);
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 }  // namespace

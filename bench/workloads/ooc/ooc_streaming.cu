@@ -13,13 +13,12 @@ constexpr std::uint64_t kSeed = 18;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
 // c[i] = a[i] + b[i].
-struct vectoradd {
+struct vectoradd : no_reduction {
   static constexpr const char* name = "ooc_vectoradd";
   static constexpr float tolerance = 1e-6f;
   struct params {
     std::uint64_t seed;
   };
-  using local = no_local;
   enum : int { kA, kB, kC };
 
   static problem<vectoradd> make(std::uint64_t footprint, bool) {
@@ -38,8 +37,6 @@ struct vectoradd {
                                       std::uint64_t i, std::uint32_t, local&) {
     acc.store(kC, i, acc.load(kA, i) + acc.load(kB, i));
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 // The standard normal distribution function (Abramowitz-Stegun polynomial, as NVIDIA's sample).
@@ -60,13 +57,12 @@ constexpr float kRiskFree = 0.02f;
 constexpr float kVolatility = 0.30f;
 
 // European call and put prices by the Black-Scholes formula.
-struct blackscholes {
+struct blackscholes : no_reduction {
   static constexpr const char* name = "ooc_blackscholes";
   static constexpr float tolerance = 1e-4f;
   struct params {
     std::uint64_t seed;
   };
-  using local = no_local;
   enum : int { kS, kX, kT, kCall, kPut };
 
   static problem<blackscholes> make(std::uint64_t footprint, bool) {
@@ -93,19 +89,16 @@ struct blackscholes {
     acc.store(kCall, i, s * normal_cdf(d1) - discounted * normal_cdf(d2));
     acc.store(kPut, i, discounted * (1.0f - normal_cdf(d2)) - s * (1.0f - normal_cdf(d1)));
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 // European calls priced on a binomial (Cox-Ross-Rubinstein) tree of kSteps steps per option.
-struct binomial {
+struct binomial : no_reduction {
   static constexpr const char* name = "ooc_binomial";
   static constexpr float tolerance = 1e-3f;
   static constexpr int kSteps = 32;
   struct params {
     std::uint64_t seed;
   };
-  using local = no_local;
   enum : int { kS, kX, kT, kPrice };
 
   static problem<binomial> make(std::uint64_t footprint, bool) {
@@ -136,8 +129,6 @@ struct binomial {
     }
     acc.store(kPrice, i, v[0]);
   }
-  template <class Acc>
-  GPM_HOST_DEVICE static void finish(const params&, const pass_args&, const Acc&, local&) {}
 };
 
 // One training step of Rodinia's backprop on a wide input layer: the forward pass reduces
