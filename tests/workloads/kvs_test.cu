@@ -67,16 +67,18 @@ TEST_F(KvsTest, OpenValidatesTheHeader) {
     return gpm::errc::invalid_argument;  // opened: not what any caller below expects
   };
   EXPECT_EQ(code_of("missing"), gpm::errc::not_found);
-  // Another structure's object.
-  gpmbench::create_with_header(*pool_, "other", 64, 0x1234, 1, {1, 2, 3});
-  EXPECT_EQ(code_of("other"), gpm::errc::layout_mismatch);
+  // Another structure's object: not this kind of structure (the common validator's corrupt).
+  gpmbench::create_with_header(*pool_, "other", 64, gpmbench::bench_kind("other", "NOTKVS01"),
+                               {1, 2, 3});
+  EXPECT_EQ(code_of("other"), gpm::errc::corrupt);
   // A future format version.
-  gpmbench::create_with_header(*pool_, "future", kBuckets * sizeof(bucket), kTableMagic,
-                               kTableVersion + 1, {kBuckets, kWays, 0});
+  gpm::format::object_kind future = kTableKind;
+  ++future.major;
+  gpmbench::create_with_header(*pool_, "future", kBuckets * sizeof(bucket), future,
+                               {kBuckets, kWays, 0});
   EXPECT_EQ(code_of("future"), gpm::errc::version);
   // Sizes that the object cannot hold.
-  gpmbench::create_with_header(*pool_, "short", 128, kTableMagic, kTableVersion,
-                               {kBuckets, kWays, 0});
+  gpmbench::create_with_header(*pool_, "short", 128, kTableKind, {kBuckets, kWays, 0});
   EXPECT_EQ(code_of("short"), gpm::errc::corrupt);
   // A damaged header.
   const std::uint64_t off = pool_->get("kvs").offset;

@@ -12,7 +12,7 @@
 namespace gpmbench {
 
 namespace {
-constexpr std::uint64_t kSelectorMagic = 0x31594f4350414347ull;  // "GCAPCOY1"
+constexpr gpm::format::object_kind kSelectorKind = bench_kind("CAP copy selector", "GCAPCOY1");
 }
 
 cap_mm_copies::cap_mm_copies(const mode_context& ctx, const std::string& pool_name,
@@ -23,7 +23,7 @@ cap_mm_copies::cap_mm_copies(const mode_context& ctx, const std::string& pool_na
       offsets_{pool_.pool().allocate("copy.0", bytes, bench_pool::kPageBytes),
                pool_.pool().allocate("copy.1", bytes, bench_pool::kPageBytes)},
       selector_(pool_.pool().host_ptr<std::uint64_t>(
-          create_with_header(pool_.pool(), "current", sizeof(std::uint64_t), kSelectorMagic, 1,
+          create_with_header(pool_.pool(), "current", sizeof(std::uint64_t), kSelectorKind,
                              {bytes, 0, 0}) +
           kObjectHeaderBytes)),
       cap_(team_, bytes) {}

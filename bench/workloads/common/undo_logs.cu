@@ -12,8 +12,7 @@ namespace gpmbench {
 
 namespace {
 
-constexpr std::uint64_t kFlatMagic = 0x3154414c46425047ull;  // "GPBFLAT1"
-constexpr std::uint64_t kVersion = 1;
+constexpr gpm::format::object_kind kFlatKind = bench_kind("flat undo log", "GPBFLAT1");
 
 // Marks are written by the host: a store and a write-back make them durable.
 void store_durably(std::uint64_t* word, std::uint64_t value) {
@@ -38,15 +37,15 @@ flat_undo flat_undo::create(gpm::pool& p, std::string_view name, std::uint32_t r
                          std::to_string(kMaxUndoBytes));
   }
   const std::uint64_t offset =
-      create_with_header(p, name, flat_data_bytes(regions, capacity, max_bytes), kFlatMagic,
-                         kVersion, {regions, capacity, max_bytes});
+      create_with_header(p, name, flat_data_bytes(regions, capacity, max_bytes), kFlatKind,
+                         {regions, capacity, max_bytes});
   return flat_undo(p, offset, regions, capacity, max_bytes);
 }
 
 flat_undo flat_undo::open(gpm::pool& p, std::string_view name) {
   std::uint64_t offset = 0;
   const object_header h = open_with_header(
-      p, name, kFlatMagic, kVersion, "flat undo log", offset,
+      p, name, kFlatKind, offset,
       [](const std::uint64_t(&s)[3]) { return flat_data_bytes(s[0], s[1], s[2]); });
   if (h.sizes[0] == 0 || h.sizes[0] > ~std::uint32_t{0} || h.sizes[2] % 8 != 0 ||
       h.sizes[2] > kMaxUndoBytes) {

@@ -17,15 +17,15 @@ table table::create(gpm::pool& p, std::string_view name, std::uint64_t capacity)
                      "db::table::create: a table needs room for at least one row");
   }
   const std::uint64_t offset =
-      create_with_header(p, name, object_bytes(capacity) - kObjectHeaderBytes, kTableMagic,
-                         kTableVersion, {capacity, kColumns, 0});
+      create_with_header(p, name, object_bytes(capacity) - kObjectHeaderBytes, kTableKind,
+                         {capacity, kColumns, 0});
   return table(p, offset, capacity);  // zero-filled by the pool: no rows
 }
 
 table table::open(gpm::pool& p, std::string_view name) {
   std::uint64_t offset = 0;
   const object_header h = open_with_header(
-      p, name, kTableMagic, kTableVersion, "gpDB table", offset,
+      p, name, kTableKind, offset,
       [](const std::uint64_t(&s)[3]) { return object_bytes(s[0]) - kObjectHeaderBytes; });
   const table t(p, offset, h.sizes[0]);
   if (h.sizes[0] == 0 || h.sizes[1] != kColumns || t.rows() > h.sizes[0]) {

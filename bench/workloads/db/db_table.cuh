@@ -27,8 +27,7 @@ inline constexpr unsigned kColumns = 6;
 inline constexpr unsigned kKeyColumn = 0;     // the UPDATE's predicate reads it
 inline constexpr unsigned kUpdateColumn = 3;  // the UPDATE writes it
 inline constexpr std::uint32_t kUpdatePercent = 5;
-inline constexpr std::uint64_t kTableMagic = 0x3142445047504d47ull;  // "GMPGPDB1"
-inline constexpr std::uint64_t kTableVersion = 1;
+inline constexpr gpm::format::object_kind kTableKind = bench_kind("gpDB table", "GMPGPDB1");
 
 // What kernels take: the columns (in the pool, or GPU memory for the CAP baselines) and the
 // row count's address.

@@ -10,17 +10,13 @@
 
 namespace gpmbench::kvs {
 
-namespace {
-constexpr std::string_view kWhat = "gpKVS table";
-}
-
 table table::create(gpm::pool& p, std::string_view name, std::uint64_t buckets) {
   if (buckets == 0) {
     gpm::throw_error(gpm::errc::invalid_argument,
                      "kvs::table::create: a table needs at least one bucket");
   }
-  const std::uint64_t offset = create_with_header(p, name, buckets * sizeof(bucket), kTableMagic,
-                                                  kTableVersion, {buckets, kWays, 0});
+  const std::uint64_t offset = create_with_header(p, name, buckets * sizeof(bucket), kTableKind,
+                                                  {buckets, kWays, 0});
   // The pool zero-fills new objects: every way is already kEmptyKey.
   return table(p, offset, buckets);
 }
@@ -28,7 +24,7 @@ table table::create(gpm::pool& p, std::string_view name, std::uint64_t buckets) 
 table table::open(gpm::pool& p, std::string_view name) {
   std::uint64_t offset = 0;
   const object_header h =
-      open_with_header(p, name, kTableMagic, kTableVersion, kWhat, offset,
+      open_with_header(p, name, kTableKind, offset,
                        [](const std::uint64_t(&s)[3]) { return s[0] * sizeof(bucket); });
   if (h.sizes[0] == 0 || h.sizes[1] != kWays) {
     gpm::throw_error(gpm::errc::corrupt,

@@ -38,8 +38,7 @@ struct alignas(128) bucket {
 static_assert(sizeof(bucket) == 128);
 
 // The table's pool object: an object_header (sizes: buckets, ways), then the buckets.
-inline constexpr std::uint64_t kTableMagic = 0x31564b5350475067ull;  // "gPGPSKV1"
-inline constexpr std::uint64_t kTableVersion = 1;
+inline constexpr gpm::format::object_kind kTableKind = bench_kind("gpKVS table", "gPGPSKV1");
 
 // What kernels take: the buckets (in the pool, or in GPU memory for the CAP baselines).
 struct table_view {
