@@ -104,7 +104,13 @@ bool io_service::serve_requests(channel& ch, std::uint32_t& start) {
     const std::uint64_t seq =
         std::atomic_ref<std::uint64_t>(requests_[k].seq).load(std::memory_order_acquire);
     std::uint64_t taken = claimed_[k].load(std::memory_order_relaxed);
-    if (seq == taken || !claimed_[k].compare_exchange_strong(taken, seq)) continue;
+    // A slot's sequence numbers only grow. `seq` was read before `taken`: a thread stalled in
+    // between (a preempted I/O thread) may hold a seq that other threads have served since, and
+    // claiming it would move claimed_ back, so the request after it would be served twice (its
+    // slot refilled over the kernels' stores, its line evicted again from a slot that holds
+    // another line by then). seq > taken means seq was unclaimed when taken was read; the CAS
+    // then claims it only if nobody claimed anything since.
+    if (seq <= taken || !claimed_[k].compare_exchange_strong(taken, seq)) continue;
     serve(ch, k, seq, requests_[k]);
     served = true;
     start = k + 1;  // the next poll starts after this slot: no slot starves

@@ -2,7 +2,8 @@
 // sweeps with tiles of 1 and 32 threads, checked against a host reference of the file, for every
 // mode, with data larger than both caches (heavy eviction in both tiers), accesses concentrated on
 // a few hot lines (many warps missing on the same line) and spread over all of them, and ranges
-// that start unaligned and end inside a line.
+// that start unaligned and end inside a line; and with many I/O threads polling one or two queue
+// slots, so that a thread stalled mid-poll sees the slot's requests move on under it.
 #include <random>
 
 #include "ooc_test_util.hpp"
@@ -22,6 +23,8 @@ struct scenario {
   std::uint64_t size_lines;
   std::int64_t size_bytes;  // the mapped size: a multiple of 8, not necessarily of the line
   const char* name;
+  std::uint32_t io_threads = 2;
+  std::uint32_t queue_slots = 128;
   std::uint64_t file() const { return lines(file_lines); }
   std::uint64_t offset() const { return lines(offset_lines) + offset_bytes; }
   std::uint64_t size() const { return lines(size_lines) + size_bytes; }
@@ -43,6 +46,8 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
     o.line_bytes = line_size();
     o.gpu_cache_bytes = lines(64);    // 256 KiB on the emulator, 4 MiB on a GPU
     o.host_cache_bytes = lines(256);  // 1 MiB on the emulator, 16 MiB on a GPU
+    o.io_threads = s.io_threads;
+    o.queue_slots = s.queue_slots;
     map_ = std::make_unique<mapping>(paths_, s.size(), s.offset(), o);
     ref_ = as<std::uint64_t>(gather(initial_, s.offset(), s.size()));
   }
@@ -162,7 +167,12 @@ INSTANTIATE_TEST_SUITE_P(
                       scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_unaligned"},
                       // 3 files of 300 lines hold 700 lines from their line 40 on.
                       scenario{mode::read_write, 3, 300, 40, 0, 700, -64, "read_write_striped"},
-                      scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped"}),
+                      scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped"},
+                      // 8 I/O threads on the 2 cores of CI poll 2 slots that serve every miss.
+                      scenario{mode::read_write, 1, 1024, 0, 0, 1024, 0, "read_write_busy_queue", 8,
+                               2},
+                      scenario{mode::volatile_data, 1, 1024, 0, 0, 1024, 0, "volatile_busy_queue",
+                               8, 2}),
     [](const ::testing::TestParamInfo<scenario>& i) { return std::string(i.param.name); });
 
 }  // namespace
