@@ -25,7 +25,7 @@ class object {
  public:
   object& add(std::string key, value v);
   const std::vector<member>& members() const noexcept { return members_; }
-  bool empty() const noexcept { return members_.empty(); }
+  bool empty() const noexcept;
 
  private:
   std::vector<member> members_;
@@ -64,6 +64,9 @@ class value {
  private:
   storage v_;
 };
+
+// Defined once value is complete: nvcc's front end instantiates member's pair on sight.
+inline bool object::empty() const noexcept { return members_.empty(); }
 
 // Writes `v` as JSON, indented by two spaces per level, ending without a newline.
 void write(std::ostream& out, const value& v, int indent = 0);
