@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include <gpm/platform/error.hpp>
 
@@ -60,6 +61,8 @@ io_service::channel io_service::make_channel() const {
   if (gpu_.mode == gpm::ooc::mode::write) {
     ch.staging =
         pinned_buffer<std::byte>(gpu_.line_bytes + gpu_.mask_words * sizeof(std::uint32_t));
+    ch.zeros = pinned_buffer<std::byte>(gpu_.line_bytes);  // a mask is line_bytes / 32 bytes
+    std::memset(static_cast<void*>(ch.zeros.data()), 0, ch.zeros.bytes());
   }
   return ch;
 }
@@ -142,7 +145,9 @@ void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const re
       result |= kFilled;
       if (config_.read_ahead) note_miss(r.fill_line);
     } else if ((r.flags & kZero) != 0) {
-      check_cuda(cudaMemsetAsync(dst, 0, gpu_.line_bytes, ch.copies), "cudaMemsetAsync");
+      check_cuda(cudaMemcpyAsync(dst, ch.zeros.data(), gpu_.line_bytes, cudaMemcpyHostToDevice,
+                                 ch.copies),
+                 "cudaMemcpyAsync");
       ch.copies.synchronize();
       result |= kFilled;
     }
@@ -168,7 +173,9 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
                  "cudaMemcpyAsync");
       check_cuda(cudaMemcpyAsync(staged_mask, mask, mask_bytes, cudaMemcpyDeviceToHost, ch.copies),
                  "cudaMemcpyAsync");
-      check_cuda(cudaMemsetAsync(mask, 0, mask_bytes, ch.copies), "cudaMemsetAsync");
+      check_cuda(
+          cudaMemcpyAsync(mask, ch.zeros.data(), mask_bytes, cudaMemcpyHostToDevice, ch.copies),
+          "cudaMemcpyAsync");
       ch.copies.synchronize();
       cache_.store(e, staged, whole ? nullptr : staged_mask);
     } else {

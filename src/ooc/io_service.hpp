@@ -54,10 +54,13 @@ struct io_counters {
 class io_service {
  public:
   // What one thread needs to copy lines: a stream and, for mode::write, a staging area for a line
-  // and its mask.
+  // and its mask, and a line of zeros. Slots and masks are zeroed by copying those zeros, never
+  // with cudaMemsetAsync: a memset of device memory may run on the SMs, which the kernel that
+  // waits for it can occupy entirely, while copies from pinned memory run on the copy engines.
   struct channel {
     stream copies{true};  // non-blocking: never waits for the kernels on the default stream
     pinned_buffer<std::byte> staging;
+    pinned_buffer<std::byte> zeros;
   };
 
   io_service(const io_config& config, const gpu_cache_geometry& gpu, host_cache& cache,
