@@ -94,6 +94,7 @@ struct live_state {
   device_buffer<std::uint32_t> owner;
   device_buffer<std::uint64_t> next_seq;
   device_buffer<unsigned long long> hint_next;
+  device_buffer<unsigned long long> hint_recent;
   pinned_buffer<std::uint64_t> hints;
   pinned_buffer<request> requests;
   pinned_buffer<response> responses;
@@ -276,6 +277,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
     s.owner = device_buffer<std::uint32_t>(slots);
     s.next_seq = device_buffer<std::uint64_t>(slots);
     s.hint_next = device_buffer<unsigned long long>(1);
+    s.hint_recent = device_buffer<unsigned long long>(kHintSlots);
     s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
     s.requests = pinned_buffer<request>(slots, true);
     s.responses = pinned_buffer<response>(slots, true);
@@ -292,6 +294,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   s.owner.fill_bytes(0);
   s.next_seq.fill_bytes(0);
   s.hint_next.fill_bytes(0);
+  s.hint_recent.fill_bytes(0);
   std::memset(static_cast<void*>(s.hints.data()), 0, s.hints.bytes());
   std::memset(static_cast<void*>(s.requests.data()), 0, s.requests.bytes());
   std::memset(static_cast<void*>(s.responses.data()), 0, s.responses.bytes());
@@ -308,6 +311,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
                        s.next_seq.data(), slots};
   v.hints = s.hints.device_data();
   v.hint_next = s.hint_next.data();
+  v.hint_recent = s.hint_recent.data();
   v.hint_slots = kHintSlots;
   v.bytes = m.size;
   v.line_count = m.line_count;

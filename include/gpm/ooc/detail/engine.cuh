@@ -57,6 +57,9 @@ struct cache_view {
   // from old ones and from entries overwritten before they read them (a lost hint costs nothing).
   std::uint64_t* hints = nullptr;            // host memory, GPU address
   unsigned long long* hint_next = nullptr;   // GPU memory: entries posted so far
+  // GPU memory, hint_slots words: the last hint posted per line hash, (line + 1) << 32 | the
+  // global time's low 32 bits in ns, so that a line touched by many warps at once is posted once.
+  unsigned long long* hint_recent = nullptr;
   std::uint32_t hint_slots = 0;
   std::uint64_t bytes = 0;  // the mapping's size
   std::uint64_t line_count = 0;
@@ -251,6 +254,16 @@ __device__ inline void post_hint(const cache_view& v, std::uint64_t line) {
   const unsigned peers = same_line_peers(v, line);
   if (lane_id() != static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1)) return;
   if (atomic_ref<std::uint32_t>(v.directory[line]).load(memory_order_relaxed) != kNoSlot) return;
+  // Every warp of a grid touching its elements hints the same few lines: posted each time, their
+  // hints would lap the ring before the host reads it and only the last lines touched would be
+  // read ahead. A line hinted in the last kHintRepeatNs is not hinted again (two warps racing
+  // here may both post: a duplicate costs one lookup on the host).
+  constexpr std::uint32_t kHintRepeatNs = 200'000;
+  const auto now = static_cast<std::uint32_t>(global_time_ns());
+  atomic_ref<unsigned long long> recent(v.hint_recent[line % v.hint_slots]);
+  const unsigned long long last = recent.load(memory_order_relaxed);
+  if (last >> 32 == line + 1 && now - static_cast<std::uint32_t>(last) < kHintRepeatNs) return;
+  recent.store(static_cast<unsigned long long>(line + 1) << 32 | now, memory_order_relaxed);
   const unsigned long long pos =
       atomic_ref<unsigned long long>(*v.hint_next).fetch_add(1, memory_order_relaxed);
   const std::uint64_t word = ((pos + 1) & 0xffffffffull) << 32 | line;
