@@ -12,28 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import report_records
+from report_records import fail
+
 STAMP = "2026-01-02T00:00:00.000Z"
 OLDER = "2026-01-01T00:00:00.000Z"
 
 
 def record(workload, mode, seconds, regime=2, stamp=STAMP, metrics=None, sizes=None):
-    return {"schema": "gpmkit.bench/1", "workload": workload, "mode": mode, "backend": "host",
-            "machine": {"hostname": "h", "cpu": "c", "cores": 2, "gpu": "g",
-                        "compute_capability": "9.0", "multiprocessors": 2,
-                        "pcie_generation": None, "pcie_width": None, "driver": None,
-                        "cuda_runtime": None},
-            "sizes": {"regime": regime, "footprint_bytes": 1 << 30, "line_bytes": 1 << 20,
-                      "gpu_cache_bytes": 1 << 29, "host_cache_bytes": 1 << 31, "read_ahead": 1,
-                      **(sizes or {})},
-            "repeats": 1, "warmup": 0, "times_s": [seconds], "median_s": seconds,
-            "spread": {"min_s": seconds, "p25_s": seconds, "p75_s": seconds, "max_s": seconds},
-            "throughput": {"value": 1.0 / seconds, "unit": "GB/s"}, "bytes_persisted": 0,
-            "ceilings": {}, "ratio_to_ceiling": {}, "metrics": metrics or {}, "timestamp": stamp}
-
-
-def fail(message):
-    print("FAILED: " + message)
-    sys.exit(1)
+    return report_records.record(
+        workload, mode, seconds, 1.0 / seconds, "GB/s", stamp, metrics=metrics,
+        sizes={"regime": regime, "footprint_bytes": 1 << 30, "line_bytes": 1 << 20,
+               "gpu_cache_bytes": 1 << 29, "host_cache_bytes": 1 << 31, "read_ahead": 1,
+               **(sizes or {})})
 
 
 def main():

@@ -12,28 +12,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import report_records
+from report_records import fail
+
 STAMP = "2026-01-01T00:00:00.000Z"
 OTHER_RUN = "2026-01-02T00:00:00.000Z"
 
 
 def record(workload, mode, gbps, bytes_persisted=0, metrics=None, stamp=STAMP, ceilings=None):
-    seconds = 1.0 / gbps  # the same work in every mode: speedups are ratios of times
-    return {"schema": "gpmkit.bench/1", "workload": workload, "mode": mode, "backend": "host",
-            "machine": {"hostname": "h", "cpu": "c", "cores": 2, "gpu": "g",
-                        "compute_capability": "9.0", "multiprocessors": 2,
-                        "pcie_generation": None, "pcie_width": None, "driver": None,
-                        "cuda_runtime": None},
-            "sizes": {"bytes": 4096}, "repeats": 1, "warmup": 0, "times_s": [seconds],
-            "median_s": seconds,
-            "spread": {"min_s": seconds, "p25_s": seconds, "p75_s": seconds, "max_s": seconds},
-            "throughput": {"value": gbps, "unit": "GB/s"}, "bytes_persisted": bytes_persisted,
-            "ceilings": ceilings or {}, "ratio_to_ceiling": {}, "metrics": metrics or {},
-            "timestamp": stamp}
-
-
-def fail(message):
-    print("FAILED: " + message)
-    sys.exit(1)
+    # The same work in every mode: speedups are ratios of times.
+    return report_records.record(workload, mode, 1.0 / gbps, gbps, "GB/s", stamp,
+                                 sizes={"bytes": 4096}, metrics=metrics,
+                                 bytes_persisted=bytes_persisted, ceilings=ceilings)
 
 
 def main():

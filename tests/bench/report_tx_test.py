@@ -11,30 +11,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import report_records
+from report_records import fail
+
 STAMP = "2026-01-02T00:00:00.000Z"
 OLDER = "2026-01-01T00:00:00.000Z"
 
 
 def record(workload, mode, mtxps, stamp=STAMP, sizes=None, metrics=None, unit="Mop/s",
            bytes_persisted=0, ratio=None):
-    seconds = 1.0 / mtxps
-    return {"schema": "gpmkit.bench/1", "workload": workload, "mode": mode, "backend": "host",
-            "machine": {"hostname": "h", "cpu": "c", "cores": 2, "gpu": "g",
-                        "compute_capability": "9.0", "multiprocessors": 2,
-                        "pcie_generation": None, "pcie_width": None, "driver": None,
-                        "cuda_runtime": None},
-            "sizes": {"blocks": 512, "threads_per_block": 256, **(sizes or {})},
-            "repeats": 1, "warmup": 0, "times_s": [seconds], "median_s": seconds,
-            "spread": {"min_s": seconds, "p25_s": seconds, "p75_s": seconds, "max_s": seconds},
-            "throughput": {"value": mtxps, "unit": unit}, "bytes_persisted": bytes_persisted,
-            "ceilings": {"persist_stream_GBps": 50.0} if ratio is not None else {},
-            "ratio_to_ceiling": {"persist_stream_GBps": ratio} if ratio is not None else {},
-            "metrics": metrics or {}, "timestamp": stamp}
-
-
-def fail(message):
-    print("FAILED: " + message)
-    sys.exit(1)
+    return report_records.record(
+        workload, mode, 1.0 / mtxps, mtxps, unit, stamp,
+        sizes={"blocks": 512, "threads_per_block": 256, **(sizes or {})}, metrics=metrics,
+        bytes_persisted=bytes_persisted,
+        ceilings={"persist_stream_GBps": 50.0} if ratio is not None else None,
+        ratio_to_ceiling={"persist_stream_GBps": ratio} if ratio is not None else None)
 
 
 def main():
