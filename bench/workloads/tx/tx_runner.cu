@@ -29,6 +29,9 @@ const std::vector<persistence>& persistences() {
         {gpm::tx_mode::adaptive,
          "helper warps switched on and off by the measured persist bandwidth against a "
          "threshold calibrated in this run"},
+        {gpm::tx_mode::undo,
+         "GPM-style undo logging: old values logged and persisted by the committing thread, new "
+         "values persisted in place, the record retired"},
     };
     std::vector<persistence> v;
     for (const auto& [m, summary] : modes)
