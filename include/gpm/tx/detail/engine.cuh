@@ -23,7 +23,9 @@
 // stream are taken together under one order lock per log (direct, striped) or per block (in
 // kernels launched with a ring, for ring and direct commits alike), so within a log records lie
 // in sequence order; this is what lets the host free log space in order without ever waiting on
-// a record that cannot be written.
+// a record that cannot be written. The lock covers only handing out the positions: a committer
+// releases its orecs right after (its number already orders it before any conflicting commit
+// that follows), and only then waits for log or ring space and writes its record.
 #pragma once
 
 #include <cstdint>
@@ -481,7 +483,9 @@ __device__ inline std::uint32_t log_of(const heap_view& v) {
 
 // Takes `count` sequence numbers and `chunks` chunks of the log stream together (and as many
 // ring positions when `via_ring`), under the order lock of the block (launches with a ring: the
-// ring and direct commits share the block's log) or of its log, once there is room for them.
+// ring and direct commits share the block's log) or of its log. Only positions are handed out
+// here: the lock is held for two counter updates and one global atomic, and waiting for the
+// space (wait_for_space) happens after the committer has released its orecs.
 __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std::uint64_t chunks,
                                     bool via_ring) {
   placement o;
@@ -490,27 +494,38 @@ __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std
     o.seq = dev64(*v.seq).fetch_add(count) + 1;
     return o;
   }
-  const std::uint32_t log = log_of(v);
-  log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log];
+  log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log_of(v)];
   lock_order(dev32(ls.lock));
   if (via_ring) {
-    ring_control* ring = v.ring;
-    o.ring_pos = blk64(ring->reserved).load(memory_order_relaxed);
-    for (std::uint32_t round = 0;
-         o.ring_pos + chunks > blk64(ring->persisted).load(memory_order_acquire) + v.ring_chunks;
-         ++round) {
-      pause(round);
-    }
-    blk64(ring->reserved).store(o.ring_pos + chunks, memory_order_release);
+    o.ring_pos = blk64(v.ring->reserved).load(memory_order_relaxed);
+    blk64(v.ring->reserved).store(o.ring_pos + chunks, memory_order_relaxed);
   }
   o.pos = dev64(ls.next).load(memory_order_relaxed);
-  std::uint64_t head = dev64(ls.head_seen).load(memory_order_relaxed);
-  wait_for_log_space(v, log, head, o.pos + chunks);
-  dev64(ls.head_seen).store(head, memory_order_relaxed);
   o.seq = dev64(*v.seq).fetch_add(count) + 1;
   dev64(ls.next).store(o.pos + chunks, memory_order_relaxed);
   dev32(ls.lock).store(0, memory_order_release);
   return o;
+}
+
+// Waits until the chunks `o` placed can be written: [pos, pos + span) is free in the block's log
+// in the pool, and, through the ring, [ring_pos, ring_pos + chunks) is free in the ring. Every
+// wait is on positions handed out before the caller's (and on the host applying records of lower
+// sequence numbers, which lie earlier in their logs), so waits never form a cycle.
+__device__ inline void wait_for_space(const heap_view& v, const placement& o, std::uint64_t chunks) {
+  const std::uint32_t log = log_of(v);
+  log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log];
+  const std::uint64_t end = o.pos + (chunks - 1) * o.width + 1;
+  std::uint64_t head = dev64(ls.head_seen).load(memory_order_relaxed);
+  if (end > head + v.log_chunks) {
+    wait_for_log_space(v, log, head, end);
+    dev64(ls.head_seen).fetch_max(head, memory_order_relaxed);
+  }
+  if (!o.via_ring) return;
+  for (std::uint32_t round = 0;
+       o.ring_pos + chunks > blk64(v.ring->persisted).load(memory_order_acquire) + v.ring_chunks;
+       ++round) {
+    pause(round);
+  }
 }
 
 // `op` over the lanes up to the caller's (every lane calls).
@@ -525,8 +540,9 @@ __device__ inline std::uint64_t inclusive_scan(const Group& g, std::uint64_t x, 
 }
 
 // The lanes of the calling warp that reach this point together (__activemask), as a group with
-// a tile's operations: what striped commits aggregate over when each thread runs its own
-// transactions (tile of one), so that lanes committing at once write adjacent chunks.
+// a tile's operations: what commits aggregate over when each thread runs its own transactions
+// (tile of one), so that the lanes committing at once take one reservation (and, in hcl mode,
+// write adjacent chunks).
 class active_lanes {
  public:
   __device__ active_lanes() : mask_(__activemask()), lane_(lane_id()) {}
@@ -635,15 +651,23 @@ __device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, 
   finish(r, tx_status::committed);
 }
 
+// A redo commit: the write set goes to the working copy and the orecs are released first, since
+// the sequence number already orders this commit before any conflicting one that follows (which
+// becomes durable only after it, see tx_heap::durable_seq); then the record is written where `o`
+// says: persisted into the block's log, or into the ring for the helpers.
 template <unsigned MaxLocks, unsigned MaxWrites>
 __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const placement& o) {
   if (v_.mode == tx_mode::undo) return commit_in_place(r, o.seq);
+  apply();
+  finish(r, tx_status::committed);
+  r.seq = o.seq;
   const bool grouped = o.width > 1;
   record_source rec{
       o.seq, writes_, words_, values_, 0, grouped ? o.width : 0u, grouped ? o.member : 0u};
   const std::uint32_t log = log_of(v_);
   rec.checksum = record_checksum(rec, writes_, record_seed(v_.salt, v_.epoch, log, o.pos));
   const std::uint64_t chunks = record_chunks(writes_);
+  wait_for_space(v_, o, chunks);
   if (o.via_ring) {
     ulonglong2* ring = ring_chunks(v_);
     std::uint32_t* flags = ring_flags(v_);
@@ -665,9 +689,6 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
     atomic_ref<std::uint64_t, pool_scope>(v_.control[log].persisted).fetch_add(chunks);
     monitor_persisted(v_, chunks * kChunkBytes);
   }
-  apply();
-  r.seq = o.seq;
-  finish(r, tx_status::committed);
 }
 
 // gpm::tx_ref::run: attempts until the transaction commits or fails; every lane of the tile
@@ -690,11 +711,7 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
       step = t.prepare(r, chunks);
     }
     if constexpr (std::is_same_v<Tile, single_thread>) {
-      if (v.mode == tx_mode::hcl) {
-        order_and_publish(v, active_lanes(), t, step == commit_step::record, chunks, r);
-      } else {
-        order_and_publish(v, tile, t, step == commit_step::record, chunks, r);
-      }
+      order_and_publish(v, active_lanes(), t, step == commit_step::record, chunks, r);
     } else {
       order_and_publish(v, tile, t, step == commit_step::record, chunks, r);
     }
