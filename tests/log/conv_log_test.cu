@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "log_test_support.hpp"
+#include "scratch_pool.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // close, reopen by path (the kind is found from the file), and failures reported as nullptr.
 #include <gpm/compat/gpmlog.hpp>
 
-#include "log_test_support.hpp"
+#include "scratch_pool.hpp"
 
 namespace {
 

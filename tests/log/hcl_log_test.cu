@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "log_test_support.hpp"
+#include "scratch_pool.hpp"
 
 namespace {
 
@@ -345,13 +345,7 @@ TEST(HclLog, ReopenAfterCloseKeepsEntries) {
 // Expects open() to fail with `code` and a message containing `words`.
 void expect_open_error(gpm::pool& p, const std::string& name, gpm::errc code,
                        const std::string& words) {
-  try {
-    gpm::hcl_log::open(p, name);
-    FAIL() << "open succeeded; expected " << gpm::to_string(code);
-  } catch (const gpm::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
+  gpm::test::expect_error(code, words, [&] { gpm::hcl_log::open(p, name); });
 }
 
 TEST(HclLog, OpenValidatesTheHeader) {

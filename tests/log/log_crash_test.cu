@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <random>
 
-#include "log_test_support.hpp"
+#include "scratch_pool.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <optional>
 
-#include "log_test_support.hpp"
+#include "scratch_pool.hpp"
 
 namespace {
 

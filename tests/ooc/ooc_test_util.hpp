@@ -137,17 +137,7 @@ class file_size_limit {
   sighandler_t old_handler_ = nullptr;
 };
 
-template <class F>
-void expect_error(gpm::errc code, const std::string& words, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no gpm::error was thrown; expected " << gpm::to_string(code);
-  } catch (const gpm::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
-        << "'" << e.what() << "' does not say '" << words << "'";
-  }
-}
+using gpm::test::expect_error;
 
 // ---- kernels ------------------------------------------------------------------------------
 

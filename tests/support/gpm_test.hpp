@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <gpm/platform/error.hpp>
 #include <gpm/platform/runtime.hpp>
 
 namespace gpm::test {
@@ -46,6 +49,25 @@ std::vector<T> random_values(std::size_t n, std::uint64_t seed, T lo, T hi) {
 inline void sync_ok() {
   const cudaError_t e = cudaDeviceSynchronize();
   ASSERT_EQ(e, cudaSuccess) << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
+}
+
+// Expects f() to throw a gpm::error with `code` whose message contains `words`.
+template <class F>
+void expect_error(gpm::errc code, const std::string& words, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no gpm::error was thrown; expected " << gpm::to_string(code);
+  } catch (const gpm::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
+        << "'" << e.what() << "' does not say '" << words << "'";
+  }
+}
+
+// Per-thread statuses written by kernels (as integers), read back on the host.
+inline std::vector<std::uint32_t> statuses(const device_buffer<std::uint32_t>& d) {
+  sync_ok();
+  return to_host(d);
 }
 
 }  // namespace gpm::test

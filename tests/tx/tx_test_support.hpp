@@ -1,6 +1,6 @@
 // What the tx module's tests share: the ATM workload (the paper's bank transfers, §6.3) as a
 // transaction body with its sequential reference, a launch that runs it over any tile size,
-// and seeded emulator schedules. Scratch pools come from the log tests' support.
+// and seeded emulator schedules. Scratch pools come from tests/support/scratch_pool.hpp.
 #pragma once
 
 #include <gpm/config.hpp>
@@ -15,7 +15,7 @@
 #include <numeric>
 #include <vector>
 
-#include "../log/log_test_support.hpp"
+#include "scratch_pool.hpp"
 
 namespace gpm::test::tx {
 

@@ -1,12 +1,11 @@
-// What the log module's tests share: a scratch pool, and a device buffer of per-thread results.
+// A scratch pool for a test: a fresh pool in private directories (crash_harness.hpp's
+// scratch_dirs), with pool options that keep its notices quiet.
 #pragma once
 
-#include <gpm/platform/kernel.cuh>
 #include <gpm/pool/pool.hpp>
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
@@ -42,11 +41,5 @@ class scratch_pool {
   pool_options options_;
   pool pool_;
 };
-
-// Per-thread statuses written by kernels (as integers), read back on the host.
-inline std::vector<std::uint32_t> statuses(const device_buffer<std::uint32_t>& d) {
-  sync_ok();
-  return to_host(d);
-}
 
 }  // namespace gpm::test
