@@ -7,7 +7,6 @@
 #include <cstring>
 #include <sstream>
 
-#include <gpm/platform/checksum.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/pool.hpp>
 
@@ -111,29 +110,6 @@ record_site find_record(pool& p, std::string_view name, std::uint64_t min_bytes,
                                    " bytes, too small to be one; it is not one, or damaged");
   }
   return site;
-}
-
-void check_signature(const record_site& site, const std::string& what, const signature& found,
-                     std::uint64_t magic, std::uint32_t version, const std::string& recreate) {
-  if (found.magic == 0) {
-    throw_error(
-        errc::corrupt,
-        site.label + " has no header: its creation was interrupted by a crash. " + recreate);
-  }
-  if (found.magic != magic) {
-    throw_error(errc::layout_mismatch,
-                "object '" + site.object.name + "' is not a " + what + " (wrong magic number)");
-  }
-  if (found.version != version) {
-    throw_error(errc::version, site.label + " has format version " + std::to_string(found.version) +
-                                   "; this gpmkit reads version " + std::to_string(version) +
-                                   ". Open it with the gpmkit that wrote it");
-  }
-  if (!found.checksum_ok) {
-    throw_error(errc::corrupt, site.label +
-                                   " has a corrupt header (checksum mismatch); it cannot "
-                                   "be trusted. Restore the pool from a snapshot");
-  }
 }
 
 log_object log_object::open(pool& p, std::string_view name, kind k) {

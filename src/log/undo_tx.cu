@@ -12,35 +12,15 @@
 #include <atomic>
 #include <cstring>
 
-#include <gpm/platform/checksum.hpp>
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/persist.hpp>
+#include <gpm/pool/object_header.hpp>
 #include <gpm/pool/pool.hpp>
 
 namespace gpm {
 namespace {
 
 namespace L = detail::log;
-
-constexpr std::uint64_t record_magic = 0x31584f444e554d47ull;  // "GMUNDOX1"
-constexpr std::uint32_t record_version = 1;
-
-struct record_header {
-  std::uint64_t magic;
-  std::uint32_t version;
-  std::uint32_t reserved0;
-  std::uint64_t reserved[13];
-  std::uint64_t checksum;  // of every byte before it
-};
-static_assert(sizeof(record_header) == L::line_bytes);
-
-// The mark: (batches committed << 1) | active, alone in its line.
-constexpr std::uint64_t mark_offset = L::line_bytes;
-constexpr std::uint64_t record_bytes = 2 * L::line_bytes;
-
-std::uint64_t record_checksum(const record_header& h) {
-  return checksum64(&h, offsetof(record_header, checksum));
-}
 
 std::string log_name(std::string_view name) { return std::string(name) + ".log"; }
 
@@ -57,7 +37,7 @@ basic_undo_tx<Log>::basic_undo_tx(pool& p, std::string name, std::uint64_t recor
 
 template <class Log>
 std::uint64_t basic_undo_tx<Log>::object_bytes(const shape_type& shape) {
-  return streams::object_bytes(shape) + record_bytes;
+  return streams::object_bytes(shape) + L::undo_record_bytes;
 }
 
 template <class Log>
@@ -68,12 +48,11 @@ basic_undo_tx<Log> basic_undo_tx<Log>::create(pool& p, std::string_view name,
                                           std::string(name) + "'; open the undo_tx instead");
   }
   Log log = streams::create(p, log_name(name), shape);
-  const std::uint64_t off = p.allocate(name, record_bytes, L::line_bytes);
+  const std::uint64_t off = p.allocate(name, L::undo_record_bytes, L::line_bytes);
   char* base = p.host_ptr<char>(off);
-  record_header h{};
-  h.magic = record_magic;
-  h.version = record_version;
-  h.checksum = record_checksum(h);
+  L::undo_record_header h{};
+  h.common = format::make_header(L::kUndoRecordKind, L::undo_record_bytes);
+  format::seal_header(&h);
   // The mark is zero (allocation zero-fills); the header goes last so that open() rejects a
   // record whose creation a crash interrupted.
   std::memcpy(base, &h, sizeof h);
@@ -83,19 +62,15 @@ basic_undo_tx<Log> basic_undo_tx<Log>::create(pool& p, std::string_view name,
 
 template <class Log>
 basic_undo_tx<Log> basic_undo_tx<Log>::open(pool& p, std::string_view name) {
-  const L::record_site site = L::find_record(p, name, record_bytes, "undo_tx");
-  record_header h;
-  std::memcpy(&h, p.host_ptr<char>(site.object.offset), sizeof h);
-  L::check_signature(
-      site, "undo_tx batch record", {h.magic, h.version, record_checksum(h) == h.checksum},
-      record_magic, record_version,
-      "Free '" + std::string(name) + "' and '" + log_name(name) + "' and create it again");
+  const L::record_site site = L::find_record(p, name, L::undo_record_bytes, "undo_tx");
+  format::validate_header(p.host_ptr<char>(site.object.offset), site.object.bytes,
+                          L::kUndoRecordKind, site.label);
   return basic_undo_tx(p, std::string(name), site.object.offset, Log::open(p, log_name(name)));
 }
 
 template <class Log>
 std::uint64_t* basic_undo_tx<Log>::mark() const {
-  return pool_->host_ptr<std::uint64_t>(record_offset_ + mark_offset);
+  return pool_->host_ptr<std::uint64_t>(record_offset_ + L::undo_mark_offset);
 }
 
 template <class Log>

@@ -2,8 +2,10 @@
 // conv_log), typed over the log: commit keeps a batch, recover() undoes an uncommitted one
 // (several kernels, repeated updates of one element, unaligned odd-sized ranges), recovery twice
 // is the same as once, misuse and failed saves are errors, damaged undo entries stop recovery,
-// and the sizes the transaction reports are what it uses.
+// opening validates the batch record (old, foreign, damaged), and the sizes the transaction
+// reports are what it uses.
 #include <gpm/log/undo_tx.cuh>
+#include <gpm/platform/checksum.hpp>
 
 #include <cstring>
 #include <optional>
@@ -296,6 +298,48 @@ TYPED_TEST(UndoTx, OpeningWithTheOtherLogIsAnError) {
   } catch (const gpm::error& e) {
     EXPECT_EQ(e.code(), gpm::errc::layout_mismatch) << e.what();
   }
+}
+
+// The batch record is checked by the common object header's validator: every damaged, foreign or
+// other-version record is a gpm::error that says which.
+TYPED_TEST(UndoTx, OpenValidatesTheBatchRecord) {
+  using tx_type = typename TestFixture::tx_type;
+  gpm::pool& p = this->pool();
+  const auto expect_open_error = [&p](const std::string& name, gpm::errc code,
+                                      const std::string& words) {
+    gpm::test::expect_error(code, words, [&] { tx_type::open(p, name); });
+  };
+  auto* h = p.host_ptr<L::undo_record_header>(p.get("tx").offset);
+  const L::undo_record_header good = *h;
+
+  expect_open_error("nothing", gpm::errc::not_found, "no object named 'nothing'");
+  // Another kind of structure under the name (the transaction's own log) is not a record.
+  expect_open_error("tx.log", gpm::errc::corrupt, "not a gpm::undo_tx batch record");
+  // A record of format 1.0, before the common object header: the same magic bytes, a 32-bit
+  // version 1, and a checksum of the line's first 120 bytes in its last 8.
+  std::memset(h, 0, sizeof *h);
+  char* line = reinterpret_cast<char*>(h);
+  const std::uint64_t magic = 0x31584f444e554d47ull;  // "GMUNDOX1"
+  const std::uint32_t version = 1;
+  std::memcpy(line, &magic, sizeof magic);
+  std::memcpy(line + 8, &version, sizeof version);
+  const std::uint64_t sum = gpm::checksum64(line, 120);
+  std::memcpy(line + 120, &sum, sizeof sum);
+  expect_open_error("tx", gpm::errc::version, "format version 1.0, older");
+  *h = good;
+  h->common.major = 3;
+  gpm::format::seal_header(h);
+  expect_open_error("tx", gpm::errc::version, "format version 3.0, newer");
+  *h = good;
+  h->reserved[2] ^= 1;  // a flipped bit
+  expect_open_error("tx", gpm::errc::corrupt, "checksum");
+  *h = good;
+  std::memset(h, 0, sizeof *h);  // creation interrupted before the header was written
+  expect_open_error("tx", gpm::errc::corrupt, "interrupted");
+  *h = good;
+  p.allocate("small", 64);
+  expect_open_error("small", gpm::errc::corrupt, "too small");
+  EXPECT_NO_THROW(tx_type::open(p, "tx"));
 }
 
 // conv_undo_tx: any kernel shape may log; blocks b and b + partitions share partition b, whose

@@ -1,5 +1,6 @@
 // On-media format shared by gpm::hcl_log and gpm::conv_log, version 2.0 (see docs/logging.md,
-// "Layout"). A log is one named pool object:
+// "Layout"), and the batch record of gpm::basic_undo_tx over either. A log is one named pool
+// object:
 //
 //   [0, 128)        header: the common object header (magic, version, sizes, uuid, checksum),
 //                   then kind and geometry (immutable)
@@ -68,6 +69,26 @@ static_assert(sizeof(header) == line_bytes && offsetof(header, common) == 0 &&
 // words (the same magic bytes, so a 1.0 log is refused as older, not as foreign).
 inline constexpr object_kind kKind{
     "gpmkit log", {'G', 'P', 'M', 'L', 'O', 'G', '1', '\0'}, 2, 0, sizeof(header)};
+
+// The batch record of an undo transaction (gpm::basic_undo_tx; docs/logging.md, "Undo
+// transactions"): a pool object of its own beside its log, holding this header and then the mark,
+// (batches committed << 1) | active, alone in the next line. Version 2.0 put the common object
+// header first; 1.0 had its own magic, version and checksum words (the same magic bytes, so a 1.0
+// record is refused as older, not as foreign).
+struct undo_record_header {
+  object_header common;       // magic "GMUNDOX1"; object_bytes: undo_record_bytes
+  std::uint64_t reserved[8];  // zero: the header fills its line, so the mark has one of its own
+};
+static_assert(sizeof(undo_record_header) == line_bytes &&
+              offsetof(undo_record_header, common) == 0);
+
+inline constexpr object_kind kUndoRecordKind{"gpm::undo_tx batch record",
+                                             {'G', 'M', 'U', 'N', 'D', 'O', 'X', '1'},
+                                             2,
+                                             0,
+                                             sizeof(undo_record_header)};
+inline constexpr std::uint64_t undo_mark_offset = line_bytes;
+inline constexpr std::uint64_t undo_record_bytes = 2 * line_bytes;
 
 // Truncating a log is one persisted 8-byte store: bumping the generation makes every tail
 // written under an older one read as empty, and every entry checksum computed under it fail.

@@ -101,14 +101,8 @@ class log_object {
   header head_{};
 };
 
-// What the undo_tx batch record checks before trusting its header (logs themselves start with
-// the common object header and are checked by format::validate_header). `what` names the kind of
-// record ("undo_tx batch record").
-struct signature {
-  std::uint64_t magic;
-  std::uint32_t version;
-  bool checksum_ok;
-};
+// A named pool object of this module: a log, or an undo_tx batch record, whose headers the
+// caller then validates (format::validate_header).
 struct record_site {
   pool_object object;
   std::string label;  // "<what> '<name>' in pool <path>", for messages
@@ -116,10 +110,6 @@ struct record_site {
 // Finds the object `name` and checks it can hold `min_bytes`: errc::not_found, errc::corrupt.
 record_site find_record(pool& p, std::string_view name, std::uint64_t min_bytes,
                         const std::string& what);
-// Throws errc::corrupt for a zero magic (creation interrupted: `recreate` says what to free),
-// errc::layout_mismatch for another magic, errc::version, errc::corrupt for a bad checksum.
-void check_signature(const record_site& site, const std::string& what, const signature& found,
-                     std::uint64_t magic, std::uint32_t version, const std::string& recreate);
 
 // The kind, geometry and sizes (common.object_bytes) of a log; create() fills in the rest of the
 // common header.
