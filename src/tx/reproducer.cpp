@@ -116,7 +116,6 @@ reproducer::recovered reproducer::recover(bool undo_next) {
   for (std::uint32_t log = 0; log < scan_.size(); ++log) {
     log_control& c = media_.control(log);
     shared_word(c.head).store(0);
-    shared_word(c.persisted).store(0);
     persist(&c, sizeof c);
     scan_[log] = 0;
     queued_[log].clear();

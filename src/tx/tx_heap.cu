@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <gpm/platform/persist.hpp>
+#include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/pool/pool.hpp>
 
 #include "media.hpp"
@@ -160,7 +161,9 @@ struct tx_heap::impl {
         counters(zeroed<std::uint64_t>(T::kCounters * o.max_threads)),
         seq(1),
         logs_state(zeroed<T::log_state>(h.logs)),
-        monitor(zeroed<T::bandwidth_monitor>(1)) {}
+        monitor(zeroed<T::bandwidth_monitor>(1)),
+        counters_at_start(o.mode == tx_mode::adaptive ? h.logs : 0),
+        counters_at_stop(o.mode == tx_mode::adaptive ? h.logs : 0) {}
 
   ~impl() {
     {
@@ -242,13 +245,22 @@ struct tx_heap::impl {
     }
   }
 
-  // Chunks persisted into the logs this epoch, as the pool holds them, in bytes.
-  std::uint64_t persisted_bytes() const {
+  // Bytes persisted into the logs since open, from the logs' device counters (or a copy).
+  static std::uint64_t persisted_bytes(const T::log_state* logs, std::uint32_t count) {
     std::uint64_t chunks = 0;
-    for (std::uint32_t log = 0; log < geometry.logs; ++log) {
-      chunks += std::atomic_ref<std::uint64_t>(rep.media().control(log).persisted).load();
-    }
+    for (std::uint32_t log = 0; log < count; ++log) chunks += logs[log].persisted;
     return chunks * T::kChunkBytes;
+  }
+  std::uint64_t persisted_bytes() const {
+    std::vector<T::log_state> copy(geometry.logs);
+    logs_state.copy_to_host(copy.data(), copy.size());
+    return persisted_bytes(copy.data(), geometry.logs);
+  }
+  // Adaptive mode: queues a copy of the logs' counters on `stream` (before or after a launch).
+  void snapshot_counters(const pinned_buffer<T::log_state>& into, cudaStream_t stream) const {
+    check_cuda(cudaMemcpyAsync(into.data(), logs_state.data(), into.bytes(),
+                               cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync (tx_heap::launch, the logs' counters)");
   }
 
   // Adaptive mode: whether the next launch gets the ring, from the last launch measured. The
@@ -259,7 +271,9 @@ struct tx_heap::impl {
       const cudaError_t e = cudaEventQuery(launch_stop.get());
       if (e == cudaSuccess) {
         const double seconds = launch_stop.elapsed_ms_since(launch_start) * 1e-3;
-        const auto bytes = static_cast<double>(persisted_bytes() - bytes_at_start);
+        const auto bytes =
+            static_cast<double>(persisted_bytes(counters_at_stop.data(), geometry.logs) -
+                                persisted_bytes(counters_at_start.data(), geometry.logs));
         hot = bytes > threshold * seconds;
         ring_next = hot;
         measuring = false;
@@ -300,7 +314,7 @@ struct tx_heap::impl {
   bool hot = false;        // the last launch measured persisted faster than the threshold
   bool ring_next = true;   // the next launch gets the ring
   bool measuring = false;  // launch_stop was recorded after a launch not yet measured
-  std::uint64_t bytes_at_start = 0;
+  pinned_buffer<T::log_state> counters_at_start, counters_at_stop;  // logs_state at those events
   event launch_start, launch_stop;
 
   std::mutex mutex;  // guards rep, stop, kicked, failure
@@ -404,7 +418,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
       check_cuda(cudaMemsetAsync(&m->on, 1, 1, stream),
                  "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
     }
-    st.bytes_at_start = st.persisted_bytes();
+    st.snapshot_counters(st.counters_at_start, stream);
     st.launch_start.record(stream);
   }
   ++st.launches;
@@ -419,6 +433,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
 
 void tx_heap::launched(cudaStream_t stream) {
   if (impl_->options.mode != tx_mode::adaptive) return;
+  impl_->snapshot_counters(impl_->counters_at_stop, stream);
   impl_->launch_stop.record(stream);
   impl_->measuring = true;
 }

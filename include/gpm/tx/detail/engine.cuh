@@ -43,12 +43,16 @@ namespace gpm::detail::tx {
 // ---- views ----------------------------------------------------------------------------------
 
 // Per log, in GPU memory: the order lock of direct commits, the next stream position to hand
-// out, and the log's head as last read from the pool (a lower bound of the real one).
+// out, the log's head as last read from the pool (a lower bound of the real one), and the chunks
+// persisted into the log since the heap was opened (statistics and the adaptive per-launch
+// choice; kept here, not in the pool, because a system-scope atomic on one host word per commit
+// costs a PCIe round trip that every commit of the log would wait on in turn).
 struct log_state {
   std::uint32_t lock;
   std::uint32_t reserved0;
   std::uint64_t next;
   std::uint64_t head_seen;
+  std::uint64_t persisted;
 };
 
 // A block's persistence ring (helpers and adaptive launches) at the start of its dynamic shared
@@ -58,7 +62,7 @@ struct log_state {
 // it is written, and its log index says where in the block's log it goes (direct commits of an
 // adaptive launch take log positions but no ring positions, so the two differ).
 struct ring_control {
-  log_state stream;            // the block's log: order lock, next position, head seen
+  log_state stream;  // the block's log: lock, next position, head seen (its count: logs_state)
   std::uint32_t workers_done;  // workers of the block that returned from the body
   std::uint32_t reserved0;
   std::uint64_t reserved;   // next ring position to hand out
@@ -66,7 +70,6 @@ struct ring_control {
   std::uint64_t persisted;  // positions before it are persisted; their ring slots are free
   std::uint64_t bytes;      // adaptive: bytes the block persisted and has not reported yet
   std::uint64_t slice;      // adaptive: the last time slice in which the block reported
-  std::uint64_t pad;
 };
 static_assert(sizeof(ring_control) % kChunkBytes == 0);
 
@@ -645,7 +648,7 @@ __device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, 
   // at most one live undo record covers a word.
   data[at.pos].x = 0;
   gpm::persist();
-  atomic_ref<std::uint64_t, pool_scope>(v_.control[at.log].persisted).fetch_add(chunks);
+  dev64(v_.logs_state[at.log].persisted).fetch_add(chunks, memory_order_relaxed);
   apply();
   r.seq = seq;
   finish(r, tx_status::committed);
@@ -686,7 +689,7 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
           ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
     }
     gpm::persist();
-    atomic_ref<std::uint64_t, pool_scope>(v_.control[log].persisted).fetch_add(chunks);
+    dev64(v_.logs_state[log].persisted).fetch_add(chunks, memory_order_relaxed);
     monitor_persisted(v_, chunks * kChunkBytes);
   }
 }
@@ -805,8 +808,7 @@ __device__ inline void drain_ring(const heap_view& v) {
            ++round) {
         pause(round);
       }
-      atomic_ref<std::uint64_t, pool_scope>(v.control[log].persisted)
-          .fetch_add(k, memory_order_relaxed);
+      dev64(v.logs_state[log].persisted).fetch_add(k, memory_order_relaxed);
       kernel_crash_point("tx.publish");
       blk64(ring->persisted).store(c + k, memory_order_release);
       monitor_persisted(v, k * kChunkBytes);

@@ -86,13 +86,11 @@ inline std::uint64_t root_checksum(const root_record& r) {
   return checksum64(&r, offsetof(root_record, checksum)) ^ 0x54585230524f4f54ull;
 }
 
-// One per log. `head` is written by the host (chunks before it are applied: the log may reuse
-// them); `persisted` by the device (chunks persisted into this log this epoch; the helpers'
-// published tail; bandwidth monitors read it).
+// One per log, written by the host: `head` (chunks before it are applied: the log may reuse
+// them). The rest of the line is reserved.
 struct log_control {
   std::uint64_t head;
-  std::uint64_t persisted;
-  std::uint64_t reserved[14];
+  std::uint64_t reserved[15];
 };
 static_assert(sizeof(log_control) == kLineBytes);
 
