@@ -233,6 +233,19 @@ void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) 
   std::memset(dst + valid, 0, config_.line_bytes - valid);
 }
 
+void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst) {
+  const std::uint64_t lb = config_.line_bytes;
+  if (files_.size() != 1) {  // striped (each line in another file) or scratch data
+    for (std::uint64_t k = 0; k < n; ++k) read_line(first + k, false, dst + k * lb);
+    return;
+  }
+  const std::uint64_t start = first * lb;
+  const std::uint64_t valid = std::min(n * lb, config_.mapping_bytes - start);
+  files_.front()->read(start, dst, valid, n * lb);
+  counters_.file_bytes_read += valid;
+  std::memset(dst + valid, 0, n * lb - valid);
+}
+
 void host_cache::write_entry(const entry& x, const std::byte* src) {
   const std::uint64_t valid = valid_bytes(x.line);
   const std::uint32_t* mask = config_.mode == mode::write && !x.whole ? x.mask.data() : nullptr;

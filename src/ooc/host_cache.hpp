@@ -77,6 +77,16 @@ class host_cache {
   // never writes. Throws gpm::error (io) if the read fails.
   void read_ahead(std::uint64_t line);
 
+  // The resident load at map time, before any other use of the cache: reads lines
+  // [first, first + n) of the mapping from the files (zeros for scratch data; past the mapping's
+  // end, zeros) into `dst`, n lines of room, with one read where they are contiguous in one file.
+  // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
+  void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
+  // The cache's pinned memory, every entry's line in a row (entries() lines): staging for the
+  // resident load, which runs while no entry holds a line.
+  std::byte* memory() const { return memory_.data(); }
+  std::uint64_t entries() const { return entries_.size(); }
+
   // Writes the dirty entries of lines [first, last] back. Throws gpm::error (io) naming the first
   // failure after trying them all; failed entries stay dirty.
   void write_back(std::uint64_t first, std::uint64_t last);

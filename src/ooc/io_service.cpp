@@ -194,6 +194,29 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
   counters_.bytes_from_gpu += gpu_.line_bytes;
 }
 
+void io_service::load_resident(std::uint64_t lines) {
+  const std::uint64_t lb = gpu_.line_bytes;
+  // Runs of kResidentRunBytes: large enough for reads at the disk's sequential bandwidth, small
+  // enough that the first copy starts early; at most half the host cache each.
+  constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
+  const std::uint64_t run =
+      std::max<std::uint64_t>(1, std::min(cache_.entries() / 2, kResidentRunBytes / lb));
+  channel ch = make_channel();
+  event copied[2];
+  for (std::uint64_t first = 0, k = 0; first < lines; first += run, ++k) {
+    const std::uint64_t n = std::min(run, lines - first);
+    std::byte* half = cache_.memory() + (k % 2) * run * lb;
+    if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
+    cache_.read_lines(first, n, half);
+    check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb, cudaMemcpyHostToDevice,
+                               ch.copies),
+               "cudaMemcpyAsync");
+    copied[k % 2].record(ch.copies);
+    counters_.bytes_to_gpu += n * lb;
+  }
+  ch.copies.synchronize();
+}
+
 void io_service::note_miss(std::uint64_t line) {
   std::lock_guard lock(ra_m_);
   const bool sequential =

@@ -321,6 +321,27 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   v.mapping_mode = m.options.mode;
 }
 
+// Loads every line into its own slot (slot l holds line l for good; the directory and slot words
+// say so too, so sync() and stats() see an ordinary cache that happens to hold everything) and
+// switches the kernels' view to direct access. mode::write and scratch data start at zero.
+void make_resident(live_state& s, const mapping::impl& m) {
+  const bool fetch = m.options.mode != mode::write && !s.files.empty();
+  if (fetch) {
+    s.io->load_resident(m.line_count);
+  } else {
+    s.lines.fill_bytes(0);
+  }
+  std::vector<std::uint32_t> directory(m.line_count);
+  std::vector<std::uint64_t> words(m.line_count);
+  for (std::uint64_t l = 0; l < m.line_count; ++l) {
+    directory[l] = static_cast<std::uint32_t>(l);
+    words[l] = (l + 1) << 32;  // tag line + 1, not busy, no reference
+  }
+  s.directory.copy_from_host(directory.data(), directory.size());
+  s.slot_word.copy_from_host(words.data(), words.size());
+  s.view.resident = true;
+}
+
 }  // namespace
 
 mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offset,
@@ -409,6 +430,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
       geometry, *s->cache,
       s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
+  if (options.resident && m.capacity == m.line_count) make_resident(*s, m);
   m.live = std::move(s);
 }
 
@@ -526,7 +548,7 @@ void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t s
   impl& m = *impl_;
   live_state& s = m.state();
   const auto [first, last] = m.lines_of(offset, bytes);
-  if (bytes == 0 || m.options.mode == mode::write) return;
+  if (bytes == 0 || m.options.mode == mode::write || s.view.resident) return;
   s.io->schedule_read_ahead(first, std::min(last, first + m.host_lines - 1));
   const std::uint64_t n = std::min<std::uint64_t>(last - first + 1, m.capacity);
   const auto blocks = static_cast<std::uint32_t>(
@@ -590,6 +612,7 @@ std::uint64_t mapping::offset() const { return impl_->offset; }
 const mapping_options& mapping::options() const { return impl_->options; }
 std::uint64_t mapping::gpu_cache_lines() const { return impl_->capacity; }
 std::uint64_t mapping::host_cache_lines() const { return impl_->host_lines; }
+bool mapping::resident() const { return impl_->state().view.resident; }
 bool mapping::direct_io() const {
   const live_state& s = impl_->state();
   return !s.files.empty() && impl_->line_bytes() % kDirectAlign == 0 &&

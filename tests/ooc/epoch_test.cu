@@ -139,6 +139,37 @@ TEST(OocEpoch, WriteModeCommitsOnlyTheBytesWritten) {
   EXPECT_EQ(m.stats().epoch, 1u);
 }
 
+// A resident mapping (the GPU cache holds it whole) keeps every change in the GPU until sync(),
+// which commits it as an epoch like any other: read-write every byte, write mode only those stored.
+TEST(OocEpoch, ResidentMappingsCommitEpochs) {
+  files f;
+  const std::uint64_t size = lines(20) + 200;
+  for (const mode md : {mode::read_write, mode::write}) {
+    const std::string path = f.make(std::string("res-") + to_string(md), lines(21), 6);
+    const auto before = read_file(path);
+    auto expect = before;
+    mapping m(path, size, 0, consistent(md, 21, 6));
+    ASSERT_TRUE(m.resident());
+    auto a = m.ref<std::uint32_t>();
+    for (std::uint32_t e = 1; e <= 2; ++e) {
+      std::vector<std::uint64_t> idx;
+      std::vector<std::uint32_t> val;
+      for (std::uint64_t i = e; i < a.size(); i += md == mode::write ? 5 : 1) {
+        idx.push_back(i);
+        val.push_back(static_cast<std::uint32_t>(i * 31 + e));
+        std::memcpy(expect.data() + i * 4, &val.back(), 4);
+      }
+      expect_all(store(a, idx, val), status::ok);
+      EXPECT_NE(read_file(path), expect);  // nothing reached the file before the commit
+      m.sync();
+      ASSERT_EQ(read_file(path), expect) << to_string(md) << " epoch " << e;
+      EXPECT_EQ(m.stats().epoch, e);
+    }
+    m.sync();  // nothing changed: no epoch
+    EXPECT_EQ(m.stats().epochs_committed, 2u);
+  }
+}
+
 TEST(OocEpoch, RangeSyncCommitsOnlyItsLines) {
   files f;
   const std::string path = f.make("r.bin", lines(32), 4);

@@ -369,7 +369,9 @@ TEST(OocMapping, SyncOfARangeWritesThatRangeOnly) {
 }
 
 TEST(OocMapping, PrefetchFillsTheGpuCacheAhead) {
-  mapped_file t("pre.bin", 16, 13, tiny(mode::read, 16, 16));
+  auto o = tiny(mode::read, 16, 16);
+  o.resident = false;  // the GPU cache holds all 16 lines: resident, prefetch would do nothing
+  mapped_file t("pre.bin", 16, 13, o);
   gpm::stream s;
   t.m.prefetch(0, lines(16), s);
   s.synchronize();
@@ -567,6 +569,151 @@ TEST(OocMapping, StripedOverSeveralFiles) {
   expect_error(gpm::errc::busy, "overlap", [&] {
     mapping m({paths[0], paths[0]}, lines(4), 0, tiny(mode::read_write));
   });
+}
+
+// ---- resident mappings: every line in the GPU cache from map time on -------------------------
+
+// The first `size` bytes of `file` as elements of T.
+template <class T>
+std::vector<T> prefix(const std::vector<unsigned char>& file, std::uint64_t size) {
+  return as<T>(std::vector<unsigned char>(file.begin(), file.begin() + static_cast<long>(size)));
+}
+
+// The bytes of `file` with its first elements replaced by `v`.
+std::vector<unsigned char> over(std::vector<unsigned char> file,
+                                const std::vector<std::uint32_t>& v) {
+  std::memcpy(file.data(), v.data(), v.size() * 4);
+  return file;
+}
+
+TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
+  files f;
+  // 37 lines and 100 elements of a 40-line file: the last line partial, the file's tail unmapped;
+  // a 6-line host cache stages the load in runs of 3 lines.
+  const std::uint64_t size = lines(37) + 400;
+  const std::string path = f.make("res.bin", lines(40), 21);
+  const auto before = read_file(path);
+  auto expect = prefix<std::uint32_t>(before, size);
+  {
+    mapping m(path, size, 0, tiny(mode::read_write, 38, 6));
+    ASSERT_TRUE(m.resident());
+    auto s = m.stats();
+    EXPECT_EQ(s.bytes_to_gpu, lines(38));
+    EXPECT_EQ(s.file_bytes_read, size);
+    auto a = m.ref<std::uint32_t>();
+    const auto r = read_lines<32>(a);
+    expect_all(r.st, status::ok);
+    ASSERT_EQ(r.values, expect);
+    const auto e = load(a, iota(a.size()));
+    expect_all(e.st, status::ok);
+    ASSERT_EQ(e.values, expect);
+    // Every fifth element by element access, then every element plus numbers() by line access.
+    std::vector<std::uint64_t> idx;
+    std::vector<std::uint32_t> val;
+    for (std::uint64_t i = 0; i < a.size(); i += 5) {
+      idx.push_back(i);
+      val.push_back(static_cast<std::uint32_t>(i * 3 + 2));
+      expect[i] = val.back();
+    }
+    expect_all(store(a, idx, val), status::ok);
+    const auto add = numbers(a.size(), 4);
+    expect_all(write_lines<16>(a, add, access::read_write), status::ok);
+    for (std::size_t i = 0; i < expect.size(); ++i) expect[i] += add[i];
+    EXPECT_EQ(read_file(path), before);  // nothing reaches the file before sync
+    m.sync();
+    EXPECT_EQ(read_file(path), over(before, expect));
+    // Stores after the sync are written back by unmap; touch and prefetch have nothing to do.
+    expect_all(store(a, {1, a.size() - 1}, {99u, 98u}), status::ok);
+    expect[1] = 99;
+    expect.back() = 98;
+    expect_all(touch(a, iota(a.size())), status::ok);
+    gpm::stream st;
+    m.prefetch(0, size, st);
+    st.synchronize();
+    s = m.stats();
+    EXPECT_EQ(s.gpu_hits, 0u);  // nothing was acquired: every access went straight to its slot
+    EXPECT_EQ(s.gpu_misses, 0u);
+    EXPECT_EQ(s.touch_hints, 0u);
+    EXPECT_EQ(s.file_bytes_read, size);  // the load was the only read
+    EXPECT_EQ(s.gpu_io_errors, 0u);
+    EXPECT_EQ(s.bytes_from_gpu, lines(38));  // the sync copied every line out once
+  }
+  EXPECT_EQ(read_file(path), over(before, expect));
+}
+
+TEST(OocResident, WriteModeStartsAtZeroAndWritesBackOnlyTheBytesStored) {
+  files f;
+  const std::uint64_t size = lines(20) + 96;
+  const std::string path = f.make("resw.bin", lines(21), 22);
+  const auto before = read_file(path);
+  auto expect = prefix<std::uint32_t>(before, size);
+  mapping m(path, size, 0, tiny(mode::write, 21, 6));
+  ASSERT_TRUE(m.resident());
+  EXPECT_EQ(m.stats().bytes_to_gpu, 0u);  // nothing is fetched
+  EXPECT_EQ(m.stats().file_bytes_read, 0u);
+  auto a = m.ref<std::uint32_t>();
+  expect_all(load(a, {0}).st, status::write_only);
+  gpm::device_buffer<status> st(1);
+  for (std::uint64_t round = 0; round < 2; ++round) {
+    std::vector<std::uint64_t> idx;
+    std::vector<std::uint32_t> val;
+    for (std::uint64_t i = round; i < a.size(); i += 7) {  // sparse: runs of one element
+      idx.push_back(i);
+      val.push_back(static_cast<std::uint32_t>(i ^ 0xabcd) + static_cast<std::uint32_t>(round));
+      expect[i] = val.back();
+    }
+    expect_all(store(a, idx, val), status::ok);
+    m.sync();
+    ASSERT_EQ(read_file(path), over(before, expect)) << "round " << round;
+  }
+  // Whole lines by line access: the tile writes every element, the mask is not needed.
+  const auto whole = numbers(a.size(), 8);
+  expect_all(write_lines<32>(a, whole, access::write), status::ok);
+  m.unmap();
+  EXPECT_EQ(read_file(path), over(before, whole));
+}
+
+TEST(OocResident, ReadAndVolatileMappingsNeverWriteBack) {
+  files f;
+  const std::uint64_t size = lines(9) + 12;
+  const std::string path = f.make("resr.bin", lines(10), 23);
+  const auto before = read_file(path);
+  for (const mode md : {mode::read, mode::volatile_data}) {
+    mapping m(path, size, 0, tiny(md, 10, 6));
+    ASSERT_TRUE(m.resident()) << to_string(md);
+    auto a = m.ref<std::uint32_t>();
+    EXPECT_EQ(load(a, iota(a.size())).values, prefix<std::uint32_t>(before, size));
+    if (md == mode::read) {
+      expect_all(store(a, {0, 5}, {1u, 2u}), status::read_only);
+      expect_all(write_lines<1>(a, numbers(a.size(), 1), access::read_write), status::read_only);
+    } else {
+      const auto v = numbers(a.size(), 2);
+      expect_all(store(a, iota(a.size()), v), status::ok);
+      EXPECT_EQ(load(a, iota(a.size())).values, v);
+    }
+    m.sync();
+    m.unmap();
+    EXPECT_EQ(read_file(path), before) << to_string(md);
+  }
+  // Scratch data without a file starts at zero.
+  mapping scratch("", size, 0, tiny(mode::volatile_data, 10, 6));
+  ASSERT_TRUE(scratch.resident());
+  EXPECT_EQ(load(scratch.ref<std::uint32_t>(), iota(size / 4)).values,
+            std::vector<std::uint32_t>(size / 4, 0));
+}
+
+TEST(OocResident, OnlyWhenTheGpuCacheHoldsEveryLineAndNotTurnedOff) {
+  files f;
+  const std::string path = f.make("resn.bin", lines(16), 24);
+  auto o = tiny(mode::read_write, 16, 6);
+  EXPECT_TRUE(mapping(path, lines(16), 0, o).resident());
+  EXPECT_FALSE(mapping(path, lines(16), 0, tiny(mode::read_write, 15, 6)).resident());
+  o.resident = false;
+  mapping m(path, lines(16), 0, o);
+  EXPECT_FALSE(m.resident());
+  EXPECT_EQ(load(m.ref<std::uint32_t>(), iota(lines(16) / 4)).values,
+            as<std::uint32_t>(read_file(path)));
+  EXPECT_EQ(m.stats().gpu_misses, 16u);  // through the cache
 }
 
 // ---- bad input ------------------------------------------------------------------------------

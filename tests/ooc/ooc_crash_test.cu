@@ -14,6 +14,8 @@
 //    returned sync is durable; never later: nothing past it ran);
 //  - recovery is idempotent: a recovery killed mid-write-back or mid-publish, then recovery
 //    again, gives the same file and epoch as one straight recovery.
+// Half the trials map the file resident (a 16-line GPU cache holds it whole, so kernels access it
+// directly; the 6-line host cache does not, so sync stages lines).
 // Trials: GPMKIT_CRASH_TRIALS (a few hundred in CI, thousands in the crash-long label).
 #include <chrono>
 #include <filesystem>
@@ -61,9 +63,11 @@ __global__ void epoch_kernel(gpm::ooc::array<std::uint32_t> a, std::uint32_t e, 
 }
 
 bool write_only(std::uint64_t seed) { return seed % 2 == 1; }
+bool resident(std::uint64_t seed) { return seed / 4 % 2 == 1; }
 
 gpm::ooc::mapping_options options_for(std::uint64_t seed) {
-  gpm::ooc::mapping_options o = tiny(write_only(seed) ? mode::write : mode::read_write, 4, 6);
+  gpm::ooc::mapping_options o =
+      tiny(write_only(seed) ? mode::write : mode::read_write, resident(seed) ? kLines : 4, 6);
   o.crash_consistent = true;
   return o;
 }
@@ -216,7 +220,8 @@ void epoch_trial(int t, bool at_points) {
   const std::string path = make_file(dirs, seed);
   std::mt19937_64 rng(seed);
   std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ", " +
-                     (write_only(seed) ? "write" : "read_write") + ")";
+                     (write_only(seed) ? "write" : "read_write") +
+                     (resident(seed) ? ", resident" : "") + ")";
   gpm::test::kill_policy policy;
   if (!at_points) {
     policy = kill_at_random(rng);

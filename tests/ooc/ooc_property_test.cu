@@ -3,7 +3,8 @@
 // mode, with data larger than both caches (heavy eviction in both tiers), accesses concentrated on
 // a few hot lines (many warps missing on the same line) and spread over all of them, and ranges
 // that start unaligned and end inside a line; and with many I/O threads polling one or two queue
-// slots, so that a thread stalled mid-poll sees the slot's requests move on under it.
+// slots, so that a thread stalled mid-poll sees the slot's requests move on under it; and the same
+// checks on resident mappings (a GPU cache that holds them whole), in every mode.
 #include <random>
 
 #include "ooc_test_util.hpp"
@@ -25,6 +26,9 @@ struct scenario {
   const char* name;
   std::uint32_t io_threads = 2;
   std::uint32_t queue_slots = 128;
+  // A GPU cache that holds every line: the mapping is resident (loaded at map time, accessed
+  // directly), and only sync's write-back moves data.
+  bool resident = false;
   std::uint64_t file() const { return lines(file_lines); }
   std::uint64_t offset() const { return lines(offset_lines) + offset_bytes; }
   std::uint64_t size() const { return lines(size_lines) + size_bytes; }
@@ -44,11 +48,12 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
     gpm::ooc::mapping_options o;
     o.mode = s.m;
     o.line_bytes = line_size();
-    o.gpu_cache_bytes = lines(64);    // 256 KiB on the emulator, 4 MiB on a GPU
+    o.gpu_cache_bytes = s.resident ? s.size() + lines(1) : lines(64);  // 64: 256 KiB / 4 MiB
     o.host_cache_bytes = lines(256);  // 1 MiB on the emulator, 16 MiB on a GPU
     o.io_threads = s.io_threads;
     o.queue_slots = s.queue_slots;
     map_ = std::make_unique<mapping>(paths_, s.size(), s.offset(), o);
+    ASSERT_EQ(map_->resident(), s.resident);
     ref_ = as<std::uint64_t>(gather(initial_, s.offset(), s.size()));
   }
 
@@ -129,7 +134,11 @@ TEST_P(OocProperty, RandomStoresAndLoadsMatchTheReference) {
   }
   const auto s = map_->stats();
   EXPECT_EQ(s.gpu_io_errors, 0u) << s.last_io_error;
-  EXPECT_GT(s.gpu_misses, 64u);  // more lines than the GPU cache holds came and went
+  if (GetParam().resident) {
+    EXPECT_EQ(s.gpu_misses + s.gpu_hits, 0u);  // no access acquired a line
+  } else {
+    EXPECT_GT(s.gpu_misses, 64u);  // more lines than the GPU cache holds came and went
+  }
   map_->unmap();
   ASSERT_NO_FATAL_FAILURE(check_file());
 }
@@ -172,7 +181,20 @@ INSTANTIATE_TEST_SUITE_P(
                       scenario{mode::read_write, 1, 1024, 0, 0, 1024, 0, "read_write_busy_queue", 8,
                                2},
                       scenario{mode::volatile_data, 1, 1024, 0, 0, 1024, 0, "volatile_busy_queue",
-                               8, 2}),
+                               8, 2},
+                      // Resident: the unaligned and striped cases above, every mode, loaded in
+                      // runs of 128 lines through the 256-line host cache.
+                      scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_resident",
+                               2, 128, true},
+                      scenario{mode::read, 1, 768, 3, 20, 512, 808, "read_resident", 2, 128, true},
+                      scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_resident", 2, 128,
+                               true},
+                      scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_resident",
+                               2, 128, true},
+                      scenario{mode::read_write, 3, 300, 40, 0, 700, -64,
+                               "read_write_striped_resident", 2, 128, true},
+                      scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped_resident", 2,
+                               128, true}),
     [](const ::testing::TestParamInfo<scenario>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -16,6 +16,10 @@
 //     }
 //   l.data[k] is element l.first + k; every lane of the tile calls with the same index.
 //
+// A resident mapping (mapping::resident(): all its lines fit the GPU cache and were loaded at map
+// time) serves all of these directly from line l's fixed slot, one branch on the view's flag:
+// no lookup, no reference, no waiting; acquire() and release() only mark stored lines dirty.
+//
 // Never read or write past an array's end: accesses there return status::out_of_range. A tile
 // may hold a few lines at once, but the lines held across the whole GPU at one time must be fewer
 // than the mapping's GPU cache lines, or acquiring waits forever.
@@ -59,6 +63,10 @@ class array {
     if (i >= size_) return status::out_of_range;
     if (v_.mapping_mode == mode::write) return status::write_only;
     const std::uint64_t byte = i * sizeof(T);
+    if (v_.resident) {
+      out = *reinterpret_cast<const T*>(v_.lines + byte);  // slot l holds line l: no lookup
+      return status::ok;
+    }
     const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, false);
     if (h.st == status::ok) out = *reinterpret_cast<const T*>(at(h.slot, byte));
     detail::ooc::warp_release(v_, h, false);
@@ -70,12 +78,19 @@ class array {
     if (i >= size_) return status::out_of_range;
     if (v_.mapping_mode == mode::read) return status::read_only;
     const std::uint64_t byte = i * sizeof(T);
+    if (v_.resident) {
+      // No line can leave the GPU while kernels run: the store needs no reference, only the
+      // dirty word (and mask) that sync() reads to write it back.
+      const auto slot = static_cast<std::uint32_t>(byte >> v_.line_shift);
+      *reinterpret_cast<T*>(v_.lines + byte) = value;
+      detail::ooc::mark_dirty(v_, slot, detail::ooc::dirty_kind(v_.mapping_mode));
+      mark_stored(slot, byte);
+      return status::ok;
+    }
     const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, true);
     if (h.st == status::ok) {
       *reinterpret_cast<T*>(at(h.slot, byte)) = value;
-      if (v_.mapping_mode == mode::write) {
-        detail::ooc::mark_written(v_, h.slot, in_line(byte), sizeof(T));
-      }
+      mark_stored(h.slot, byte);
     }
     detail::ooc::warp_release(v_, h, h.st == status::ok);
     return h.st;
@@ -88,7 +103,7 @@ class array {
   // out_of_range; mode::write has nothing to fetch (ok, no hint).
   __device__ status touch(std::uint64_t i) const {
     if (i >= size_) return status::out_of_range;
-    if (v_.mapping_mode != mode::write) {
+    if (v_.mapping_mode != mode::write && !v_.resident) {
       detail::ooc::post_hint(v_, i * sizeof(T) >> v_.line_shift);
     }
     return status::ok;
@@ -103,10 +118,10 @@ class array {
     if (intent != access::read && v_.mapping_mode == mode::read) return status::read_only;
     if (intent != access::write && v_.mapping_mode == mode::write) return status::write_only;
     const std::uint64_t ln = i * sizeof(T) >> v_.line_shift;
-    std::uint32_t slot = 0;
+    auto slot = static_cast<std::uint32_t>(ln);  // where a resident mapping keeps the line
     std::uint32_t st = 0;
     if (tile.thread_rank() == 0) {
-      st = static_cast<std::uint32_t>(detail::ooc::acquire_line(v_, ln, slot));
+      if (!v_.resident) st = static_cast<std::uint32_t>(detail::ooc::acquire_line(v_, ln, slot));
       if (st == 0 && intent != access::read) {
         // A whole-line write needs no mask: the tile promises to store every element.
         detail::ooc::mark_dirty(v_, slot,
@@ -114,9 +129,11 @@ class array {
                                                         : detail::ooc::dirty_kind(v_.mapping_mode));
       }
     }
-    slot = tile.shfl(slot, 0);
-    st = tile.shfl(st, 0);
-    if (st != 0) return static_cast<status>(st);
+    if (!v_.resident) {
+      slot = tile.shfl(slot, 0);
+      st = tile.shfl(st, 0);
+      if (st != 0) return static_cast<status>(st);
+    }
     const std::uint64_t first = ln * elements_per_line();
     out.data = reinterpret_cast<T*>(v_.lines + (static_cast<std::uint64_t>(slot) << v_.line_shift));
     out.first = first;
@@ -130,6 +147,7 @@ class array {
   // Every lane of the tile that acquired `l` releases it, after its last access to l.data.
   template <class Tile>
   __device__ void release(const Tile& tile, const line<T>& l) const {
+    if (v_.resident) return;  // it took no reference
     if (l.intent != access::read) atomic_thread_fence<thread_scope::device>(memory_order_release);
     tile.sync();
     if (tile.thread_rank() == 0) detail::ooc::release_line(v_, l.slot);
@@ -146,6 +164,12 @@ class array {
  private:
   __device__ std::uint32_t in_line(std::uint64_t byte) const {
     return static_cast<std::uint32_t>(byte & ((1ull << v_.line_shift) - 1));
+  }
+  // mode::write: the element at `byte` of the line in `slot` was stored (the bytes written back).
+  __device__ void mark_stored(std::uint32_t slot, std::uint64_t byte) const {
+    if (v_.mapping_mode == mode::write) {
+      detail::ooc::mark_written(v_, slot, in_line(byte), sizeof(T));
+    }
   }
   __device__ std::byte* at(std::uint32_t slot, std::uint64_t byte) const {
     return v_.lines + (static_cast<std::uint64_t>(slot) << v_.line_shift) + in_line(byte);

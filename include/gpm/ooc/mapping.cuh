@@ -64,11 +64,19 @@ struct mapping_options {
   // private spill file (in spill_dir) instead of the file; sync() commits them as an epoch
   // through the range's epoch log (epoch.hpp), which mapping the range recovers first.
   bool crash_consistent = false;
+  // Resident mapping: when the GPU cache holds every line of the mapping, map time loads them all
+  // (large reads, double-buffered copies; mode::write and scratch data start at zero) and kernels
+  // access line l in slot l directly, with no lookup, reference count, clock or miss; sync()
+  // writes back exactly what was stored, as for any mapping. false: every access goes through the
+  // cache (a mapping of which kernels use a few lines, or tests of the cache itself).
+  bool resident = true;
 };
 
 // Telemetry since the mapping was made. GPU hits and misses count line acquisitions (the lanes of
 // a warp on one line acquire it once); host hits and misses count the GPU misses that the host
-// cache did or did not hold.
+// cache did or did not hold. A resident mapping acquires nothing: its kernels' accesses are
+// neither hits nor misses (counting them would cost an atomic per access), and its load at map
+// time counts in bytes_to_gpu and file_bytes_read only.
 struct mapping_stats {
   std::uint64_t gpu_hits = 0;
   std::uint64_t gpu_misses = 0;
@@ -146,7 +154,8 @@ class mapping {
   void sync(std::uint64_t offset, std::uint64_t bytes);
 
   // Starts bringing [offset, offset + bytes) of the mapping into the host cache (read-ahead) and,
-  // in `stream`, into the GPU cache (its first GPU-cache-capacity lines). mode::write: nothing.
+  // in `stream`, into the GPU cache (its first GPU-cache-capacity lines). mode::write and
+  // resident mappings (every line is in the GPU already): nothing.
   void prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t stream = nullptr);
 
   // sync(), then stops the I/O threads and frees the caches; a volatile mapping's data is gone.
@@ -165,6 +174,8 @@ class mapping {
   const mapping_options& options() const;
   std::uint64_t gpu_cache_lines() const;
   std::uint64_t host_cache_lines() const;
+  // Whether every line was loaded into the GPU cache at map time (mapping_options::resident).
+  bool resident() const;
   bool direct_io() const;  // whether whole lines move with O_DIRECT
 
   struct impl;

@@ -67,6 +67,10 @@ struct cache_view {
   std::uint32_t capacity = 0;    // slots
   std::uint32_t mask_words = 0;
   mode mapping_mode = mode::read_write;
+  // Every line of the mapping was loaded at map time and line l stays in slot l for good
+  // (docs/out-of-core.md, "Resident mappings"): accesses go straight to lines + byte offset, with
+  // no directory lookup, reference count or clock; stores still mark the slot dirty.
+  bool resident = false;
 };
 
 GPM_HOST_DEVICE inline std::uint64_t tag_of(std::uint64_t word) { return word >> 32; }
