@@ -107,7 +107,18 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
   unlocked_io(
       lock, e, [&] { write_entry(x, data(e)); }, [] {});
   x.dirty = false;
-  if (!spilled_.empty()) spilled_[x.line] = true;
+  if (!spilled_.empty()) note_spilled(x);
+}
+
+// Under the lock, never in write_entry: I/O threads clean entries at the same time, and
+// concurrent inserts into spill_mask_ lost a line's mask now and then (log_epoch then took the
+// whole staged line for written, and bytes no kernel wrote in the epoch reached the file).
+void host_cache::note_spilled(const entry& x) {
+  spilled_[x.line] = true;
+  if (config_.mode != mode::write) return;
+  std::vector<std::uint32_t>& m = spill_mask_[x.line];
+  m.resize(mask_words_, 0);
+  for (std::uint32_t w = 0; w < mask_words_; ++w) m[w] |= x.whole ? ~0u : x.mask[w];
 }
 
 std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
@@ -251,14 +262,9 @@ void host_cache::write_entry(const entry& x, const std::byte* src) {
   const std::uint32_t* mask = config_.mode == mode::write && !x.whole ? x.mask.data() : nullptr;
   if (config_.mode == mode::volatile_data || config_.staged) {
     // The spill file holds line l at l * line_bytes; a masked line's runs land over the runs an
-    // earlier spill of it left there, and the line's spill mask gathers them all.
+    // earlier spill of it left there, and the line's spill mask (note_spilled) gathers them all.
     counters_.spill_bytes_written +=
         spill_->write_masked(x.line * config_.line_bytes, src, valid, mask, mask_words_);
-    if (config_.mode == mode::write) {
-      std::vector<std::uint32_t>& m = spill_mask_[x.line];
-      m.resize(mask_words_, 0);
-      for (std::uint32_t w = 0; w < mask_words_; ++w) m[w] |= mask != nullptr ? mask[w] : ~0u;
-    }
     crash_point("ooc.spill");
     return;
   }

@@ -128,7 +128,11 @@ class host_cache {
   void unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io, Undo&& undo);
   // Makes a dirty victim clean by writing it back (lock held on entry and return).
   void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
+  // Records that the spill file holds entry x's line now (lock held).
+  void note_spilled(const entry& x);
   void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
+  // Writes entry x's line to the file or the spill file; runs outside the lock, so it touches
+  // no bookkeeping.
   void write_entry(const entry& x, const std::byte* src);
   // log_epoch's record of dirty entry d.second, which holds line d.first.
   void emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, epoch_sink emit,
@@ -151,6 +155,7 @@ class host_cache {
   std::unordered_map<std::uint64_t, std::uint32_t> index_;
   // Volatile data and staged caches: lines whose newest copy left the host cache for the spill
   // file; for a staged mode::write cache also the bytes of it written (one bit per 4 bytes).
+  // Guarded by m_ like the entries.
   std::vector<bool> spilled_;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> spill_mask_;
   std::uint64_t hand_ = 0;
