@@ -51,11 +51,13 @@ void check_options(const tx_options& o) {
           "tx_options: switch_threshold must be a bandwidth in bytes/s, 0 or more (leave it unset "
           "to calibrate)");
   require(o.slice_us >= 1, "tx_options: slice_us must be at least 1 microsecond");
-  require(!has_helpers(o.mode) ||
-              (o.ring_chunks >= 2 && T::ring_bytes(o.ring_chunks) <= kMaxSharedBytes),
-          "tx_options: ring_chunks must be between 2 and " +
-              std::to_string((kMaxSharedBytes - sizeof(T::ring_control)) / (T::kChunkBytes + 8)) +
-              " (the ring lives in a block's shared memory), got " + std::to_string(o.ring_chunks));
+  require(
+      !has_helpers(o.mode) ||
+          (o.ring_chunks >= 2 && T::ring_bytes(o.ring_chunks, kMaxBlockThreads) <= kMaxSharedBytes),
+      "tx_options: ring_chunks must be between 2 and " +
+          std::to_string((kMaxSharedBytes - T::ring_bytes(0, kMaxBlockThreads)) /
+                         (T::kChunkBytes + 8)) +
+          " (the ring lives in a block's shared memory), got " + std::to_string(o.ring_chunks));
   require(
       o.max_threads >= 1 && o.max_threads <= (1ull << 31),
       "tx_options: max_threads must be between 1 and 2^31, got " + std::to_string(o.max_threads));
@@ -240,8 +242,8 @@ struct tx_heap::impl {
         failure = std::current_exception();
         return;
       }
-      kicked = false;
-      wake.wait_for(lock, wait, [&] { return stop || kicked; });
+      kicked.store(false, std::memory_order_relaxed);
+      wake.wait_for(lock, wait, [&] { return stop || kicked.load(std::memory_order_relaxed); });
     }
   }
 
@@ -258,8 +260,8 @@ struct tx_heap::impl {
   }
   // Adaptive mode: queues a copy of the logs' counters on `stream` (before or after a launch).
   void snapshot_counters(const pinned_buffer<T::log_state>& into, cudaStream_t stream) const {
-    check_cuda(cudaMemcpyAsync(into.data(), logs_state.data(), into.bytes(),
-                               cudaMemcpyDeviceToHost, stream),
+    check_cuda(cudaMemcpyAsync(into.data(), logs_state.data(), into.bytes(), cudaMemcpyDeviceToHost,
+                               stream),
                "cudaMemcpyAsync (tx_heap::launch, the logs' counters)");
   }
 
@@ -317,10 +319,13 @@ struct tx_heap::impl {
   pinned_buffer<T::log_state> counters_at_start, counters_at_stop;  // logs_state at those events
   event launch_start, launch_stop;
 
-  std::mutex mutex;  // guards rep, stop, kicked, failure
+  std::mutex mutex;  // guards rep, stop, failure
   std::condition_variable wake;
   bool stop = false;
-  bool kicked = false;
+  // Set by launch() without the mutex, which the thread holds through a whole pass: a launch
+  // must not wait for a pass over the previous kernel's records. A wake-up lost in the race
+  // only delays the next pass by the thread's back-off (at most a millisecond).
+  std::atomic<bool> kicked = false;
   std::exception_ptr failure;
   std::thread thread;
 };
@@ -408,7 +413,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   plan.view.ring_chunks = ring ? o.ring_chunks : 0;
   plan.blocks = blocks;
   plan.threads_per_block = workers + (ring ? 32 * o.helper_warps : 0);
-  plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks) : 0;
+  plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks, workers) : 0;
   if (adaptive) {
     // The monitor starts each launch afresh: helpers ON at once after a launch that needed them.
     T::bandwidth_monitor* m = st.monitor.data();
@@ -423,10 +428,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   }
   ++st.launches;
   st.ring_launches += ring;
-  {
-    const std::lock_guard lock(st.mutex);
-    st.kicked = true;
-  }
+  st.kicked.store(true, std::memory_order_relaxed);
   st.wake.notify_all();
   return plan;
 }

@@ -56,25 +56,40 @@ struct log_state {
 };
 
 // A block's persistence ring (helpers and adaptive launches) at the start of its dynamic shared
-// memory, followed by ring_chunks 16-byte chunks, ring_chunks 32-bit fill flags and ring_chunks
-// 32-bit log indices. Ring positions count chunks that went through the ring this launch; a
-// chunk at ring position p lives at index p % ring_chunks, its flag holds p + 1 (32 bits) once
-// it is written, and its log index says where in the block's log it goes (direct commits of an
-// adaptive launch take log positions but no ring positions, so the two differ).
+// memory, followed by a reservation request per worker thread (reserve_combined), ring_chunks
+// 16-byte chunks, ring_chunks 32-bit fill flags and ring_chunks 32-bit log indices. Ring positions
+// count chunks that went through the ring this launch; a chunk at ring position p lives at index p
+// % ring_chunks, its flag holds p + 1 (32 bits) once it is written, and its log index says where in
+// the block's log it goes (direct commits of an adaptive launch take log positions but no ring
+// positions, so the two differ).
 struct ring_control {
   log_state stream;  // the block's log: lock, next position, head seen (its count: logs_state)
   std::uint32_t workers_done;  // workers of the block that returned from the body
-  std::uint32_t reserved0;
-  std::uint64_t reserved;   // next ring position to hand out
-  std::uint64_t claimed;    // helpers: positions before it are being or have been copied
-  std::uint64_t persisted;  // positions before it are persisted; their ring slots are free
-  std::uint64_t bytes;      // adaptive: bytes the block persisted and has not reported yet
-  std::uint64_t slice;      // adaptive: the last time slice in which the block reported
+  std::uint32_t pending;       // requests waiting for a combiner: a list, index + 1 of its first
+  std::uint64_t reserved;      // next ring position to hand out
+  std::uint64_t claimed;       // helpers: positions before it are being or have been copied
+  std::uint64_t persisted;     // positions before it are persisted; their ring slots are free
+  std::uint64_t bytes;         // adaptive: bytes the block persisted and has not reported yet
+  std::uint64_t slice;         // adaptive: the last time slice in which the block reported
 };
 static_assert(sizeof(ring_control) % kChunkBytes == 0);
 
-GPM_HOST_DEVICE constexpr std::uint64_t ring_bytes(std::uint32_t ring_chunks) {
-  return sizeof(ring_control) + std::uint64_t{ring_chunks} * (kChunkBytes + 8);
+// A worker's request for sequence numbers and log (and ring) positions, in the block's shared
+// memory; the combiner that serves it overwrites the amounts with the first positions and then
+// sets `seq`, which the worker waits for.
+struct reservation_request {
+  std::uint32_t count;        // sequence numbers asked for
+  std::uint32_t next;         // the next request in the pending list, index + 1 (0: the last)
+  std::uint64_t chunks;       // log chunks asked for; served: the first log position
+  std::uint64_t ring_chunks;  // ring chunks asked for (0: not through the ring); served: first
+  std::uint64_t seq;          // 0 until served, then the first sequence number
+};
+static_assert(sizeof(reservation_request) % kChunkBytes == 0);
+
+GPM_HOST_DEVICE constexpr std::uint64_t ring_bytes(std::uint32_t ring_chunks,
+                                                   std::uint32_t workers) {
+  return sizeof(ring_control) + std::uint64_t{workers} * sizeof(reservation_request) +
+         std::uint64_t{ring_chunks} * (kChunkBytes + 8);
 }
 
 // The adaptive switch's global bandwidth monitor (§5), in GPU memory. Blocks add the bytes they
@@ -182,8 +197,11 @@ __device__ inline bool use_ring(const heap_view& v) {
          (v.mode != tx_mode::adaptive || dev32(v.monitor->on).load(memory_order_relaxed) != 0);
 }
 
+__device__ inline reservation_request* ring_requests(const heap_view& v) {
+  return reinterpret_cast<reservation_request*>(v.ring + 1);
+}
 __device__ inline ulonglong2* ring_chunks(const heap_view& v) {
-  return reinterpret_cast<ulonglong2*>(v.ring + 1);
+  return reinterpret_cast<ulonglong2*>(ring_requests(v) + v.workers_per_block);
 }
 __device__ inline std::uint32_t* ring_flags(const heap_view& v) {
   return reinterpret_cast<std::uint32_t*>(ring_chunks(v) + v.ring_chunks);
@@ -484,11 +502,75 @@ __device__ inline std::uint32_t log_of(const heap_view& v) {
   return v.ring != nullptr ? blockIdx.x : log_of_block(v);
 }
 
+// Serves every pending request of the block: takes the list, one global atomic for all their
+// sequence numbers, and consecutive log and ring positions, in list order. The requesters all
+// hold their orecs, so none conflicts with another and any order among them is a conflict order.
+// Called with the block's order lock held.
+__device__ inline void serve_requests(const heap_view& v) {
+  ring_control* ring = v.ring;
+  reservation_request* req = ring_requests(v);
+  const std::uint32_t list = blk32(ring->pending).exchange(0, memory_order_acquire);
+  std::uint64_t count = 0;
+  for (std::uint32_t i = list; i != 0; i = req[i - 1].next) count += req[i - 1].count;
+  if (count == 0) return;
+  std::uint64_t seq = dev64(*v.seq).fetch_add(count) + 1;
+  std::uint64_t pos = dev64(ring->stream.next).load(memory_order_relaxed);
+  std::uint64_t ring_pos = blk64(ring->reserved).load(memory_order_relaxed);
+  for (std::uint32_t i = list; i != 0;) {
+    reservation_request& r = req[i - 1];
+    i = r.next;  // read before the owner may reuse the request
+    const std::uint64_t chunks = r.chunks, through_ring = r.ring_chunks;
+    r.chunks = pos;
+    r.ring_chunks = ring_pos;
+    pos += chunks;
+    ring_pos += through_ring;
+    blk64(r.seq).store(seq, memory_order_release);
+    seq += r.count;
+  }
+  dev64(ring->stream.next).store(pos, memory_order_relaxed);
+  blk64(ring->reserved).store(ring_pos, memory_order_release);
+}
+
+// reserve() in launches with a ring (flat combining): the worker posts its request on the
+// block's list, and whoever takes the block's order lock serves every request posted so far.
+// A block then makes one global atomic per batch of waiting workers instead of one per worker,
+// each under the lock: with the lock held through the atomic's latency, the block's commits
+// were serialized at that latency.
+__device__ inline placement reserve_combined(const heap_view& v, std::uint32_t count,
+                                             std::uint64_t chunks, bool via_ring) {
+  ring_control* ring = v.ring;
+  reservation_request& mine = ring_requests(v)[threadIdx.x];
+  mine.count = count;
+  mine.chunks = chunks;
+  mine.ring_chunks = via_ring ? chunks : 0;
+  blk64(mine.seq).store(0, memory_order_relaxed);
+  std::uint32_t head = blk32(ring->pending).load(memory_order_relaxed);
+  do {
+    mine.next = head;
+  } while (
+      !blk32(ring->pending).compare_exchange_weak(head, threadIdx.x + 1, memory_order_release));
+  for (std::uint32_t round = 0; blk64(mine.seq).load(memory_order_acquire) == 0; ++round) {
+    std::uint32_t unlocked = 0;
+    if (blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) {
+      serve_requests(v);
+      blk32(ring->stream.lock).store(0, memory_order_release);
+    } else {
+      pause(round);
+    }
+  }
+  placement o;
+  o.via_ring = via_ring;
+  o.seq = blk64(mine.seq).load(memory_order_relaxed);
+  o.pos = mine.chunks;
+  o.ring_pos = mine.ring_chunks;
+  return o;
+}
+
 // Takes `count` sequence numbers and `chunks` chunks of the log stream together (and as many
-// ring positions when `via_ring`), under the order lock of the block (launches with a ring: the
-// ring and direct commits share the block's log) or of its log. Only positions are handed out
-// here: the lock is held for two counter updates and one global atomic, and waiting for the
-// space (wait_for_space) happens after the committer has released its orecs.
+// ring positions when `via_ring`), under the order lock of the block (launches with a ring, where
+// ring and direct commits share the block's log: reserve_combined) or of its log. Only positions
+// are handed out here: the lock is held for counter updates and one global atomic, and waiting
+// for the space (wait_for_space) happens after the committer has released its orecs.
 __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std::uint64_t chunks,
                                     bool via_ring) {
   placement o;
@@ -497,12 +579,9 @@ __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std
     o.seq = dev64(*v.seq).fetch_add(count) + 1;
     return o;
   }
-  log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log_of(v)];
+  if (v.ring != nullptr) return reserve_combined(v, count, chunks, via_ring);
+  log_state& ls = v.logs_state[log_of(v)];
   lock_order(dev32(ls.lock));
-  if (via_ring) {
-    o.ring_pos = blk64(v.ring->reserved).load(memory_order_relaxed);
-    blk64(v.ring->reserved).store(o.ring_pos + chunks, memory_order_relaxed);
-  }
   o.pos = dev64(ls.next).load(memory_order_relaxed);
   o.seq = dev64(*v.seq).fetch_add(count) + 1;
   dev64(ls.next).store(o.pos + chunks, memory_order_relaxed);
@@ -514,7 +593,8 @@ __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std
 // in the pool, and, through the ring, [ring_pos, ring_pos + chunks) is free in the ring. Every
 // wait is on positions handed out before the caller's (and on the host applying records of lower
 // sequence numbers, which lie earlier in their logs), so waits never form a cycle.
-__device__ inline void wait_for_space(const heap_view& v, const placement& o, std::uint64_t chunks) {
+__device__ inline void wait_for_space(const heap_view& v, const placement& o,
+                                      std::uint64_t chunks) {
   const std::uint32_t log = log_of(v);
   log_state& ls = v.ring != nullptr ? v.ring->stream : v.logs_state[log];
   const std::uint64_t end = o.pos + (chunks - 1) * o.width + 1;
