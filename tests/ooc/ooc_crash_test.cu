@@ -91,6 +91,36 @@ std::vector<unsigned char> contents(std::uint64_t seed, std::uint64_t e) {
   return b;
 }
 
+// Where `file` differs from epoch e's contents, for a failure message: how many elements, in which
+// lines, and the first one's value, with the epochs whose value it is (none: zeros or bytes of no
+// epoch, as a write-mode line logged whole would leave).
+std::string difference(const std::vector<unsigned char>& file, std::uint64_t seed, std::uint64_t e) {
+  const auto want = contents(seed, e);
+  if (file.size() != want.size()) {
+    return "the file has " + std::to_string(file.size()) + " bytes, not " +
+           std::to_string(want.size());
+  }
+  const auto got = as<std::uint32_t>(file);
+  const auto expect = as<std::uint32_t>(want);
+  std::uint64_t differ = 0, first = 0, last_line = ~0ull;
+  std::string where;
+  for (std::uint64_t i = 0; i < got.size(); ++i) {
+    if (got[i] == expect[i]) continue;
+    if (differ++ == 0) first = i;
+    const std::uint64_t line = i * 4 / line_size();
+    if (line != last_line) where += " " + std::to_string(line);
+    last_line = line;
+  }
+  std::string epochs;
+  for (std::uint64_t k = 0; k <= kEpochs; ++k) {
+    if (as<std::uint32_t>(contents(seed, k))[first] == got[first]) epochs += " " + std::to_string(k);
+  }
+  return std::to_string(differ) + " elements differ, in lines" + where + "; element " +
+         std::to_string(first) + " holds " + std::to_string(got[first]) + " (epoch " +
+         std::to_string(e) + ": " + std::to_string(expect[first]) + "), the value of epochs:" +
+         (epochs.empty() ? " none" : epochs);
+}
+
 GPM_CRASH_SCENARIO(ooc_epochs) {
   mapping m(args.pool_path, lines(kLines), 0, options_for(args.seed));
   auto a = m.ref<std::uint32_t>();
@@ -168,12 +198,15 @@ void check_trial(const std::string& path, std::uint64_t seed,
   for (const std::string& line : child.progress) {
     if (line.rfind("synced ", 0) == 0) acked = std::stoull(line.substr(7));
   }
-  const std::uint64_t e = recover(path, seed, seed % 4 < 2);
+  const bool by_mapping = seed % 4 < 2;
+  const std::uint64_t e = recover(path, seed, by_mapping);
   ASSERT_TRUE(e == acked || e == acked + 1)
       << what << ": the file is at epoch " << e << " but sync() had returned epoch " << acked;
   ASSERT_LE(e, kEpochs) << what;
-  ASSERT_TRUE(read_file(path) == contents(seed, e))
-      << what << ": the file is not exactly epoch " << e << "'s contents";
+  const auto file = read_file(path);
+  ASSERT_TRUE(file == contents(seed, e))
+      << what << ": the file is not exactly epoch " << e << "'s contents after recovery "
+      << (by_mapping ? "by mapping" : "by recover_epoch_log") << ": " << difference(file, seed, e);
   ++g_tally.trials;
   g_tally.killed += child.killed;
   g_tally.mid_run += child.killed && e < kEpochs;
@@ -284,7 +317,8 @@ TEST(OocCrash, RecoveryIsIdempotent) {
     const std::uint64_t twice = recover(copy, seed, true);
     EXPECT_EQ(straight, twice) << what << ", recovery killed at " << at;
     EXPECT_TRUE(read_file(path) == read_file(copy)) << what << ", recovery killed at " << at;
-    EXPECT_TRUE(read_file(path) == contents(seed, straight)) << what;
+    EXPECT_TRUE(read_file(path) == contents(seed, straight))
+        << what << ": " << difference(read_file(path), seed, straight);
     if (::testing::Test::HasFailure()) return;
   }
   std::printf("[ tally    ] recovery: %d trials, recovery killed %d times, %d replays\n", trials,
