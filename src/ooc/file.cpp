@@ -114,6 +114,7 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
     require_regular(st, path);
     lock_range(fd_, offset, size, writable, path);
     const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+    held_ = file_bytes >= offset + size ? size : file_bytes > offset ? file_bytes - offset : 0;
     if (file_bytes < offset + size) {
       if (create) {
         if (::ftruncate(fd_, static_cast<off_t>(offset + size)) != 0) {
@@ -170,7 +171,8 @@ backing_file::backing_file(backing_file&& o) noexcept
       size_(o.size_),
       fd_(std::exchange(o.fd_, -1)),
       direct_fd_(std::exchange(o.direct_fd_, -1)),
-      direct_refused_(o.direct_refused_.load()) {}
+      direct_refused_(o.direct_refused_.load()),
+      held_(o.held_.load()) {}
 
 bool backing_file::direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const {
   return direct() && (offset_ + at) % kDirectAlign == 0 && bytes % kDirectAlign == 0 &&
@@ -231,6 +233,10 @@ void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) c
       throw_error(errc::io, what);
     }
     done += static_cast<std::size_t>(n);
+  }
+  // What was written is data now (a line written back, an epoch applied): reads must fetch it.
+  std::uint64_t h = held_.load();
+  while (h < at + bytes && !held_.compare_exchange_weak(h, at + bytes)) {
   }
 }
 

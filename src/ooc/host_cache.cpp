@@ -250,9 +250,12 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
     for (std::uint64_t k = 0; k < n; ++k) read_line(first + k, false, dst + k * lb);
     return;
   }
+  // Past what the file held before create extended it there are only zeros: not read.
   const std::uint64_t start = first * lb;
-  const std::uint64_t valid = std::min(n * lb, config_.mapping_bytes - start);
-  files_.front()->read(start, dst, valid, n * lb);
+  const std::uint64_t held = files_.front()->held();
+  const std::uint64_t valid =
+      held > start ? std::min(n * lb, std::min(config_.mapping_bytes, held) - start) : 0;
+  if (valid > 0) files_.front()->read(start, dst, valid, n * lb);
   counters_.file_bytes_read += valid;
   std::memset(dst + valid, 0, n * lb - valid);
 }

@@ -79,7 +79,8 @@ class host_cache {
 
   // The resident load at map time, before any other use of the cache: reads lines
   // [first, first + n) of the mapping from the files (zeros for scratch data; past the mapping's
-  // end, zeros) into `dst`, n lines of room, with one read where they are contiguous in one file.
+  // end, and past what the file held before create extended it, zeros without reading) into
+  // `dst`, n lines of room, with one read where they are contiguous in one file.
   // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
   void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
   // The cache's pinned memory, every entry's line in a row (entries() lines): staging for the

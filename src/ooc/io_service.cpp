@@ -11,8 +11,6 @@ namespace gpm::detail::ooc {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
 constexpr std::size_t kRecentMisses = 64;
 // An idle thread polls (yielding the core between polls) this long after its last work, then
 // sleeps between polls, from 8 us doubling up to kMaxSleep: a kernel's first miss after an idle
@@ -20,16 +18,27 @@ constexpr std::size_t kRecentMisses = 64;
 constexpr auto kSpin = std::chrono::microseconds(200);
 constexpr auto kMaxSleep = std::chrono::microseconds(1000);
 
-void idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep) {
+}  // namespace
+
+// A sleeping thread wakes at once when the service stops: unmapping does not wait out the sleep.
+void io_service::idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep) {
   if (clock_type::now() - last_work < kSpin) {
     std::this_thread::yield();
     return;
   }
-  std::this_thread::sleep_for(sleep);
+  std::unique_lock lock(stop_m_);
+  stop_cv_.wait_for(lock, sleep, [this] { return stop_.load(std::memory_order_relaxed); });
   sleep = std::min(sleep * 2, kMaxSleep);
 }
 
-}  // namespace
+void io_service::stop() {
+  {
+    std::lock_guard lock(stop_m_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
 
 io_service::io_service(const io_config& config, const gpu_cache_geometry& gpu, host_cache& cache,
                        request* requests, response* responses, std::uint32_t slots)
@@ -45,16 +54,12 @@ io_service::io_service(const io_config& config, const gpu_cache_geometry& gpu, h
   try {
     for (std::uint32_t t = 0; t < config_.threads; ++t) threads_.emplace_back([this] { run(); });
   } catch (...) {
-    stop_ = true;
-    for (auto& t : threads_) t.join();
+    stop();
     throw;
   }
 }
 
-io_service::~io_service() {
-  stop_ = true;
-  for (auto& t : threads_) t.join();
-}
+io_service::~io_service() { stop(); }
 
 io_service::channel io_service::make_channel() const {
   channel ch;

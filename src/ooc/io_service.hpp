@@ -8,6 +8,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -94,6 +96,10 @@ class io_service {
   // next read_ahead_window lines.
   void note_miss(std::uint64_t line);
   void record(const std::string& what);
+  using clock_type = std::chrono::steady_clock;
+  // Between polls with nothing to do: yields for a while after the last work, then sleeps.
+  void idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep);
+  void stop();  // wakes and joins the threads
 
   io_config config_;
   gpu_cache_geometry gpu_;
@@ -117,6 +123,8 @@ class io_service {
   std::string last_error_;
 
   std::atomic<bool> stop_{false};
+  std::mutex stop_m_;
+  std::condition_variable stop_cv_;
   std::vector<std::thread> threads_;
 };
 

@@ -357,7 +357,10 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   m.size = size;
   m.offset = offset;
   m.options = options;
-  const device_info dev = query_device();
+  // query_device() reads every device property, milliseconds on a GPU, for each mapping of a
+  // program that maps many; what a mapping needs of it (a device at all, emulated or not) cannot
+  // change while the process runs.
+  static const device_info dev = query_device();
   if (!dev.present) {
     throw_error(errc::no_device, "gpm::ooc::mapping needs a GPU: " + dev.absent_reason);
   }

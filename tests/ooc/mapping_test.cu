@@ -702,6 +702,35 @@ TEST(OocResident, ReadAndVolatileMappingsNeverWriteBack) {
             std::vector<std::uint32_t>(size / 4, 0));
 }
 
+// What create adds to a file can only be zeros: the resident load reads the old part alone, and
+// what is written there is read back by the next mapping.
+TEST(OocResident, TheLoadReadsOnlyWhatTheFileHeldBeforeCreateExtendedIt) {
+  files f;
+  const std::string path = f.make("resc.bin", lines(3) + 100, 25);
+  auto expect = read_file(path);
+  expect.resize(lines(7) + 40, 0);
+  auto o = tiny(mode::read_write, 8, 6);
+  o.create = true;
+  {
+    mapping m(path, lines(7) + 40, 0, o);
+    ASSERT_TRUE(m.resident());
+    EXPECT_EQ(m.stats().file_bytes_read, lines(3) + 100);
+    auto a = m.ref<std::uint32_t>();
+    EXPECT_EQ(load(a, iota(a.size())).values, as<std::uint32_t>(expect));
+    expect_all(store(a, {a.size() - 1}, {77u}), status::ok);
+    expect[lines(7) + 36] = 77;
+  }
+  mapping again(path, lines(7) + 40, 0, o);
+  EXPECT_EQ(again.stats().file_bytes_read, lines(7) + 40);
+  EXPECT_EQ(load(again.ref<std::uint32_t>(), iota((lines(7) + 40) / 4)).values,
+            as<std::uint32_t>(expect));
+  const std::string fresh = f.disk("fresh-res.bin");
+  mapping created(fresh, lines(5), 0, o);
+  EXPECT_EQ(created.stats().file_bytes_read, 0u);
+  EXPECT_EQ(load(created.ref<std::uint32_t>(), iota(lines(5) / 4)).values,
+            std::vector<std::uint32_t>(lines(5) / 4, 0));
+}
+
 TEST(OocResident, OnlyWhenTheGpuCacheHoldsEveryLineAndNotTurnedOff) {
   files f;
   const std::string path = f.make("resn.bin", lines(16), 24);

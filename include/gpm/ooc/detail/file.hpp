@@ -65,6 +65,10 @@ class backing_file {
   // Sets the file's length (a temporary file's: its holes read as zeros). Throws io.
   void resize(std::uint64_t bytes) const;
 
+  // Bytes at the range's start that may hold data: the whole range, unless `create` extended the
+  // file at open, when the part past its old end reads as zeros until something is written there
+  // (write() moves the mark). Lets the resident load skip reading what can only be zeros.
+  std::uint64_t held() const { return held_.load(std::memory_order_relaxed); }
   const std::string& path() const { return path_; }
   std::uint64_t size() const { return size_; }  // bytes of the range (0 for a temporary file)
   // Whether transfers of whole aligned lines use O_DIRECT: the file system takes it and the
@@ -84,6 +88,7 @@ class backing_file {
   int direct_fd_ = -1;
   // Set when the file system took O_DIRECT at open but refused a transfer: page cache from then.
   mutable std::atomic<bool> direct_refused_{false};
+  mutable std::atomic<std::uint64_t> held_{0};
 };
 
 }  // namespace gpm::detail::ooc
