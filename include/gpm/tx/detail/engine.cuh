@@ -19,7 +19,9 @@
 //
 // Commit order. A committer takes its global sequence number after COMMITTING, while it still
 // holds all its orecs, so conflicting transactions are numbered in conflict order and replaying
-// records in sequence order reproduces the heap. The number and the record's space in its log
+// records in sequence order reproduces the heap. The counter's atomic is relaxed: the orecs'
+// release and acquire (and the combining list's) already order two conflicting committers'
+// atomics, and a sequentially consistent one costs a GPU-wide fence on every commit. The number and the record's space in its log
 // stream are taken together under one order lock per log (direct, striped) or per block (in
 // kernels launched with a ring, for ring and direct commits alike), so within a log records lie
 // in sequence order; this is what lets the host free log space in order without ever waiting on
@@ -513,7 +515,7 @@ __device__ inline void serve_requests(const heap_view& v) {
   std::uint64_t count = 0;
   for (std::uint32_t i = list; i != 0; i = req[i - 1].next) count += req[i - 1].count;
   if (count == 0) return;
-  std::uint64_t seq = dev64(*v.seq).fetch_add(count) + 1;
+  std::uint64_t seq = dev64(*v.seq).fetch_add(count, memory_order_relaxed) + 1;
   std::uint64_t pos = dev64(ring->stream.next).load(memory_order_relaxed);
   std::uint64_t ring_pos = blk64(ring->reserved).load(memory_order_relaxed);
   for (std::uint32_t i = list; i != 0;) {
@@ -576,14 +578,14 @@ __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std
   placement o;
   o.via_ring = via_ring;
   if (v.mode == tx_mode::undo) {  // undo records lie in their threads' own slots
-    o.seq = dev64(*v.seq).fetch_add(count) + 1;
+    o.seq = dev64(*v.seq).fetch_add(count, memory_order_relaxed) + 1;
     return o;
   }
   if (v.ring != nullptr) return reserve_combined(v, count, chunks, via_ring);
   log_state& ls = v.logs_state[log_of(v)];
   lock_order(dev32(ls.lock));
   o.pos = dev64(ls.next).load(memory_order_relaxed);
-  o.seq = dev64(*v.seq).fetch_add(count) + 1;
+  o.seq = dev64(*v.seq).fetch_add(count, memory_order_relaxed) + 1;
   dev64(ls.next).store(o.pos + chunks, memory_order_relaxed);
   dev32(ls.lock).store(0, memory_order_release);
   return o;
