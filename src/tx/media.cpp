@@ -18,12 +18,34 @@ constexpr std::uint64_t kMinLogBytes = 256;
 
 root_record* roots(char* object) { return reinterpret_cast<root_record*>(object + kRootOffset); }
 
-// Kernels write the logs while the host reads them: every slot is read once, atomically, and a
-// record is trusted only if the values read pass its checksum.
+// Kernels write the logs while the host reads them: slots are read atomically, and a record is
+// trusted only if the values read pass its checksum. Once they do, the record's slots no longer
+// change: its chunks are reused only after the host has applied it and published the log's head.
 std::uint64_t load_slot(const std::uint64_t* slot) {
   return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(slot))
       .load(std::memory_order_relaxed);
 }
+
+// The slots of the record whose first chunk lies at stream position `pos` of a log of `n` chunks,
+// its chunks `stride` positions apart. Slot i lies in chunk i / 2, less than n positions past the
+// first (read_record checks chunks * stride <= n before it reads beyond slot 1), so a record
+// wraps around the end of its log at most once.
+class record_slots {
+ public:
+  record_slots(const std::uint64_t* log, std::uint64_t n, std::uint64_t pos, std::uint64_t stride)
+      : log_(log), n_(n), first_(pos % n), stride_(stride) {}
+  std::uint64_t operator[](std::uint64_t i) const {
+    std::uint64_t chunk = first_ + i / 2 * stride_;
+    if (chunk >= n_) chunk -= n_;
+    return load_slot(&log_[2 * chunk + i % 2]);
+  }
+
+ private:
+  const std::uint64_t* log_;
+  std::uint64_t n_;
+  std::uint64_t first_;
+  std::uint64_t stride_;
+};
 
 }  // namespace
 
@@ -105,72 +127,102 @@ void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch, bool und
   persist(&slot, sizeof slot);
 }
 
+const std::uint64_t* heap_media::log_slots(std::uint32_t log) const {
+  return reinterpret_cast<const std::uint64_t*>(object_ + layout_.log_offset()) +
+         2 * layout_.log_chunks * log;
+}
+
 std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t pos,
                                               std::uint64_t epoch, bool undo) const {
   const std::uint64_t n = layout_.log_chunks;
-  const auto* data =
-      reinterpret_cast<const std::uint64_t*>(object_ + layout_.log_offset()) + 2 * n * log;
+  const std::uint64_t* data = log_slots(log);
   // Slots 0 and 1 lie in the record's first chunk whatever its stride; slot 1 gives the stride.
-  std::uint64_t stride = 1;
-  const auto slot = [&](std::uint64_t i) {
-    return load_slot(&data[2 * ((pos + i / 2 * stride) % n) + i % 2]);
-  };
+  const record_slots first(data, n, pos, 1);
   record r;
-  r.seq = slot(0);
-  const std::uint64_t header = slot(1);
-  const std::uint64_t count = count_of(header);
+  r.seq = first[0];
+  const std::uint64_t header = first[1];
+  r.count = count_of(header);
   r.width = width_of(header) == 0 ? 1 : width_of(header);
   r.rank = rank_of(header);
-  stride = r.width;
-  if (count == 0 || r.width > kMaxGroupWidth || r.rank >= r.width ||
-      record_chunks(count) * r.width > n) {
+  if (r.count == 0 || r.width > kMaxGroupWidth || r.rank >= r.width ||
+      record_chunks(r.count) * r.width > n) {
     return std::nullopt;
   }
-  r.pairs.resize(count);
-  for (std::uint64_t i = 0; i < count; ++i) r.pairs[i] = slot(i + 2);
-  struct slots {
-    const record& r;
-    std::uint64_t header;
-    std::uint64_t slot(std::uint64_t i) const {
-      return i == 0 ? r.seq : i == 1 ? header : r.pairs[i - 2];
-    }
+  // Slots 0 and 1 as read above, so that the values checked are the values used.
+  struct read_back {
+    record_slots slots;
+    std::uint64_t seq, header;
+    std::uint64_t slot(std::uint64_t i) const { return i == 0 ? seq : i == 1 ? header : slots[i]; }
   };
-  const std::uint64_t sum = record_checksum(
-      slots{r, header}, count, record_seed(undo ? undo_salt(salt_) : salt_, epoch, log, pos));
-  if (sum != slot(count + 2)) return std::nullopt;
-  for (const std::uint64_t p : r.pairs) {
-    if ((p & 0xffffffffu) >= layout_.words) return std::nullopt;  // cannot be a record of ours
+  const read_back rec{record_slots(data, n, pos, r.width), r.seq, header};
+  const std::uint64_t sum =
+      record_checksum(rec, r.count, record_seed(undo ? undo_salt(salt_) : salt_, epoch, log, pos));
+  if (sum != rec.slots[r.count + 2]) return std::nullopt;
+  for (std::uint64_t i = 0; i < r.count; ++i) {
+    if ((rec.slots[i + 2] & 0xffffffffu) >= layout_.words) return std::nullopt;  // not ours
   }
   r.log = log;
   r.pos = pos;
-  r.chunks = record_chunks(count);
+  r.chunks = record_chunks(r.count);
   return r;
 }
 
 std::optional<log_unit> heap_media::read_unit(std::uint32_t log, std::uint64_t pos,
                                               std::uint64_t epoch) const {
-  std::optional<record> first = read_record(log, pos, epoch);
+  const std::optional<record> first = read_record(log, pos, epoch);
   if (!first || first->rank != 0) return std::nullopt;
-  log_unit u;
-  const std::uint32_t width = first->width;
+  log_unit u{first->seq, pos, 0, log, first->width};
   std::uint64_t depth = first->chunks;
-  u.records.push_back(std::move(*first));
   // A member still being written (or torn) hides the whole group: the scan waits for it.
-  for (std::uint32_t i = 1; i < width; ++i) {
-    std::optional<record> m = read_record(log, pos + i, epoch);
-    if (!m || m->width != width || m->rank != i || m->seq != u.records[0].seq + i) {
-      return std::nullopt;
-    }
+  for (std::uint32_t i = 1; i < u.width; ++i) {
+    const std::optional<record> m = read_record(log, pos + i, epoch);
+    if (!m || m->width != u.width || m->rank != i || m->seq != u.seq + i) return std::nullopt;
     depth = std::max(depth, m->chunks);
-    u.records.push_back(std::move(*m));
   }
-  u.chunks = depth * width;
+  u.chunks = depth * u.width;
   return u;
 }
 
-void heap_media::apply(const record& r) const {
+void heap_media::prefetch(std::uint32_t log, std::uint64_t pos) const {
+  // Two 64-byte lines (8 chunks): a record of a few pairs, or a striped group's first chunks.
+  const std::uint64_t* data = log_slots(log);
+  for (std::uint64_t c = 0; c < 8; c += 4) {
+    __builtin_prefetch(&data[2 * ((pos + c) % layout_.log_chunks)]);
+  }
+}
+
+void heap_media::apply_pairs(std::uint32_t log, std::uint64_t pos, std::uint32_t width,
+                             std::uint32_t count, touched_words& touched) const {
+  const record_slots slots(log_slots(log), layout_.log_chunks, pos, width);
   std::uint32_t* h = home();
-  for (const std::uint64_t p : r.pairs) h[p & 0xffffffffu] = static_cast<std::uint32_t>(p >> 32);
+  for (std::uint64_t i = 2; i < std::uint64_t{count} + 2; ++i) {
+    const std::uint64_t p = slots[i];
+    h[p & 0xffffffffu] = static_cast<std::uint32_t>(p >> 32);
+    touched.add(p & 0xffffffffu);
+  }
+}
+
+void heap_media::apply(const record& r, touched_words& touched) const {
+  apply_pairs(r.log, r.pos, r.width, r.count, touched);
+}
+
+std::uint64_t heap_media::apply(const log_unit& u, std::uint64_t after,
+                                touched_words& touched) const {
+  std::uint64_t applied = 0;
+  for (std::uint32_t i = 0; i < u.width; ++i) {
+    if (u.seq + i <= after) continue;
+    const std::uint64_t header =
+        record_slots(log_slots(u.log), layout_.log_chunks, u.pos + i, 1)[1];
+    apply_pairs(u.log, u.pos + i, u.width, count_of(header), touched);
+    ++applied;
+  }
+  return applied;
+}
+
+void heap_media::persist_home(const touched_words& touched) const {
+  if (!touched.empty()) {
+    persist(home() + touched.lo, (touched.hi - touched.lo + 1) * sizeof(std::uint32_t));
+  }
 }
 
 }  // namespace gpm::detail::tx

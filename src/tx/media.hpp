@@ -5,9 +5,8 @@
 // backends); src/tx uses it, nothing else.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,21 +23,40 @@ heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t l
 heap_header validate_header(const void* object, std::uint64_t object_bytes,
                             const std::string& what);
 
-// One redo record read back from a log.
+// Where a record with a valid checksum lies in its log. Its pairs stay there, and apply() reads
+// them in place: the chunks of a record not yet applied are not reused (its log's head stands at
+// or before it), so what was validated is what is applied.
 struct record {
   std::uint64_t seq = 0;
+  std::uint64_t pos = 0;     // stream position of its first chunk
+  std::uint64_t chunks = 0;  // its own chunks, `width` positions apart
   std::uint32_t log = 0;
-  std::uint64_t pos = 0;
-  std::uint64_t chunks = 0;
-  std::uint32_t width = 1;           // of its striped group (1: a plain record)
-  std::uint32_t rank = 0;            // within the group
-  std::vector<std::uint64_t> pairs;  // pair_slot(word, value)
+  std::uint32_t count = 0;  // (word, value) pairs
+  std::uint32_t width = 1;  // of its striped group (1: a plain record)
+  std::uint32_t rank = 0;   // within the group
 };
 
-// What one reservation left in a log: a plain record, or every member of a striped group.
+// What one reservation left in a log: a plain record, or every member of a striped group (member
+// i's first chunk at pos + i). Its records have the consecutive sequence numbers seq .. last().
 struct log_unit {
-  std::uint64_t chunks = 0;     // stream positions it occupies
-  std::vector<record> records;  // consecutive sequence numbers
+  std::uint64_t seq = 0;
+  std::uint64_t pos = 0;
+  std::uint64_t chunks = 0;  // stream positions it occupies
+  std::uint32_t log = 0;
+  std::uint32_t width = 1;
+  std::uint64_t last() const { return seq + width - 1; }
+};
+
+// The home-image words written since they were last persisted, as one range: what a pass
+// persists at once.
+struct touched_words {
+  std::uint64_t lo = ~std::uint64_t{0};
+  std::uint64_t hi = 0;
+  void add(std::uint64_t word) {
+    lo = word < lo ? word : lo;
+    hi = word > hi ? word : hi;
+  }
+  bool empty() const { return lo > hi; }
 };
 
 // The heap object as the host sees it (its mapping of the pool).
@@ -58,26 +76,69 @@ class heap_media {
   // crash-atomic.
   void write_root(std::uint64_t applied, std::uint64_t epoch, bool undo);
   // The record at stream position `pos` of `log` if one of `epoch` with a valid checksum lies
-  // there (a torn, stale or foreign one never does); a member of a striped group is read with its
-  // group's stride. `undo`: an undo record (its pairs hold old values) instead of a redo record.
+  // there whose words are all in the heap (a torn, stale or foreign one never does); a member of a
+  // striped group is read with its group's stride. `undo`: an undo record (its pairs hold old
+  // values) instead of a redo record.
   std::optional<record> read_record(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
                                     bool undo = false) const;
   // The plain record or the whole striped group that starts at `pos`, if every member is there.
   std::optional<log_unit> read_unit(std::uint32_t log, std::uint64_t pos,
                                     std::uint64_t epoch) const;
-  // Writes the record's pairs into the home image (not persisted).
-  void apply(const record& r) const;
+  // Starts loading the log's chunks from stream position `pos` into the CPU's caches: where the
+  // unit after the one just read lies. The reproducer reads the logs a unit at a time, in turns
+  // across hundreds of logs, which the hardware's prefetchers do not follow.
+  void prefetch(std::uint32_t log, std::uint64_t pos) const;
+  // Writes the record's pairs into the home image (not persisted), adding their words to `touched`.
+  void apply(const record& r, touched_words& touched) const;
+  // The same for the unit's records whose seq is above `after`; returns how many.
+  std::uint64_t apply(const log_unit& u, std::uint64_t after, touched_words& touched) const;
+  // Persists the touched words of the home image.
+  void persist_home(const touched_words& touched) const;
 
  private:
+  const std::uint64_t* log_slots(std::uint32_t log) const;
+  void apply_pairs(std::uint32_t log, std::uint64_t pos, std::uint32_t width, std::uint32_t count,
+                   touched_words& touched) const;
+
   char* object_;
   heap_layout layout_;
   std::uint64_t salt_;
   std::string what_;
 };
 
-// Applies persisted records to the home image in sequence order, never past a gap.
+// The logs whose next unit has been read, by that unit's first seq, the lowest on top: a binary
+// heap whose top can be replaced with one sift, the merge's step (the log just applied from goes
+// back in with its next unit).
+class log_queue {
+ public:
+  struct entry {
+    std::uint64_t seq;
+    std::uint32_t log;
+  };
+  bool empty() const { return heap_.empty(); }
+  const entry& top() const { return heap_.front(); }
+  void push(entry e);
+  void pop();
+  void replace_top(entry e);
+  void clear() { heap_.clear(); }
+
+ private:
+  // Puts `e` at `i` or below it, moving lower children up.
+  void sift_down(std::size_t i, entry e);
+  std::vector<entry> heap_;
+};
+
+// Applies persisted records to the home image in sequence order, never past a gap. Each log's
+// records lie in sequence order (engine.cuh, "Commit order"), so the applied prefix grows by a
+// merge of the logs' streams: the logs queued by the first seq of their next unit, each unit read
+// and validated once, its pairs applied from the log itself.
 class reproducer {
  public:
+  // A pass stops applying at the end of the unit that brings it to kBatch records, then persists
+  // them, flips the root and frees their log space: logs filling faster than passes drain them
+  // get space back early.
+  static constexpr std::uint64_t kBatch = 1 << 16;
+
   explicit reproducer(heap_media media);
 
   // At open: in an undo epoch rolls back every undo record not retired; otherwise replays the
@@ -93,9 +154,10 @@ class reproducer {
   recovered recover(bool undo_next);
   // Undo epochs: every commit up to `seq` is in the home image (kernels wrote it there).
   void mark_applied(std::uint64_t seq);
-  // While kernels run: reads new records, applies those that extend the applied prefix, flips the
-  // root, and frees the log space of applied records. Returns whether it applied any.
-  bool pass();
+  // While kernels run: reads new records, applies those that extend the applied prefix (a batch
+  // at most, see kBatch), flips the root, and frees the log space of applied records. Returns how
+  // many it applied.
+  std::uint64_t pass();
 
   std::uint64_t applied() const { return applied_; }
   std::uint64_t epoch() const { return epoch_; }
@@ -103,20 +165,30 @@ class reproducer {
   const heap_media& media() const { return media_; }
 
  private:
-  void scan(std::uint32_t log);
+  // Per log: the stream position of its first unit not applied, and that unit once read.
+  struct cursor {
+    std::uint64_t pos = 0;
+    std::optional<log_unit> next;
+  };
+
+  // Starts every log's stream at `heads` (nullptr: at 0), nothing read.
+  void restart(const std::vector<std::uint64_t>* heads);
   // Undo epochs: restores the old values of every undo record still valid; returns how many.
   std::uint64_t roll_back();
-  // Applies ready records that continue the prefix and persists what they wrote.
-  std::uint64_t apply_ready();
+  // Applies up to `limit` records that continue the prefix (not persisted); returns how many.
+  std::uint64_t apply_ready(std::uint64_t limit, touched_words& touched);
+  // Valid records left in the logs from their cursors on (after the first gap).
+  std::uint64_t unreachable() const;
+  // Publishes each log's cursor as its head: the space of applied records may be reused.
+  void free_log_space();
 
   heap_media media_;
   std::uint64_t applied_ = 0;
   std::uint64_t epoch_ = 0;
-  bool undo_ = false;                // this epoch's logs hold undo records
-  std::vector<std::uint64_t> scan_;  // per log: the next position to read
-  // Per log: (position, seq) of the records read and not yet freed, in position order.
-  std::vector<std::deque<std::pair<std::uint64_t, std::uint64_t>>> queued_;
-  std::map<std::uint64_t, record> ready_;  // read, not yet applied, by seq
+  bool undo_ = false;  // this epoch's logs hold undo records
+  std::vector<cursor> cursors_;
+  std::vector<std::uint64_t> published_;  // per log: the head last published
+  log_queue queue_;                       // the logs whose cursor holds a unit
 };
 
 }  // namespace gpm::detail::tx

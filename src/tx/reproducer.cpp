@@ -1,5 +1,7 @@
-// The reproducer (see media.hpp): reading every log from where it stands, applying records in
-// sequence order up to the first gap, the crash-atomic root flip, freeing log space, recovery.
+// The reproducer (see media.hpp): merging the logs' streams in sequence order up to the first
+// gap, applying their records to the home image, the crash-atomic root flip, freeing log space,
+// recovery.
+#include <algorithm>
 #include <atomic>
 #include <limits>
 
@@ -16,78 +18,136 @@ std::atomic_ref<std::uint64_t> shared_word(std::uint64_t& w) {
 }
 }  // namespace
 
+void log_queue::push(entry e) {
+  std::size_t i = heap_.size();
+  heap_.push_back(e);
+  for (; i > 0 && e.seq < heap_[(i - 1) / 2].seq; i = (i - 1) / 2) heap_[i] = heap_[(i - 1) / 2];
+  heap_[i] = e;
+}
+
+void log_queue::pop() {
+  const entry last = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) sift_down(0, last);
+}
+
+void log_queue::replace_top(entry e) { sift_down(0, e); }
+
+void log_queue::sift_down(std::size_t i, entry e) {
+  const std::size_t n = heap_.size();
+  for (std::size_t child = 2 * i + 1; child < n; i = child, child = 2 * i + 1) {
+    if (child + 1 < n && heap_[child + 1].seq < heap_[child].seq) ++child;
+    if (e.seq <= heap_[child].seq) break;
+    heap_[i] = heap_[child];
+  }
+  heap_[i] = e;
+}
+
 reproducer::reproducer(heap_media media)
-    : media_(std::move(media)), scan_(media_.layout().logs, 0), queued_(media_.layout().logs) {
+    : media_(std::move(media)),
+      cursors_(media_.layout().logs),
+      published_(media_.layout().logs, 0) {
   const root_record r = media_.root();
   applied_ = r.applied_seq;
   epoch_ = r.epoch;
   undo_ = r.undo != 0;
 }
 
-void reproducer::scan(std::uint32_t log) {
-  while (auto u = media_.read_unit(log, scan_[log], epoch_)) {
-    // A unit's records have consecutive seqs: its space is free once the last one is applied.
-    queued_[log].emplace_back(scan_[log], u->records.back().seq);
-    scan_[log] += u->chunks;
-    for (record& r : u->records) {
-      if (r.seq > applied_) ready_.emplace(r.seq, std::move(r));
-    }
+void reproducer::restart(const std::vector<std::uint64_t>* heads) {
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
+    cursors_[log] = cursor{heads != nullptr ? (*heads)[log] : 0, std::nullopt};
   }
+  queue_.clear();
 }
 
 std::uint64_t reproducer::roll_back() {
   std::uint64_t rolled = 0;
   const heap_layout& layout = media_.layout();
+  touched_words touched;
   // Undo records lie in fixed slots; a live one may start at any chunk. Live records touch
   // disjoint words (each was written while its transaction held the words' orecs), so the order
   // of rollback does not matter.
   for (std::uint32_t log = 0; log < layout.logs; ++log) {
     for (std::uint64_t pos = 0; pos < layout.log_chunks; ++pos) {
       if (const auto r = media_.read_record(log, pos, epoch_, true)) {
-        media_.apply(*r);
+        media_.apply(*r, touched);
         ++rolled;
       }
     }
   }
-  if (rolled != 0) persist(media_.home(), layout.words * sizeof(std::uint32_t));
+  media_.persist_home(touched);
   return rolled;
 }
 
-std::uint64_t reproducer::apply_ready() {
-  std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0, applied = 0;
-  for (auto it = ready_.begin(); it != ready_.end() && it->first == applied_ + 1;
-       it = ready_.erase(it)) {
-    media_.apply(it->second);
-    for (const std::uint64_t p : it->second.pairs) {
-      lo = std::min(lo, p & 0xffffffffu);
-      hi = std::max(hi, p & 0xffffffffu);
-    }
-    ++applied_;
-    ++applied;
+std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touched) {
+  // Logs whose next unit was not there at the last look may have it now.
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
+    cursor& c = cursors_[log];
+    if (!c.next && (c.next = media_.read_unit(log, c.pos, epoch_))) queue_.push({c.next->seq, log});
   }
-  if (applied != 0) persist(media_.home() + lo, (hi - lo + 1) * sizeof(std::uint32_t));
+  std::uint64_t applied = 0;
+  // The lowest next unit continues the prefix, or nothing does: then seq applied_ + 1 is in no
+  // log's next unit, so in none of their units (each log's seqs rise), and that is the gap. A unit
+  // at or below applied_ (at recovery after a crash that came before its space was freed) is
+  // passed over.
+  while (!queue_.empty() && queue_.top().seq <= applied_ + 1 && applied < limit) {
+    const std::uint32_t log = queue_.top().log;
+    cursor& c = cursors_[log];
+    // A warp's commits lie in its log one after another: follow the log while it continues.
+    do {
+      applied += media_.apply(*c.next, applied_, touched);
+      applied_ = std::max(applied_, c.next->last());
+      c.pos += c.next->chunks;
+      c.next = media_.read_unit(log, c.pos, epoch_);
+      if (c.next) media_.prefetch(log, c.pos + c.next->chunks);
+    } while (c.next && c.next->seq <= applied_ + 1 && applied < limit);
+    if (c.next) {
+      queue_.replace_top({c.next->seq, log});
+    } else {
+      queue_.pop();
+    }
+  }
   return applied;
 }
 
-bool reproducer::pass() {
-  for (std::uint32_t log = 0; log < scan_.size(); ++log) scan(log);
-  if (apply_ready() == 0) return false;
+std::uint64_t reproducer::unreachable() const {
+  std::uint64_t records = 0;
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
+    std::uint64_t pos = cursors_[log].pos;
+    while (const auto u = media_.read_unit(log, pos, epoch_)) {
+      records += u->width;
+      pos += u->chunks;
+    }
+  }
+  return records;
+}
+
+void reproducer::free_log_space() {
+  // Every unit before a log's cursor is applied: its chunks may be overwritten. The heads that
+  // moved are persisted with one call over their control lines.
+  log_control* first = nullptr;
+  log_control* last = nullptr;
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
+    if (cursors_[log].pos == published_[log]) continue;
+    published_[log] = cursors_[log].pos;
+    log_control& c = media_.control(log);
+    shared_word(c.head).store(published_[log], std::memory_order_release);
+    if (first == nullptr) first = &c;
+    last = &c;
+  }
+  if (first != nullptr) persist(first, static_cast<std::size_t>(last + 1 - first) * sizeof *first);
+}
+
+std::uint64_t reproducer::pass() {
+  touched_words touched;
+  const std::uint64_t applied = apply_ready(kBatch, touched);
+  if (applied == 0) return 0;
+  media_.persist_home(touched);
   crash_point("tx.apply");
   media_.write_root(applied_, epoch_, undo_);
   crash_point("tx.flip");
-  // Records up to applied_ are in the home image: their chunks may be overwritten. Within a log
-  // records lie in sequence order, so the applied ones are a prefix of each queue.
-  for (std::uint32_t log = 0; log < scan_.size(); ++log) {
-    auto& q = queued_[log];
-    while (!q.empty() && q.front().second <= applied_) q.pop_front();
-    const std::uint64_t head = q.empty() ? scan_[log] : q.front().first;
-    std::uint64_t& published = media_.control(log).head;
-    if (head != shared_word(published).load(std::memory_order_relaxed)) {
-      shared_word(published).store(head, std::memory_order_release);
-      persist(&published, sizeof published);
-    }
-  }
-  return true;
+  free_log_space();
+  return applied;
 }
 
 void reproducer::mark_applied(std::uint64_t seq) {
@@ -101,26 +161,28 @@ reproducer::recovered reproducer::recover(bool undo_next) {
   if (undo_) {
     out.rolled_back = roll_back();
   } else {
-    for (std::uint32_t log = 0; log < scan_.size(); ++log) {
-      scan_[log] = shared_word(media_.control(log).head).load();
-      scan(log);
+    std::vector<std::uint64_t> heads(cursors_.size());
+    for (std::uint32_t log = 0; log < heads.size(); ++log) {
+      heads[log] = shared_word(media_.control(log).head).load();
     }
-    out.replayed = apply_ready();
-    out.discarded = ready_.size();
+    restart(&heads);
+    touched_words touched;
+    out.replayed = apply_ready(std::numeric_limits<std::uint64_t>::max(), touched);
+    media_.persist_home(touched);
+    out.discarded = unreachable();
   }
   crash_point("tx.recover.replayed");
   // A new epoch: every record written so far stops validating, so the logs start empty.
   undo_ = undo_next;
   media_.write_root(applied_, ++epoch_, undo_);
   crash_point("tx.recover.flipped");
-  for (std::uint32_t log = 0; log < scan_.size(); ++log) {
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     log_control& c = media_.control(log);
     shared_word(c.head).store(0);
     persist(&c, sizeof c);
-    scan_[log] = 0;
-    queued_[log].clear();
   }
-  ready_.clear();
+  restart(nullptr);
+  std::fill(published_.begin(), published_.end(), 0);
   return out;
 }
 

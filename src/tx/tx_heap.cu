@@ -237,7 +237,11 @@ struct tx_heap::impl {
     std::unique_lock lock(mutex);
     while (!stop) {
       try {
-        wait = rep.pass() || kicked ? microseconds{50} : std::min(wait * 2, microseconds{1000});
+        // After a full batch more records are likely waiting: the next pass starts at once.
+        const std::uint64_t applied = rep.pass();
+        wait = applied >= T::reproducer::kBatch ? microseconds{0}
+               : applied != 0 || kicked         ? microseconds{50}
+                                                : std::min(wait * 2, microseconds{1000});
       } catch (...) {
         failure = std::current_exception();
         return;
@@ -454,8 +458,11 @@ void tx_heap::sync(cudaStream_t stream) {
     impl_->rep.mark_applied(committed);
     return;
   }
-  // Records of kernels in other streams may still be on their way.
-  while (impl_->pass() < committed) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // A pass applies at most a batch: passes follow each other while they make progress. Records
+  // of kernels in other streams may still be on their way.
+  for (std::uint64_t last = 0, now = 0; (now = impl_->pass()) < committed; last = now) {
+    if (now == last) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 std::uint64_t tx_heap::durable_seq() {

@@ -2,11 +2,15 @@
 // crash leaves behind): replay in sequence order across logs, the first gap or torn record ends
 // the replay, records of other epochs or heaps and records already applied are ignored, records
 // wrap around the end of their log, discarded records never come back, recovery is idempotent,
-// HCL-striped groups replay only when every member is there, live undo records roll back.
+// HCL-striped groups replay only when every member is there, live undo records roll back; and
+// the merge of many logs, at recovery and while the heap is open (passes in batches, heads
+// published only for applied records).
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/detail/format.hpp>
 #include <gpm/tx/tx_heap.cuh>
 
+#include <atomic>
+#include <random>
 #include <utility>
 
 #include "tx_test_support.hpp"
@@ -22,6 +26,62 @@ gpm::tx_options options() {
   o.mode = gpm::tx_mode::direct;
   o.max_threads = 256;
   return o;
+}
+
+using pairs = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
+
+// One reservation's records in a history: a plain record, or a striped group of members.size().
+struct planned_unit {
+  std::uint32_t log = 0;
+  std::uint64_t pos = 0;
+  std::uint64_t seq = 0;  // the first member's; the others follow
+  bool striped = false;
+  std::vector<pairs> members;
+  std::uint64_t chunks() const {
+    std::uint64_t depth = 0;
+    for (const pairs& m : members) depth = std::max(depth, F::record_chunks(m.size()));
+    return striped ? depth * members.size() : depth;
+  }
+};
+
+// A commit history of `records` records over `logs` logs, in sequence order, as warps leave it:
+// runs of up to 32 consecutive sequence numbers, each run in one log, either as plain records end
+// to end or as one striped group; records of 1 to 3 pairs on words below `words`.
+std::vector<planned_unit> plan_history(std::uint64_t records, std::uint32_t logs,
+                                       std::uint32_t words, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint64_t> next(logs, 0);
+  std::vector<planned_unit> units;
+  const auto record_pairs = [&] {
+    pairs p(1 + rng() % 3);
+    for (auto& [w, v] : p) w = static_cast<std::uint32_t>(rng() % words), v = rng() % 1000;
+    return p;
+  };
+  for (std::uint64_t seq = 1; seq <= records;) {
+    const std::uint64_t run = std::min<std::uint64_t>(1 + rng() % 32, records - seq + 1);
+    const auto log = static_cast<std::uint32_t>(rng() % logs);
+    const bool striped = run > 1 && rng() % 2 == 0;
+    for (std::uint64_t i = 0; i < run; i += striped ? run : 1) {
+      planned_unit u{log, next[log], seq + i, striped, {}};
+      for (std::uint64_t m = 0; m < (striped ? run : 1); ++m) u.members.push_back(record_pairs());
+      next[log] += u.chunks();
+      units.push_back(std::move(u));
+    }
+    seq += run;
+  }
+  return units;
+}
+
+// The home image after every record of `units` up to seq `last`, from zeros.
+std::vector<std::uint32_t> replayed(const std::vector<planned_unit>& units, std::uint64_t last,
+                                    std::uint32_t words) {
+  std::vector<std::uint32_t> home(words, 0);
+  for (const planned_unit& u : units) {
+    for (std::uint64_t m = 0; m < u.members.size() && u.seq + m <= last; ++m) {
+      for (const auto& [w, v] : u.members[m]) home[w] = v;
+    }
+  }
+  return home;
 }
 
 // The heap object of a heap no process has open, read and written like a crash left it.
@@ -84,6 +144,17 @@ class media {
         32,  static_cast<std::uint32_t>(pos % 32)};
     store(log, pos, rec, 32, 0, F::undo_salt(F::salt_of(header_)), 0);
   }
+  // Writes a planned unit (plain record or striped group).
+  void put_unit(const planned_unit& u) const {
+    for (std::uint32_t m = 0; m < u.members.size(); ++m) {
+      if (u.striped) {
+        put_member(u.log, u.pos, static_cast<std::uint32_t>(u.members.size()), m, u.seq + m,
+                   u.members[m]);
+      } else {
+        put(u.log, u.pos, u.seq, u.members[m]);
+      }
+    }
+  }
   // Flips one bit of the slot `slot` of the record at `pos` of `log`.
   void tear(std::uint32_t log, std::uint64_t pos, std::uint64_t slot) const {
     auto* data = reinterpret_cast<std::uint64_t*>(object_ + layout_.log_offset()) +
@@ -106,10 +177,11 @@ class media {
     const std::uint64_t chunks = F::record_chunks(rec.count);
     auto* data = reinterpret_cast<std::uint64_t*>(object_ + layout_.log_offset()) +
                  2 * layout_.log_chunks * log;
+    // Stored atomically, as kernels do: the reproducer of an open heap may read them meanwhile.
     for (std::uint64_t j = 0; j < (chunks_written != 0 ? chunks_written : chunks); ++j) {
       const std::uint64_t at = (pos + j * stride) % layout_.log_chunks;
-      data[2 * at] = rec.slot(2 * j);
-      data[2 * at + 1] = rec.slot(2 * j + 1);
+      std::atomic_ref<std::uint64_t>(data[2 * at]).store(rec.slot(2 * j));
+      std::atomic_ref<std::uint64_t>(data[2 * at + 1]).store(rec.slot(2 * j + 1));
     }
     return chunks;
   }
@@ -340,6 +412,89 @@ TEST_F(TxRecovery, ReplaysWhatKernelsLeftInTheLogs) {
   std::vector<std::uint32_t> got(w.words());
   heap.load(0, got.data(), got.size());
   EXPECT_EQ(got, expect);
+}
+
+constexpr gpm::tx_geometry kMany{.words = 4096, .logs = 16, .log_bytes = 512 << 10};
+
+// Where each log's stream stands once every unit of `units` below seq `gap` is applied: at its
+// first unit at or above `gap`, else at its end.
+std::vector<std::uint64_t> heads_at(const std::vector<planned_unit>& units, std::uint64_t gap) {
+  std::vector<std::uint64_t> heads(kMany.logs, 0);
+  std::vector<bool> stopped(kMany.logs, false);
+  for (const planned_unit& u : units) {
+    if (u.seq >= gap) stopped[u.log] = true;
+    if (!stopped[u.log]) heads[u.log] = u.pos + u.chunks();
+  }
+  return heads;
+}
+
+// 3000 records over 16 logs, plain and striped, one unit torn: recovery merges the logs up to it,
+// counts what lies beyond as discarded, and a second recovery changes nothing.
+TEST_F(TxRecovery, MergesManyInterleavedLogsUpToATornUnit) {
+  gpm::tx_heap::create(pool.get(), "many", kMany, options());
+  media mm(pool.get(), "many");
+  const std::vector<planned_unit> units = plan_history(3000, kMany.logs, kMany.words, 7);
+  for (const planned_unit& u : units) mm.put_unit(u);
+  const auto torn = std::find_if(units.begin(), units.end(),
+                                 [](const planned_unit& u) { return u.seq >= 1500 && u.striped; });
+  ASSERT_NE(torn, units.end());
+  mm.tear(torn->log, torn->pos, 0);
+  std::uint64_t beyond = 0;  // valid records after the gap, in logs that reach past it
+  for (const planned_unit& u : units) {
+    if (u.seq > torn->seq && u.log != torn->log) beyond += u.members.size();
+  }
+  const auto open_many = [&] {
+    auto heap = gpm::tx_heap::open(pool.get(), "many", kMany, options());
+    std::vector<std::uint32_t> w(kMany.words);
+    heap.load(0, w.data(), w.size());
+    return std::make_pair(heap.last_recovery(), w);
+  };
+  const auto [rec, w] = open_many();
+  EXPECT_EQ(rec.replayed, torn->seq - 1);
+  EXPECT_EQ(rec.applied_seq, torn->seq - 1);
+  EXPECT_EQ(rec.discarded, beyond);
+  EXPECT_EQ(w, replayed(units, torn->seq - 1, kMany.words));
+  const auto [again, w2] = open_many();
+  EXPECT_EQ(again.replayed, 0u);
+  EXPECT_EQ(again.discarded, 0u);
+  EXPECT_EQ(w2, w);
+}
+
+// An open heap's reproducer, finding more records than one pass applies at once, over 16 logs
+// with a unit missing: it applies exactly the prefix before the gap, frees in each log only the
+// space of applied records, and goes on once the unit arrives.
+TEST_F(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
+  auto heap = gpm::tx_heap::create(pool.get(), "live", kMany, options());
+  media lm(pool.get(), "live");
+  constexpr std::uint64_t kRecords = 100'000;
+  const std::vector<planned_unit> units = plan_history(kRecords, kMany.logs, kMany.words, 11);
+  const auto gap = std::find_if(units.begin(), units.end(),
+                                [](const planned_unit& u) { return u.seq >= 90'000; });
+  ASSERT_NE(gap, units.end());
+  // Seq 1 last: until it is there nothing applies, then more than a pass's batch at once.
+  for (auto u = units.begin() + 1; u != units.end(); ++u) {
+    if (u != gap) lm.put_unit(*u);
+  }
+  EXPECT_EQ(heap.durable_seq(), 0u);
+  lm.put_unit(units.front());
+  const auto durable_until = [&](std::uint64_t seq) {
+    for (int i = 0; i < 1000 && heap.durable_seq() < seq; ++i) {
+    }
+    return heap.durable_seq();
+  };
+  EXPECT_EQ(durable_until(gap->seq - 1), gap->seq - 1);
+  EXPECT_EQ(lm.root().applied_seq, gap->seq - 1);
+  const std::vector<std::uint32_t> prefix = replayed(units, gap->seq - 1, kMany.words);
+  EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), lm.home()));
+  const std::vector<std::uint64_t> heads = heads_at(units, gap->seq);
+  for (std::uint32_t log = 0; log < kMany.logs; ++log) EXPECT_EQ(lm.head(log), heads[log]) << log;
+
+  lm.put_unit(*gap);
+  EXPECT_EQ(durable_until(kRecords), kRecords);
+  const std::vector<std::uint32_t> all = replayed(units, kRecords, kMany.words);
+  EXPECT_TRUE(std::equal(all.begin(), all.end(), lm.home()));
+  const std::vector<std::uint64_t> ends = heads_at(units, kRecords + 1);
+  for (std::uint32_t log = 0; log < kMany.logs; ++log) EXPECT_EQ(lm.head(log), ends[log]) << log;
 }
 
 }  // namespace
