@@ -214,8 +214,7 @@ TEST(CheckpointCrash, RestoredStateIsACompletedCheckpointAndResumingFinishesTheS
     gpm::test::kill_policy policy;
     std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
     if (t % 3 != 2) {
-      policy =
-          gpm::test::kill_after_ms(full_ms * static_cast<double>(rng() % 1000) / 1000, "ready");
+      policy = gpm::test::kill_during_run(rng, full_ms);
       what += ", killed at a random time";
     } else {
       const char* point = kCrashPoints[(t / 3) % std::size(kCrashPoints)];

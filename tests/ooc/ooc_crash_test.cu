@@ -128,7 +128,7 @@ GPM_CRASH_SCENARIO(ooc_epochs) {
   failures.fill_bytes(0);
   const std::uint64_t first = m.stats().epoch + 1;
   gpm::test::report_progress(args, "ready");
-  const auto start = std::chrono::steady_clock::now();
+  const auto ready = std::chrono::steady_clock::now();
   for (std::uint64_t e = first; e < first + kEpochs; ++e) {
     gpm::launch(epoch_kernel, kCrashBlocks, kCrashThreads, 0, nullptr, a,
                 static_cast<std::uint32_t>(e), write_only(args.seed), failures.data());
@@ -136,8 +136,7 @@ GPM_CRASH_SCENARIO(ooc_epochs) {
     m.sync();
     gpm::test::report_progress(args, "synced " + std::to_string(e));
   }
-  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-  gpm::test::report_progress(args, "ran " + std::to_string(took.count()));
+  gpm::test::report_run_ms(args, ready);
   return gpm::test::to_host(failures)[0] == 0 ? 0 : 3;
 }
 
@@ -220,19 +219,9 @@ double run_ms() {
   static const double ms = [] {
     gpm::test::scratch_dirs dirs("ooc-calibrate");
     const std::string path = make_file(dirs, 0);
-    const auto r = gpm::test::run_child("ooc_epochs", args_for(dirs, path, 0), {});
-    for (const std::string& line : r.progress) {
-      if (line.rfind("ran ", 0) == 0) return std::max(1.0, std::stod(line.substr(4)));
-    }
-    ADD_FAILURE() << "the calibration run did not finish: " << r.describe();
-    return 100.0;
+    return gpm::test::measure_run_ms("ooc_epochs", args_for(dirs, path, 0));
   }();
   return ms;
-}
-
-gpm::test::kill_policy kill_at_random(std::mt19937_64& rng) {
-  const double frac = static_cast<double>(rng() % 1000) / 1000.0;
-  return gpm::test::kill_after_ms(0.1 + frac * run_ms(), "ready");
 }
 
 // Each point with how many times a run reaches it at least (the n-th time is chosen at random up
@@ -257,7 +246,7 @@ void epoch_trial(int t, bool at_points) {
                      (resident(seed) ? ", resident" : "") + ")";
   gpm::test::kill_policy policy;
   if (!at_points) {
-    policy = kill_at_random(rng);
+    policy = gpm::test::kill_during_run(rng, run_ms());
     what += ", killed " + std::to_string(*policy.after_ms) + " ms after ready";
   } else {
     const point& p = kPoints[rng() % std::size(kPoints)];

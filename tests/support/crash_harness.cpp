@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,8 @@
 #include <filesystem>
 #include <map>
 #include <string_view>
+
+#include <gtest/gtest.h>
 
 #include <gpm/platform/hash.hpp>
 
@@ -210,6 +213,25 @@ child_result run_child(const std::string& scenario, const scenario_args& args,
     }
   }
   return result;
+}
+
+void report_run_ms(const scenario_args& args, std::chrono::steady_clock::time_point ready) {
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - ready;
+  report_progress(args, "ran " + std::to_string(took.count()));
+}
+
+double measure_run_ms(const std::string& scenario, const scenario_args& args) {
+  const child_result r = run_child(scenario, args, {});
+  for (const std::string& line : r.progress) {
+    if (line.rfind("ran ", 0) == 0) return std::max(1.0, std::stod(line.substr(4)));
+  }
+  ADD_FAILURE() << "the calibration run did not finish: " << r.describe();
+  return 100.0;
+}
+
+kill_policy kill_during_run(std::mt19937_64& rng, double run_ms) {
+  const double frac = static_cast<double>(rng() % 1000) / 1000.0;
+  return kill_after_ms(0.1 + frac * run_ms, "ready");
 }
 
 int crash_trials(int fallback) {

@@ -7,13 +7,20 @@
 //   GPM_CRASH_SCENARIO(my_scenario) { ... return 0; }   // runs in the child
 //   auto r = gpm::test::run_child("my_scenario", args, gpm::test::kill_after_ms(d));
 //
+// To spread random kills over a whole run, on a GPU and on the emulator alike, the scenario
+// reports how long its run took (report_run_ms), the parent measures it once with an
+// uninterrupted child (measure_run_ms) and kills each trial at a random moment of it
+// (kill_during_run).
+//
 // Trial counts come from crash_trials(default): GPMKIT_CRASH_TRIALS overrides it, so the same
 // test runs a few trials in CI and thousands in the `crash-long` label.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -69,6 +76,14 @@ struct child_result {
 // Starts `scenario` in a child and ends it as `policy` says.
 child_result run_child(const std::string& scenario, const scenario_args& args,
                        const kill_policy& policy);
+
+// In the child: reports "ran <ms>", the milliseconds since `ready` (when it reported "ready").
+void report_run_ms(const scenario_args& args, std::chrono::steady_clock::time_point ready);
+// Runs `scenario` to its end and returns the milliseconds it reported with report_run_ms (at
+// least 1); a run that reported none fails the test and counts as 100 ms.
+double measure_run_ms(const std::string& scenario, const scenario_args& args);
+// SIGKILL at a random moment of a run that takes `run_ms` after "ready".
+kill_policy kill_during_run(std::mt19937_64& rng, double run_ms);
 
 // Trials to run: GPMKIT_CRASH_TRIALS if set, else `fallback`.
 int crash_trials(int fallback);

@@ -97,7 +97,7 @@ GPM_CRASH_SCENARIO(tx_atm) {
   gpm::device_buffer<gpm::tx_status> status(w.transactions);
   gpm::stream stream;
   gpm::test::report_progress(args, "ready");
-  const auto start = std::chrono::steady_clock::now();
+  const auto ready = std::chrono::steady_clock::now();
   for (std::uint64_t b = 0; b < kBatches; ++b) {
     const outcome_arrays out{seqs, status.data()};
     if (s.tile == 1) {
@@ -112,8 +112,7 @@ GPM_CRASH_SCENARIO(tx_atm) {
     heap.sync(stream);
     gpm::test::report_progress(args, "durable " + std::to_string(heap.durable_seq()));
   }
-  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-  gpm::test::report_progress(args, "ran " + std::to_string(took.count()));
+  gpm::test::report_run_ms(args, ready);
   return 0;
 }
 
@@ -236,23 +235,9 @@ double run_ms(std::uint64_t seed) {
   if (known != measured.end()) return known->second;
   gpm::test::scratch_dirs dirs("tx-calibrate");
   create_bank(dirs, shape_seed);
-  const auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", shape_seed), {});
-  double ms = 100.0;
-  const auto ran = std::find_if(r.progress.begin(), r.progress.end(),
-                                [](const std::string& line) { return line.rfind("ran ", 0) == 0; });
-  if (ran != r.progress.end()) {
-    ms = std::max(1.0, std::stod(ran->substr(4)));
-  } else {
-    ADD_FAILURE() << "the calibration run did not finish: " << r.describe();
-  }
+  const double ms = gpm::test::measure_run_ms("tx_atm", dirs.args("bank.pool", shape_seed));
   measured[shape_seed] = ms;
   return ms;
-}
-
-// A random moment within a run of trial `seed`'s shape.
-gpm::test::kill_policy kill_at_random(std::mt19937_64& rng, std::uint64_t seed) {
-  const double frac = static_cast<double>(rng() % 1000) / 1000.0;
-  return gpm::test::kill_after_ms(0.1 + frac * run_ms(seed), "ready");
 }
 
 // Steps of the protocol; the kernel's are reached many times per run, the host's fewer. On a GPU
@@ -269,7 +254,7 @@ void atm_trial(int t, bool at_points) {
                      shape_of(seed).describe() + ")";
   gpm::test::kill_policy policy;
   if (!at_points) {
-    policy = kill_at_random(rng, seed);
+    policy = gpm::test::kill_during_run(rng, run_ms(seed));
     what += ", killed " + std::to_string(*policy.after_ms) + " ms after ready";
   } else {
     // The helpers' points exist only with helpers, the switch only in adaptive runs; undo
@@ -317,8 +302,8 @@ TEST(TxCrash, RecoveryIsIdempotent) {
     create_bank(dirs, seed);
     std::mt19937_64 rng(seed);
     const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-    auto r =
-        gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed), kill_at_random(rng, seed));
+    auto r = gpm::test::run_child("tx_atm", dirs.args("bank.pool", seed),
+                                  gpm::test::kill_during_run(rng, run_ms(seed)));
     ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
     std::filesystem::copy_file(dirs.pool_path("bank.pool"), dirs.pool_path("copy.pool"));
     const char* point = points[t % 2];
