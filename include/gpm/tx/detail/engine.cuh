@@ -13,23 +13,21 @@
 // wins: it first CASes the owner's status word ACTIVE -> ABORTED (the signal the owner checks at
 // commit) and then the orec; the higher slot aborts itself. A transaction commits by CASing its
 // own status ACTIVE -> COMMITTING; from then on nobody may abort it, and a stealer that finds its
-// owner COMMITTING waits a while for the orec instead, then aborts itself (within its own warp at
-// once: the committer may be waiting for it at a warp collective). That closes the paper's window
-// between the owner's check and its write-back. Locks are released by CAS, so a stolen orec is
-// never freed by its former owner.
+// owner COMMITTING aborts itself instead. That closes the paper's window between the owner's
+// check and its write-back. Locks are released by CAS, so a stolen orec is never freed by its
+// former owner.
 //
 // Commit order. A committer takes its global sequence number after COMMITTING, while it still
 // holds all its orecs, so conflicting transactions are numbered in conflict order and replaying
 // records in sequence order reproduces the heap. The counter's atomic is relaxed: the orecs'
 // release and acquire (and the combining list's) already order two conflicting committers'
-// atomics, and a sequentially consistent one costs a GPU-wide fence on every commit. The number and
-// the record's space in its log stream are taken together under one order lock per log (direct,
-// striped) or per block (in kernels launched with a ring, for ring and direct commits alike), so
-// within a log records lie in sequence order; this is what lets the host free log space in order
-// without ever waiting on a record that cannot be written. The lock covers only handing out the
-// positions: a committer releases its orecs right after (its number already orders it before any
-// conflicting commit that follows), and only then waits for log or ring space and writes its
-// record.
+// atomics, and a sequentially consistent one costs a GPU-wide fence on every commit. The number and the record's space in its log
+// stream are taken together under one order lock per log (direct, striped) or per block (in
+// kernels launched with a ring, for ring and direct commits alike), so within a log records lie
+// in sequence order; this is what lets the host free log space in order without ever waiting on
+// a record that cannot be written. The lock covers only handing out the positions: a committer
+// releases its orecs right after (its number already orders it before any conflicting commit
+// that follows), and only then waits for log or ring space and writes its record.
 #pragma once
 
 #include <cstdint>
@@ -177,10 +175,6 @@ using blk32 = atomic_ref<std::uint32_t, thread_scope::block>;
 
 // Waits politely: lets other warps (and, on the emulator, other fibers) run.
 __device__ inline void pause(std::uint32_t round) { __nanosleep(round < 6 ? 32u << round : 2048u); }
-
-// How long a transaction waits for a COMMITTING owner's orec before it gives up: pause()
-// rounds, about 20 us.
-inline constexpr std::uint32_t kCommitterWaitRounds = 16;
 
 template <class Lock>
 __device__ inline void lock_order(Lock lock) {
@@ -399,11 +393,7 @@ class transaction {
     return true;
   }
 
-  // Fig. 2's lock acquisition, with the COMMITTING rule. An orec whose owner (of another warp) is
-  // COMMITTING is waited for, a while, instead of given up: a committer releases its orecs
-  // within a few steps, so the attempt usually keeps what it did. The wait is bounded because a
-  // committer may itself wait at a warp collective for a lane that waits here (tiles), and it
-  // ends early if a stealer aborts this attempt.
+  // Fig. 2's lock acquisition, with the COMMITTING rule.
   __device__ bool acquire_orec(std::uint64_t o) {
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if (held_[i] == o) return true;
@@ -414,48 +404,30 @@ class transaction {
     }
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
-    for (std::uint32_t tries = 0, round = 0; tries < 4;) {
-      if (cur != 0) {
-        const owner_is owner = owner_of(cur);
-        if (owner == owner_is::ahead) break;
-        if (owner == owner_is::committing) {
-          if (round == kCommitterWaitRounds || !ok()) break;
-          pause(round++);
-          cur = orec.load(memory_order_acquire);
-          continue;
-        }
-      }
+    for (int tries = 0; tries < 4; ++tries) {
+      if (cur != 0 && !owner_yields(cur)) break;
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acq_rel)) {
         held_[locks_++] = o;
         return true;
       }
-      ++tries;
     }
     state_ = conflict;
     return false;
   }
 
-  // What the attempt that holds an orec (value `rec`) is to us: gone (it is over, or we aborted
-  // it just now: take the orec), committing (wait), or ahead (it outranks us: give up).
-  enum class owner_is { gone, committing, ahead };
-  __device__ owner_is owner_of(std::uint64_t rec) const {
+  // Whether the attempt that holds an orec (value `rec`) lets us take it: it is over, or we
+  // aborted it just now. False when it is committing or outranks us.
+  __device__ bool owner_yields(std::uint64_t rec) const {
     const std::uint64_t owner = (rec >> 32) - 1;
-    if (owner >= v_.max_threads) return owner_is::gone;  // not a live owner's record
+    if (owner >= v_.max_threads) return true;  // not a live owner's record
     dev64 st(v_.status[owner]);
     std::uint64_t s = st.load(memory_order_acquire);
     for (;;) {
       const bool same_attempt = attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec);
-      if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return owner_is::gone;
-      // A committer of our own warp may be waiting at a warp collective (a tile's commit) for
-      // this very lane: give up instead of waiting.
-      if (state_of(s) == kCommitting) {
-        const std::uint64_t warp_first = slot_ - lane_id();
-        return owner >= warp_first && owner < warp_first + 32 ? owner_is::ahead
-                                                              : owner_is::committing;
-      }
-      if (owner < slot_) return owner_is::ahead;
+      if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return true;
+      if (state_of(s) == kCommitting || owner < slot_) return false;
       if (st.compare_exchange_strong(s, status_word(s >> 2, kAborted), memory_order_acq_rel)) {
-        return owner_is::gone;
+        return true;
       }
     }
   }
