@@ -586,14 +586,29 @@ std::vector<unsigned char> over(std::vector<unsigned char> file,
   return file;
 }
 
-TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
+// A file of `file_lines` lines of pattern bytes, of which a test maps the first `size` bytes.
+struct partly_mapped {
   files f;
+  std::uint64_t size;
+  std::string path;
+  std::vector<unsigned char> before;
+  std::vector<std::uint32_t> expect;  // the mapped elements, as kernels must see them
+  partly_mapped(const std::string& name, std::uint64_t file_lines, std::uint64_t bytes,
+                std::uint64_t seed)
+      : size(bytes),
+        path(f.make(name, lines(file_lines), seed)),
+        before(read_file(path)),
+        expect(prefix<std::uint32_t>(before, bytes)) {}
+};
+
+TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
   // 37 lines and 100 elements of a 40-line file: the last line partial, the file's tail unmapped;
   // a 6-line host cache stages the load in runs of 3 lines.
-  const std::uint64_t size = lines(37) + 400;
-  const std::string path = f.make("res.bin", lines(40), 21);
-  const auto before = read_file(path);
-  auto expect = prefix<std::uint32_t>(before, size);
+  partly_mapped t("res.bin", 40, lines(37) + 400, 21);
+  const std::uint64_t size = t.size;
+  const std::string& path = t.path;
+  const auto& before = t.before;
+  auto& expect = t.expect;
   {
     mapping m(path, size, 0, tiny(mode::read_write, 38, 6));
     ASSERT_TRUE(m.resident());
@@ -642,12 +657,11 @@ TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
 }
 
 TEST(OocResident, WriteModeStartsAtZeroAndWritesBackOnlyTheBytesStored) {
-  files f;
-  const std::uint64_t size = lines(20) + 96;
-  const std::string path = f.make("resw.bin", lines(21), 22);
-  const auto before = read_file(path);
-  auto expect = prefix<std::uint32_t>(before, size);
-  mapping m(path, size, 0, tiny(mode::write, 21, 6));
+  partly_mapped t("resw.bin", 21, lines(20) + 96, 22);
+  const std::string& path = t.path;
+  const auto& before = t.before;
+  auto& expect = t.expect;
+  mapping m(path, t.size, 0, tiny(mode::write, 21, 6));
   ASSERT_TRUE(m.resident());
   EXPECT_EQ(m.stats().bytes_to_gpu, 0u);  // nothing is fetched
   EXPECT_EQ(m.stats().file_bytes_read, 0u);
@@ -674,15 +688,15 @@ TEST(OocResident, WriteModeStartsAtZeroAndWritesBackOnlyTheBytesStored) {
 }
 
 TEST(OocResident, ReadAndVolatileMappingsNeverWriteBack) {
-  files f;
-  const std::uint64_t size = lines(9) + 12;
-  const std::string path = f.make("resr.bin", lines(10), 23);
-  const auto before = read_file(path);
+  partly_mapped t("resr.bin", 10, lines(9) + 12, 23);
+  const std::uint64_t size = t.size;
+  const std::string& path = t.path;
+  const auto& before = t.before;
   for (const mode md : {mode::read, mode::volatile_data}) {
     mapping m(path, size, 0, tiny(md, 10, 6));
     ASSERT_TRUE(m.resident()) << to_string(md);
     auto a = m.ref<std::uint32_t>();
-    EXPECT_EQ(load(a, iota(a.size())).values, prefix<std::uint32_t>(before, size));
+    EXPECT_EQ(load(a, iota(a.size())).values, t.expect);
     if (md == mode::read) {
       expect_all(store(a, {0, 5}, {1u, 2u}), status::read_only);
       expect_all(write_lines<1>(a, numbers(a.size(), 1), access::read_write), status::read_only);

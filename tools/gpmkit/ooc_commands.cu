@@ -65,6 +65,7 @@ json::object scan(const std::string& path, std::uint64_t offset, std::uint64_t b
                   const parsed_args& args) {
   gpm::ooc::mapping_options o;
   o.mode = gpm::ooc::mode::read;
+  o.resident = false;  // through the tiers as kernels see them, even when the GPU cache holds all
   if (const auto v = args.value("line-bytes")) o.line_bytes = parse_size(*v, "--line-bytes");
   if (const auto v = args.value("gpu-cache")) o.gpu_cache_bytes = parse_size(*v, "--gpu-cache");
   if (const auto v = args.value("host-cache")) o.host_cache_bytes = parse_size(*v, "--host-cache");
