@@ -48,6 +48,10 @@ constexpr std::uint64_t kMinGpuLineBytes = 64ull << 10;
 constexpr std::uint64_t kMinEmulatedLineBytes = 256;
 constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
 constexpr std::uint64_t kDefaultReadAheadBytes = 8ull << 20;
+// The host cache of a resident mapping only stages the load (two halves of io_service's 16 MiB
+// runs) and write-backs, so it takes at most this much of host_cache_bytes: pinning the whole
+// cap cost more at map time than reading the data did.
+constexpr std::uint64_t kResidentHostCacheBytes = 32ull << 20;
 // Tags hold line + 1 in 32 bits; the directory reserves two slot values.
 constexpr std::uint64_t kMaxLines = 0xffffffffull - 1;
 constexpr std::uint32_t kTouchThreads = 128;
@@ -246,6 +250,9 @@ void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
                       std::to_string(lb) + " bytes (2 per I/O thread and 2 more)");
     }
     m.host_lines = std::max(min_host, std::min(m.host_lines, m.line_count));
+  }
+  if (o.resident && m.capacity == m.line_count) {
+    m.host_lines = std::max(min_host, std::min(m.host_lines, kResidentHostCacheBytes / lb));
   }
   const std::uint64_t window = o.read_ahead_window != 0
                                    ? o.read_ahead_window
