@@ -520,14 +520,17 @@ __device__ inline void serve_requests(const heap_view& v) {
   std::uint64_t ring_pos = blk64(ring->reserved).load(memory_order_relaxed);
   for (std::uint32_t i = list; i != 0;) {
     reservation_request& r = req[i - 1];
-    i = r.next;  // read before the owner may reuse the request
+    i = r.next;
+    // Everything of the request is read before `seq` is set: from then on its owner may post
+    // its next request in the same place.
     const std::uint64_t chunks = r.chunks, through_ring = r.ring_chunks;
+    const std::uint32_t n = r.count;
     r.chunks = pos;
     r.ring_chunks = ring_pos;
     pos += chunks;
     ring_pos += through_ring;
     blk64(r.seq).store(seq, memory_order_release);
-    seq += r.count;
+    seq += n;
   }
   dev64(ring->stream.next).store(pos, memory_order_relaxed);
   blk64(ring->reserved).store(ring_pos, memory_order_release);
