@@ -117,28 +117,32 @@ def ooc_sections(records, describe_machine):
     family = [w for w in sorted(by_workload) if not w.startswith(ABLATION_PREFIX)]
     ablations = [w for w in sorted(by_workload) if w.startswith(ABLATION_PREFIX)]
     disks, machines = [], set()
-    if family:
-        lines += ["| workload | regime | footprint | " + " | ".join(MODES) +
-                  " | gpmkit vs chunked | gpmkit vs fread | disk_fraction gpmkit | "
-                  "disk_fraction chunked |",
-                  "|" + " --- |" * (len(MODES) + 7)]
-        for w in family:
+
+    def table(workloads, header, rows_of):
+        """The table of `workloads` (newest run of each) under `header`, noting their disks and
+        machines."""
+        if not workloads:
+            return []
+        out = list(header)
+        for w in workloads:
             run = newest_run(by_workload[w])
-            lines += family_rows(w, run)
+            out += rows_of(w, run)
             disks.append(f"{w} ({run[0]['timestamp']}): {disk_line(run) or 'no disk record'}")
             machines.add(describe_machine(run[0]))
-        lines.append("")
-    if ablations:
-        lines += ["### Ablations (gpmkit, out of core)", "",
-                  "| workload | line | GPU cache | host cache | read-ahead | time | disk_fraction "
-                  "| read-ahead hits | GPU wait (s) |",
-                  "|" + " --- |" * 9]
-        for w in ablations:
-            run = newest_run(by_workload[w])
-            lines += ablation_rows(w, run)
-            disks.append(f"{w} ({run[0]['timestamp']}): {disk_line(run) or 'no disk record'}")
-            machines.add(describe_machine(run[0]))
-        lines.append("")
+        return out + [""]
+
+    lines += table(family,
+                   ["| workload | regime | footprint | " + " | ".join(MODES) +
+                    " | gpmkit vs chunked | gpmkit vs fread | disk_fraction gpmkit | "
+                    "disk_fraction chunked |",
+                    "|" + " --- |" * (len(MODES) + 7)],
+                   family_rows)
+    lines += table(ablations,
+                   ["### Ablations (gpmkit, out of core)", "",
+                    "| workload | line | GPU cache | host cache | read-ahead | time | disk_fraction "
+                    "| read-ahead hits | GPU wait (s) |",
+                    "|" + " --- |" * 9],
+                   ablation_rows)
     lines += ["Disk measured in each run: " + "; ".join(disks) + ".", "",
               "Machine: " + "; ".join(sorted(machines)) + ".", ""]
     return lines
