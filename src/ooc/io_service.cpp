@@ -201,9 +201,6 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
 
 void io_service::load_resident(std::uint64_t lines) {
   const std::uint64_t lb = gpu_.line_bytes;
-  // Runs of kResidentRunBytes: large enough for reads at the disk's sequential bandwidth, small
-  // enough that the first copy starts early; at most half the host cache each.
-  constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
   const std::uint64_t run =
       std::max<std::uint64_t>(1, std::min(cache_.entries() / 2, kResidentRunBytes / lb));
   channel ch = make_channel();

@@ -27,6 +27,11 @@
 
 namespace gpm::detail::ooc {
 
+// load_resident() reads in runs of this many bytes (at most half the host cache each): large
+// enough for reads at the disk's sequential bandwidth, small enough that the first copy to the
+// GPU starts early.
+inline constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
+
 // Where the GPU cache lives, as the host addresses it with copies.
 struct gpu_cache_geometry {
   std::byte* lines = nullptr;

@@ -48,10 +48,10 @@ constexpr std::uint64_t kMinGpuLineBytes = 64ull << 10;
 constexpr std::uint64_t kMinEmulatedLineBytes = 256;
 constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
 constexpr std::uint64_t kDefaultReadAheadBytes = 8ull << 20;
-// The host cache of a resident mapping only stages the load (two halves of io_service's 16 MiB
-// runs) and write-backs, so it takes at most this much of host_cache_bytes: pinning the whole
-// cap cost more at map time than reading the data did.
-constexpr std::uint64_t kResidentHostCacheBytes = 32ull << 20;
+// The host cache of a resident mapping only stages the load (two halves, one resident run each)
+// and write-backs, so it takes at most this much of host_cache_bytes: pinning the whole cap cost
+// more at map time than reading the data did.
+constexpr std::uint64_t kResidentHostCacheBytes = 2 * kResidentRunBytes;
 // Tags hold line + 1 in 32 bits; the directory reserves two slot values.
 constexpr std::uint64_t kMaxLines = 0xffffffffull - 1;
 constexpr std::uint32_t kTouchThreads = 128;
