@@ -72,6 +72,52 @@ std::uint64_t dax_device_bytes(const struct stat& st, const std::string& path) {
   return bytes;
 }
 
+// Refuses what cannot hold a pool before anything opens it: opening a FIFO blocks until a writer
+// comes, a directory opens but cannot be mapped ("No such device"), and opening an arbitrary
+// device may act on it. Character devices must be device-DAX nodes.
+void refuse_special_file(const struct stat& st, const std::string& path) {
+  const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                                            : nullptr;
+  if (what != nullptr) {
+    throw_error(errc::invalid_argument,
+                path + " is " + what +
+                    ", not a pool: a pool is a regular file (in a tmpfs directory) or a "
+                    "device-DAX node");
+  }
+  if (S_ISCHR(st.st_mode)) dax_device_bytes(st, path);
+}
+
+// Opens an existing pool file or device-DAX node with `flags` after refusing special files, and
+// again after the open (the name may have been replaced in between; O_NONBLOCK keeps a FIFO
+// swapped in from blocking the open itself).
+int open_existing(const std::string& path, int flags) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) throw_error(errc::not_found, "pool " + path + " does not exist");
+    throw_error(errc::io, sys_error("cannot examine", path));
+  }
+  refuse_special_file(st, path);
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) throw_error(errc::not_found, "pool " + path + " does not exist");
+    throw_error(errc::io, sys_error("cannot open", path));
+  }
+  try {
+    if (fstat(fd, &st) != 0) throw_error(errc::io, sys_error("cannot examine", path));
+    refuse_special_file(st, path);
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+      throw_error(errc::io, sys_error("cannot open", path));
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
 char* map_shared(int fd, std::uint64_t bytes, bool writable, const std::string& path) {
   void* p = mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw_error(errc::io, sys_error("cannot map", path));
@@ -193,8 +239,7 @@ std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t b
   m->bytes = bytes;
   if (m->kind == backing_kind::dax_device) {
     m->path = path;
-    m->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (m->fd < 0) throw_error(errc::io, sys_error("cannot open", path));
+    m->fd = open_existing(path, O_RDWR);
     struct stat st {};
     fstat(m->fd, &st);
     const std::uint64_t capacity = dax_device_bytes(st, path);
@@ -257,11 +302,7 @@ void publish(mapping& m, const std::string& final_path) {
 std::unique_ptr<mapping> lock_exclusively(const std::string& path) {
   auto m = std::make_unique<mapping>();
   m->path = path;
-  m->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (m->fd < 0) {
-    if (errno == ENOENT) throw_error(errc::not_found, "pool " + path + " does not exist");
-    throw_error(errc::io, sys_error("cannot open", path));
-  }
+  m->fd = open_existing(path, O_RDWR);
   lock_file(m->fd, true, path);
   return m;
 }
@@ -271,11 +312,7 @@ std::unique_ptr<mapping> open_backing(const std::string& path, bool writable) {
   m->path = path;
   m->writable = writable;
   m->kind = classify(path, nullptr);
-  m->fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  if (m->fd < 0) {
-    if (errno == ENOENT) throw_error(errc::not_found, "pool " + path + " does not exist");
-    throw_error(errc::io, sys_error("cannot open", path));
-  }
+  m->fd = open_existing(path, writable ? O_RDWR : O_RDONLY);
   lock_file(m->fd, writable, path);
   struct stat st {};
   if (fstat(m->fd, &st) != 0) throw_error(errc::io, sys_error("cannot stat", path));

@@ -50,7 +50,9 @@ std::string nearest_existing(const std::string& path);
 backing_kind classify(const std::string& path, std::string* fs_name);
 
 // Releases nothing: opens the file a pool (or what is left of one) occupies and takes its write
-// lock, proving no one has it open. Any file will do, valid pool or not.
+// lock, proving no one has it open. Any regular file will do, valid pool or not; special files
+// (directories, FIFOs, sockets, devices other than device-DAX) are refused before they are
+// opened, here and in open_backing, with errc::invalid_argument.
 std::unique_ptr<mapping> lock_exclusively(const std::string& path);
 
 // Whether files at `path` get huge pages: hugetlbfs, or a tmpfs mounted huge=always/within_size.

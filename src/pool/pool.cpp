@@ -4,6 +4,7 @@
 // free space is derived from the directory, no space leaks.
 #include <gpm/pool/pool.hpp>
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -197,6 +198,35 @@ snapshot_result restore_file(const std::string& path, const pool_options& o) {
   } catch (...) {
     ::unlink(map->path.c_str());  // the unpublished temporary file
     throw;
+  }
+}
+
+// Throws unless the file `m` holds starts with the pool magic: what gpmkit deletes or replaces
+// must be a pool (of any version, damaged or not), never a file that merely has its name.
+void require_pool_magic(const detail::mapping& m, const std::string& path, const char* instead) {
+  char magic[sizeof fmt::kKind.magic] = {};
+  const ssize_t n = ::pread(m.fd, magic, sizeof magic, 0);
+  if (n != static_cast<ssize_t>(sizeof magic) ||
+      std::memcmp(magic, fmt::kKind.magic, sizeof magic) != 0) {
+    throw_error(errc::invalid_argument,
+                path + " is not a gpmkit pool (it does not start with the pool magic \"GPMKPOOL\"): " +
+                    instead);
+  }
+}
+
+// Refuses a path whose name is not itself a file gpmkit may delete or replace: a symbolic link
+// (the pool it names has a name of its own) or a device-DAX node (no file to remove).
+void require_pool_file_name(const std::string& path, const char* doing) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // missing: the caller reports it
+  if (S_ISLNK(st.st_mode)) {
+    throw_error(errc::invalid_argument, path + " is a symbolic link: gpmkit does not " + doing +
+                                            " through links; name the pool file itself");
+  }
+  if (S_ISCHR(st.st_mode)) {
+    throw_error(errc::unsupported, path + " is a device node: gpmkit does not " + doing +
+                                       " device nodes (a pool on device-DAX is erased by "
+                                       "creating a new one over it)");
   }
 }
 
@@ -406,19 +436,20 @@ pool_check pool::check(const std::string& path_in, pool_options options) {
 
 void pool::remove(const std::string& path_in, pool_options options, bool with_snapshot) {
   const std::string path = resolve(path_in, options);
+  require_pool_file_name(path, "remove");
+  std::unique_ptr<detail::mapping> held;
   if (std::filesystem::exists(path)) {
-    // Taking the write lock proves no one has the pool open.
-    auto m = detail::lock_exclusively(path);
-    if (::unlink(path.c_str()) != 0) {
-      throw_error(errc::io, "cannot remove " + path + ": " + std::strerror(errno));
-    }
+    // Taking the write lock proves no one has the pool open; it is held until the file is gone.
+    held = detail::lock_exclusively(path);
+    require_pool_magic(*held, path,
+                       "gpmkit removes pools only; delete it yourself if that is what you want");
   } else if (!with_snapshot || !snapshot_exists(path, options)) {
     throw_error(errc::not_found, "pool " + path + " does not exist");
   }
-  if (with_snapshot) {
-    std::error_code ec;
-    std::filesystem::remove_all(detail::locate(options, path).snapshot, ec);
-    if (ec) throw_error(errc::io, "cannot remove the snapshot of " + path + ": " + ec.message());
+  // The snapshot first: if it is refused (a foreign file in its directory), nothing is removed.
+  if (with_snapshot) detail::remove_snapshot(detail::locate(options, path).snapshot);
+  if (held && ::unlink(path.c_str()) != 0) {
+    throw_error(errc::io, "cannot remove " + path + ": " + std::strerror(errno));
   }
 }
 

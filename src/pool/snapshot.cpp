@@ -200,6 +200,45 @@ class posix_fs final : public snapshot_fs {
 
 std::unique_ptr<snapshot_fs> make_posix_fs() { return std::make_unique<posix_fs>(); }
 
+void remove_snapshot(const std::string& dir) {
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  const stdfs::file_status st = stdfs::symlink_status(dir, ec);
+  if (!stdfs::exists(st)) return;
+  if (!stdfs::is_directory(st)) {
+    throw_error(errc::invalid_argument, dir + " is not a snapshot directory (it is not a directory); "
+                                              "nothing was removed");
+  }
+  // The names take_first, take and write_manifest write; nothing else is ours.
+  const auto ours = [](const std::string& name) {
+    if (name == "manifest" || name == "manifest.tmp" || name == "image" || name == "pages") {
+      return true;
+    }
+    const std::string_view digits = std::string_view(name).substr(std::min<std::size_t>(8, name.size()));
+    return name.rfind("journal.", 0) == 0 && !digits.empty() &&
+           digits.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  std::vector<std::string> files;
+  for (const stdfs::directory_entry& e : stdfs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!ours(name) || !e.is_regular_file(ec) || e.is_symlink(ec)) {
+      throw_error(errc::invalid_argument, "snapshot directory " + dir + " holds " + name +
+                                              ", which no snapshot writes: remove it yourself "
+                                              "first; nothing was removed");
+    }
+    files.push_back(e.path().string());
+  }
+  if (ec) throw_error(errc::io, "snapshot: cannot list " + dir + ": " + ec.message());
+  for (const std::string& f : files) {
+    if (::unlink(f.c_str()) != 0 && errno != ENOENT) {
+      throw_error(errc::io, "snapshot: cannot remove " + f + ": " + std::strerror(errno));
+    }
+  }
+  if (::rmdir(dir.c_str()) != 0) {
+    throw_error(errc::io, "snapshot: cannot remove " + dir + ": " + std::strerror(errno));
+  }
+}
+
 std::uint64_t page_checksum(const char* page, std::uint64_t page_index) {
   return checksum64(page, kPage, page_index);
 }

@@ -84,6 +84,12 @@ class snapshot_store {
   std::uint64_t table_seq_ = 0;
 };
 
+// Deletes the snapshot directory `dir` and the files a snapshot writes in it (manifest, image,
+// page table, journals, their temporaries), and nothing else: a directory that holds anything
+// else, or a `dir` that is not a directory, is refused (errc::invalid_argument, naming what was
+// found) before anything is deleted. A missing `dir` is no error.
+void remove_snapshot(const std::string& dir);
+
 // Checksum of one page as recorded in snapshot tables.
 std::uint64_t page_checksum(const char* page, std::uint64_t page_index);
 

@@ -5,6 +5,7 @@
 #include <gpm/pool/pool.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -386,6 +387,58 @@ TEST_F(PoolTest, RemoveDeletesOnlyAClosedPool) {
   gpm::pool::remove("p.pool", options_);
   EXPECT_FALSE(std::filesystem::exists(file()));
   expect_error([&] { gpm::pool::remove("p.pool", options_); }, gpm::errc::not_found, "not exist");
+}
+
+TEST_F(PoolTest, RemoveRefusesWhatIsNotAPool) {
+  std::filesystem::create_directories(dirs_.pm_dir());
+  write_file(file("notes.txt"), std::vector<char>(100, 'x'));
+  expect_error([&] { gpm::pool::remove("notes.txt", options_); }, gpm::errc::invalid_argument,
+               "not a gpmkit pool");
+  EXPECT_TRUE(std::filesystem::exists(file("notes.txt")));
+  write_file(file("empty"), {});
+  expect_error([&] { gpm::pool::remove("empty", options_); }, gpm::errc::invalid_argument,
+               "not a gpmkit pool");
+  EXPECT_TRUE(std::filesystem::exists(file("empty")));
+
+  ASSERT_EQ(::mkfifo(file("fifo").c_str(), 0600), 0);
+  expect_error([&] { gpm::pool::remove("fifo", options_); }, gpm::errc::invalid_argument, "FIFO");
+  EXPECT_TRUE(std::filesystem::exists(file("fifo")));
+  std::filesystem::create_directories(file("dir"));
+  expect_error([&] { gpm::pool::remove("dir", options_); }, gpm::errc::invalid_argument,
+               "a directory");
+  EXPECT_TRUE(std::filesystem::exists(file("dir")));
+  expect_error([&] { gpm::pool::remove("/dev/null", options_); }, gpm::errc::unsupported,
+               "device node");
+  EXPECT_TRUE(std::filesystem::exists("/dev/null"));
+
+  make();
+  std::filesystem::create_symlink(file(), file("link"));
+  expect_error([&] { gpm::pool::remove("link", options_); }, gpm::errc::invalid_argument,
+               "symbolic link");
+  EXPECT_TRUE(std::filesystem::exists(file("link")));
+  EXPECT_TRUE(std::filesystem::exists(file()));
+  // A damaged pool (its magic intact) is still a pool and can be removed.
+  flip_bit(file(), 100, 0);
+  gpm::pool::remove("p.pool", options_);
+  EXPECT_FALSE(std::filesystem::exists(file()));
+}
+
+TEST_F(PoolTest, RemoveWithSnapshotRemovesOnlySnapshotFiles) {
+  {
+    gpm::pool p = make();
+    p.snapshot();
+  }
+  const std::string snap = gpm::pool::snapshot_location("p.pool", options_);
+  write_file(snap + "/mine.txt", std::vector<char>(10, 'm'));
+  expect_error([&] { gpm::pool::remove("p.pool", options_, true); }, gpm::errc::invalid_argument,
+               "mine.txt");
+  EXPECT_TRUE(std::filesystem::exists(snap + "/mine.txt"));
+  EXPECT_TRUE(std::filesystem::exists(snap + "/manifest")) << "nothing may be removed";
+  EXPECT_TRUE(std::filesystem::exists(file())) << "nothing may be removed";
+  std::filesystem::remove(snap + "/mine.txt");
+  gpm::pool::remove("p.pool", options_, true);
+  EXPECT_FALSE(std::filesystem::exists(snap));
+  EXPECT_FALSE(std::filesystem::exists(file()));
 }
 
 // ---- snapshots ------------------------------------------------------------------------------

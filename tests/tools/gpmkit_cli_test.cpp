@@ -519,6 +519,21 @@ TEST_F(GpmkitCli, APoolOpenForWritingIsBusyNotInconsistent) {
   EXPECT_OK(run({"pool", "rm", "held"}));
 }
 
+TEST_F(GpmkitCli, RmRefusesFilesThatAreNotPools) {
+  fs::create_directories(pm_dir_);
+  {
+    std::ofstream(pool_file("notes.txt")) << "my notes\n";
+  }
+  cli_result r = run({"pool", "rm", "notes.txt"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "not a gpmkit pool");
+  EXPECT_TRUE(fs::exists(pool_file("notes.txt")));
+  r = run({"pool", "rm", "/dev/null"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "device node");
+  EXPECT_TRUE(fs::exists("/dev/null"));
+}
+
 TEST_F(GpmkitCli, PathsWithASlashIgnoreThePmDirectory) {
   create("named");
   const std::string full = pool_file("named").string();
