@@ -423,6 +423,28 @@ TEST_F(PoolTest, RemoveRefusesWhatIsNotAPool) {
   EXPECT_FALSE(std::filesystem::exists(file()));
 }
 
+// A FIFO would block open() until a writer came; a directory used to fail at mmap with "No such
+// device". Both are refused at once, by every entry point, saying what the path is.
+TEST_F(PoolTest, SpecialFilesAreRefusedAtOnce) {
+  std::filesystem::create_directories(dirs_.pm_dir());
+  ASSERT_EQ(::mkfifo(file("fifo").c_str(), 0600), 0);
+  std::filesystem::create_directories(file("dir"));
+  for (const auto& [name, what] : {std::pair{"fifo", "FIFO"}, std::pair{"dir", "a directory"}}) {
+    const gpm::pool_check c = gpm::pool::check(name, options_);
+    EXPECT_FALSE(c.ok);
+    ASSERT_EQ(c.failure, gpm::errc::invalid_argument) << name;
+    ASSERT_FALSE(c.problems.empty());
+    EXPECT_NE(c.problems.front().find(what), std::string::npos) << c.problems.front();
+    expect_error([&] { gpm::pool::open(name, "test-layout", options_); },
+                 gpm::errc::invalid_argument, what);
+    gpm::pool_options ro = options_;
+    ro.read_only = true;
+    expect_error([&] { gpm::pool::open(name, "test-layout", ro); }, gpm::errc::invalid_argument,
+                 what);
+    expect_error([&] { gpm::pool::restore(name, options_); }, gpm::errc::invalid_argument, what);
+  }
+}
+
 TEST_F(PoolTest, RemoveWithSnapshotRemovesOnlySnapshotFiles) {
   {
     gpm::pool p = make();

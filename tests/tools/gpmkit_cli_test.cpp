@@ -534,6 +534,20 @@ TEST_F(GpmkitCli, RmRefusesFilesThatAreNotPools) {
   EXPECT_TRUE(fs::exists("/dev/null"));
 }
 
+TEST_F(GpmkitCli, AFifoOrADirectoryIsRefusedAtOnce) {
+  fs::create_directories(pm_dir_ / "dir");
+  ASSERT_EQ(::mkfifo(pool_file("fifo").c_str(), 0600), 0);
+  for (const char* cmd : {"info", "ls", "check", "snapshot"}) {
+    cli_result r = run({"pool", cmd, "fifo"});
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_CONTAINS(r.err, "FIFO");
+    r = run({"pool", cmd, "dir"});
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_CONTAINS(r.err, "is a directory");
+    EXPECT_EQ(r.err.find("No such device"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(GpmkitCli, PathsWithASlashIgnoreThePmDirectory) {
   create("named");
   const std::string full = pool_file("named").string();
