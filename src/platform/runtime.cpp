@@ -51,6 +51,26 @@ void throw_launch_error(cudaError_t status, dim3 grid, dim3 block, std::size_t s
                   " bytes of dynamic shared memory failed: " + cudaGetErrorName(status) + " (" +
                   cudaGetErrorString(status) + ")");
 }
+
+unsigned resident_blocks(const void* kernel, unsigned threads, std::size_t shared_bytes) {
+  int dev = 0;
+  int multiprocessors = 0;
+  int per_multiprocessor = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, dev),
+             "cudaDeviceGetAttribute(multiprocessors)");
+  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_multiprocessor, kernel, static_cast<int>(threads), shared_bytes);
+  if (e != cudaSuccess) cudaGetLastError();  // a shape that cannot run: reported below
+  if (e != cudaSuccess || per_multiprocessor <= 0) {
+    throw_error(errc::invalid_argument,
+                "gpm::resident_blocks: no block of " + std::to_string(threads) + " threads and " +
+                    std::to_string(shared_bytes) +
+                    " bytes of dynamic shared memory of this kernel fits a multiprocessor" +
+                    (e != cudaSuccess ? std::string(" (") + cudaGetErrorName(e) + ")" : ""));
+  }
+  return static_cast<unsigned>(per_multiprocessor) * static_cast<unsigned>(multiprocessors);
+}
 }  // namespace detail
 
 device_info query_device() {

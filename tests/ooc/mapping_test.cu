@@ -489,6 +489,24 @@ TEST(OocMapping, ALineIsFetchedOnceHoweverManyThreadsWantIt) {
   EXPECT_EQ(s.file_bytes_read, lines(4));
 }
 
+// A grid-stride pass whose grid the device runs at once (gpm::resident_blocks) walks a file four
+// times the GPU cache once, so each line is fetched about once (a warp that lags far behind may
+// fetch one again); a grid in waves would fetch every line once per wave.
+TEST(OocMapping, AResidentGridFetchesEachLineOfAStreamAboutOnce) {
+  auto o = tiny(mode::read, 64, 16);
+  o.hint = gpm::ooc::access_hint::random;
+  mapped_file t("stream.bin", 256, 22, o);
+  auto a = t.m.ref<std::uint32_t>();
+  const unsigned blocks = std::min<std::uint64_t>(
+      gpm::resident_blocks(load_kernel<std::uint32_t>, kThreads), a.size() / kThreads);
+  const auto r = load(a, iota(a.size()), blocks);
+  expect_all(r.st, status::ok);
+  EXPECT_EQ(r.values, as<std::uint32_t>(t.before));
+  const auto s = t.m.stats();
+  EXPECT_GE(s.gpu_misses, 256u);
+  EXPECT_LT(s.gpu_misses, 2 * 256u);
+}
+
 TEST(OocMapping, UnmapEndsTheMappingOnce) {
   files f;
   const std::string path = f.make("unmap.bin", lines(4), 16);
@@ -940,3 +958,4 @@ TEST(OocMappingDiskFull, FullTmpfsReportsNoSpace) {
 }
 
 }  // namespace
+

@@ -202,12 +202,13 @@ struct loaded {
 };
 
 template <class T>
-loaded<T> load(const gpm::ooc::array<T>& a, const std::vector<std::uint64_t>& idx) {
+loaded<T> load(const gpm::ooc::array<T>& a, const std::vector<std::uint64_t>& idx,
+               unsigned blocks = kBlocks) {
   auto d_idx = gpm::test::to_device(idx);
   gpm::device_buffer<T> out(idx.size());
   out.fill_bytes(0);
   gpm::device_buffer<status> st(idx.size());
-  gpm::launch(load_kernel<T>, kBlocks, kThreads, 0, nullptr, a, d_idx.data(),
+  gpm::launch(load_kernel<T>, blocks, kThreads, 0, nullptr, a, d_idx.data(),
               std::uint64_t{idx.size()}, out.data(), st.data());
   gpm::check_cuda(cudaDeviceSynchronize(), "load_kernel");
   return {gpm::test::to_host(out), gpm::test::to_host(st)};

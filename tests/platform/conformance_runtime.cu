@@ -212,6 +212,42 @@ TEST(ConformanceRuntime, DeviceProperties) {
   EXPECT_EQ(info.emulated, GPM_BACKEND_HOST == 1);
 }
 
+// Thread 0 of each block arrives, then waits (about `ns` of device time at most) for every block
+// of the grid to have arrived: saw[b] says whether block b saw them all, i.e. ran alongside them.
+__global__ void arrive_and_wait(unsigned* arrived, int* saw, long long ns) {
+  if (threadIdx.x != 0) return;
+  gpm::atomic_ref<unsigned> count(*arrived);
+  count.fetch_add(1, gpm::memory_order_relaxed);
+  const long long start = clock64();
+  while (count.load(gpm::memory_order_relaxed) < gridDim.x && clock64() - start < ns) {
+    __nanosleep(1000);
+  }
+  saw[blockIdx.x] = count.load(gpm::memory_order_relaxed) == gridDim.x ? 1 : 0;
+}
+
+// gpm::resident_blocks: a whole number of blocks per multiprocessor (one per worker on the
+// emulator), all of which run at once; a shape that cannot run is an error.
+TEST(ConformanceRuntime, ResidentBlocksRunAtOnce) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const unsigned blocks = gpm::resident_blocks(arrive_and_wait, 256);
+  EXPECT_GE(blocks, static_cast<unsigned>(sms));
+  EXPECT_EQ(blocks % static_cast<unsigned>(sms), 0u);
+  if (GPM_BACKEND_HOST) {
+    EXPECT_EQ(blocks, static_cast<unsigned>(sms));
+  }
+  gpm::device_buffer<unsigned> arrived(1);
+  arrived.fill_bytes(0);
+  gpm::device_buffer<int> saw(blocks);
+  saw.fill_bytes(0);
+  gpm::launch(arrive_and_wait, blocks, 256, 0, nullptr, arrived.data(), saw.data(),
+              ticks_for_ms(5000));
+  gpm::check_cuda(cudaDeviceSynchronize(), "arrive_and_wait");
+  for (int s : gpm::test::to_host(saw)) ASSERT_EQ(s, 1) << "a block ran after others had left";
+  gpm::test::expect_error(gpm::errc::invalid_argument, "fits a multiprocessor",
+                          [] { gpm::resident_blocks(arrive_and_wait, 256, std::size_t{1} << 30); });
+}
+
 __global__ void add_to_all(int* x, int n, int v) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] += v;

@@ -367,21 +367,26 @@ class runner {
     return std::min(std::max(lines, min_lines), std::max(whole, min_lines)) * s_.line;
   }
 
+  // Every mode launches a pass with at most the blocks the GPU runs at once
+  // (gpm::resident_blocks): a grid in waves would walk the arrays once per wave, so gpmkit's
+  // caches would fetch every line again for each wave after the first.
   template <class Acc>
   void launch(const pass& p, const Acc& acc, std::uint64_t lo, std::uint64_t hi, cudaStream_t s) {
+    const unsigned most = gpm::resident_blocks(pass_kernel<W, Acc>, geo_.threads);
     if (p.sequential) {
       for (std::uint64_t i = lo; i < hi; ++i) {
-        gpm::launch(pass_kernel<W, Acc>, blocks_for(p.span), geo_.threads, 0, s, pb_.params,
-                    p.args, acc, i, i + 1, p.span);
+        gpm::launch(pass_kernel<W, Acc>, blocks_for(p.span, most), geo_.threads, 0, s,
+                    pb_.params, p.args, acc, i, i + 1, p.span);
       }
     } else {
-      gpm::launch(pass_kernel<W, Acc>, blocks_for((hi - lo) * p.span), geo_.threads, 0, s,
+      gpm::launch(pass_kernel<W, Acc>, blocks_for((hi - lo) * p.span, most), geo_.threads, 0, s,
                   pb_.params, p.args, acc, lo, hi, p.span);
     }
   }
-  unsigned blocks_for(std::uint64_t threads) const {
+  // Blocks for `threads` threads of work: enough to give each one thread, at most `most`.
+  unsigned blocks_for(std::uint64_t threads, unsigned most) const {
     const std::uint64_t want = (threads + geo_.threads - 1) / geo_.threads;
-    return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(want, geo_.blocks)));
+    return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(want, most)));
   }
 
   void ensure_inputs() {
@@ -398,8 +403,8 @@ class runner {
       const std::uint64_t n = pb_.items * pb_.arrays[a].width;
       for (std::uint64_t at = 0; at < n; at += piece / sizeof(float)) {
         const std::uint64_t k = std::min<std::uint64_t>(piece / sizeof(float), n - at);
-        gpm::launch(generate_kernel<W>, blocks_for(k), geo_.threads, 0, nullptr, pb_.params, a,
-                    at, k, dev.data());
+        gpm::launch(generate_kernel<W>, blocks_for(k, geo_.blocks), geo_.threads, 0, nullptr,
+                    pb_.params, a, at, k, dev.data());
         gpm::check_cuda(cudaMemcpy(host.data(), dev.data(), k * sizeof(float),
                                    cudaMemcpyDeviceToHost),
                         "cudaMemcpy");

@@ -40,6 +40,10 @@ cudaError_t submit_launch(kernel_launch&& launch);
 }  // namespace emu::detail
 #endif
 
+namespace detail {
+unsigned resident_blocks(const void* kernel, unsigned threads, std::size_t shared_bytes);
+}
+
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), grid_dims grid, dim3 block, std::size_t shared_bytes,
             cudaStream_t stream, Args&&... args) {
@@ -63,6 +67,17 @@ void launch(void (*kernel)(Params...), grid_dims grid, dim3 block, std::size_t s
 #endif
   if (status != cudaSuccess)
     detail::throw_launch_error(status, grid.dims, block, shared_bytes, grid.site);
+}
+
+// How many blocks of `threads` threads (and `shared_bytes` of dynamic shared memory) of `kernel`
+// the device runs at the same time. A grid-stride loop over data that streams through a cache
+// (gpm::ooc arrays) should launch no more: a larger grid runs in waves, and each later wave walks
+// the data again after the earlier ones have moved the cache past it. Throws
+// errc::invalid_argument when no block of that shape can run.
+template <class... Params>
+unsigned resident_blocks(void (*kernel)(Params...), unsigned threads,
+                         std::size_t shared_bytes = 0) {
+  return detail::resident_blocks(reinterpret_cast<const void*>(kernel), threads, shared_bytes);
 }
 
 }  // namespace gpm

@@ -779,4 +779,19 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   return cudaSuccess;
 }
 
+// A worker (the emulator's multiprocessor) runs one block at a time: 1 for a block that can
+// launch with these threads and dynamic shared memory, 0 for one that cannot.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
+                                                          int block_size,
+                                                          std::size_t dynamic_shared_bytes) {
+  if (num_blocks == nullptr || func == nullptr || block_size <= 0) {
+    return fail(cudaErrorInvalidValue);
+  }
+  *num_blocks = block_size <= 1024 &&
+                        dynamic_shared_bytes <= device::get().max_dynamic_shared(func)
+                    ? 1
+                    : 0;
+  return cudaSuccess;
+}
+
 }  // extern "C"

@@ -173,6 +173,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
+                                                          int block_size,
+                                                          std::size_t dynamic_shared_bytes);
 }
 
 // C++ conveniences that CUDA's cuda_runtime.h also offers.
@@ -200,6 +203,7 @@ template <class R, class... P>
 cudaError_t cudaFuncSetAttribute(R (*func)(P...), cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
+
 // __device__ / __constant__ variables are ordinary globals on the host backend.
 template <class T>
 cudaError_t cudaMemcpyToSymbol(T& symbol, const void* src, std::size_t count,
