@@ -21,6 +21,8 @@
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
+#include "snapshot.hpp"
+
 namespace gpm::detail {
 
 namespace {
@@ -141,8 +143,12 @@ pool_paths locate(const pool_options& o, const std::string& name) {
   if (name.empty()) return p;
   p.pool = name.find('/') != std::string::npos ? name
                                                : (std::filesystem::path(p.pm_dir) / name).string();
+  p.pool_absolute = std::filesystem::absolute(p.pool).lexically_normal().string();
+  char key[24];
+  std::snprintf(key, sizeof key, ".%016llx",
+                static_cast<unsigned long long>(pool_path_hash(p.pool_absolute)));
   p.snapshot = (std::filesystem::path(p.snapshot_root) /
-                (std::filesystem::path(p.pool).filename().string() + ".snapshot"))
+                (std::filesystem::path(p.pool).filename().string() + key + ".snapshot"))
                    .string();
   return p;
 }

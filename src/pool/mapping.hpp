@@ -35,7 +35,10 @@ struct pool_paths {
   std::string snapshot_root;  // pool_options::snapshot_dir, else $GPMKIT_SNAPSHOT_DIR, else
                               // /var/tmp/gpmkit: the directory of all snapshots
   std::string pool;           // the pool file: `name` itself if it holds a '/', else pm_dir/name
-  std::string snapshot;       // the pool's snapshot directory: snapshot_root/<file name>.snapshot
+  std::string pool_absolute;  // `pool` made absolute and normal: the pool's identity on disk
+  // The pool's snapshot directory: snapshot_root/<file name>.<16 hex digits>.snapshot, the digits
+  // a hash of pool_absolute, so that pools of one name in different directories never share one.
+  std::string snapshot;
 };
 
 // The directories `o` names and, for a non-empty `name`, that pool's file and snapshot directory

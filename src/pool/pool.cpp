@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -127,8 +128,9 @@ struct pool::impl {
   detail::snapshot_store& snapshot_store() {
     if (!snapshots) {
       fs = detail::make_posix_fs();
+      const detail::pool_paths where = detail::locate(options, path);
       snapshots =
-          std::make_unique<detail::snapshot_store>(*fs, detail::locate(options, path).snapshot);
+          std::make_unique<detail::snapshot_store>(*fs, where.snapshot, where.pool_absolute);
     }
     return *snapshots;
   }
@@ -181,12 +183,60 @@ std::unique_ptr<pool::impl> open_validated(const std::string& path, std::string_
   return p;
 }
 
-// Recreates the pool file at `path` from its snapshot; returns the restore result.
-snapshot_result restore_file(const std::string& path, const pool_options& o) {
+// Before snapshot manifest 3.0, a snapshot directory was named after the pool's file name alone
+// (<snapshot dir>/<name>.snapshot), so it may belong to a pool of that name in another directory;
+// it is never used, but a user looking for a pool's snapshot should hear of it.
+std::string older_snapshot_hint(const std::string& path, const pool_options& o) {
+  const std::string old = detail::locate(o).snapshot_root + "/" +
+                          std::filesystem::path(path).filename().string() + ".snapshot";
+  std::error_code ec;
+  if (!std::filesystem::exists(old + "/manifest", ec)) return "";
+  return " (" + old +
+         " holds a snapshot written by an older gpmkit, which named snapshots after the pool's "
+         "file name alone, so it is not used: restore it with the gpmkit release that wrote it)";
+}
+
+using uuid_bytes = std::array<std::uint8_t, 16>;
+
+// The uuid in the header of the pool file open as `fd` when the header's checksum vouches for it
+// (the rest of the pool may be damaged); nothing when the header itself is not sound.
+std::optional<uuid_bytes> trusted_uuid(int fd) {
+  std::vector<char> page(fmt::kPageBytes);
+  if (::pread(fd, page.data(), page.size(), 0) != static_cast<ssize_t>(page.size())) return {};
+  const fmt::header& h = detail::header_of(page.data());
+  if (std::memcmp(h.common.magic, fmt::kKind.magic, sizeof h.common.magic) != 0 ||
+      h.common.header_bytes != fmt::kPageBytes ||
+      h.common.checksum != format::header_checksum(page.data(), fmt::kPageBytes)) {
+    return {};
+  }
+  uuid_bytes u;
+  std::memcpy(u.data(), h.common.uuid, u.size());
+  return u;
+}
+
+// Recreates the pool file at `path` from its snapshot; returns the restore result. `replacing`:
+// the uuid of the pool the restore replaces, when known; a snapshot of another pool is refused.
+snapshot_result restore_file(const std::string& path, const pool_options& o,
+                             const std::optional<uuid_bytes>& replacing = {}) {
+  const detail::pool_paths where = detail::locate(o, path);
+  const detail::snapshot_lock lock(where.snapshot, false);
   auto fs = detail::make_posix_fs();
-  detail::snapshot_store store(*fs, detail::locate(o, path).snapshot);
+  detail::snapshot_store store(*fs, where.snapshot, where.pool_absolute);
   const std::optional<detail::snapshot_manifest> m = store.manifest();
-  if (!m) throw_error(errc::not_found, "no snapshot of pool " + path + " in " + store.dir());
+  if (!m) {
+    throw_error(errc::not_found, "no snapshot of pool " + path + " in " + store.dir() +
+                                     older_snapshot_hint(path, o));
+  }
+  if (replacing && std::memcmp(replacing->data(), m->uuid, replacing->size()) != 0) {
+    std::uint8_t now[16];
+    std::memcpy(now, replacing->data(), sizeof now);
+    throw_error(errc::already_exists,
+                "the snapshot in " + store.dir() + " is of another pool (uuid " +
+                    format::uuid_string(m->uuid) + ") than the one at " + path + " (uuid " +
+                    format::uuid_string(now) +
+                    "): restoring it would replace that pool with another; remove the pool "
+                    "first (gpmkit pool rm) if that is what you want");
+  }
   auto map = detail::create_backing(path, m->pool_bytes);
   try {
     // The image was taken from an open pool, so it says "not cleanly closed" and modules run
@@ -360,7 +410,8 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
                       (snapshot_exists(path, options)
                            ? std::string(" (a snapshot exists; open it writable to restore it)")
                            : std::string(" and has no snapshot in ") +
-                                 detail::locate(options, path).snapshot));
+                                 detail::locate(options, path).snapshot +
+                                 older_snapshot_hint(path, options)));
     }
     const snapshot_result r = restore_file(path, options);
     early_notes.push_back("pool " + path + " was missing (after a reboot?): restored snapshot " +
@@ -381,11 +432,23 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
                                         [](const auto& pr) { return pr.code == errc::corrupt; });
   if (!f.ok() && writable && repairable && options.restore_from_snapshot &&
       snapshot_exists(path, options)) {
+    // Only the pool's own snapshot may replace it: when its header still names its uuid, the
+    // snapshot must carry the same one (restore_file checks before it changes anything).
+    const std::optional<uuid_bytes> uuid = p && p->map ? trusted_uuid(p->map->fd) : std::nullopt;
     // Keep the damaged file for inspection; nothing is deleted.
     const std::string aside = path + ".corrupt." + std::to_string(std::time(nullptr));
     p.reset();
     std::filesystem::rename(path, aside);
-    const snapshot_result r = restore_file(path, options);
+    snapshot_result r;
+    try {
+      r = restore_file(path, options, uuid);
+    } catch (const error& e) {
+      // The damaged pool stays where it was, and the error says both what is wrong with it and
+      // why its snapshot could not replace it.
+      std::filesystem::rename(aside, path);
+      f.add(e.code(), std::string("it was not restored from its snapshot: ") + e.what());
+      f.raise(path);
+    }
     early_notes.push_back("pool " + path + " was corrupt (" + f.problems.front().text +
                           "): moved it to " + aside + " and restored snapshot " +
                           std::to_string(r.seq));
@@ -455,12 +518,15 @@ void pool::remove(const std::string& path_in, pool_options options, bool with_sn
 
 snapshot_result pool::restore(const std::string& path_in, pool_options options) {
   const std::string path = resolve(path_in, options);
+  require_pool_file_name(path, "replace");
   if (std::filesystem::exists(path)) {
     auto m = detail::lock_exclusively(path);  // fails if the pool is open
+    require_pool_magic(*m, path, "restoring would replace it; move it away first");
+    const std::optional<uuid_bytes> uuid = trusted_uuid(m->fd);
     const std::string aside = path + ".replaced." + std::to_string(std::time(nullptr));
     std::filesystem::rename(path, aside);
     try {
-      const snapshot_result r = restore_file(path, options);
+      const snapshot_result r = restore_file(path, options, uuid);
       std::filesystem::remove(aside);
       return r;
     } catch (...) {
@@ -657,6 +723,7 @@ snapshot_result pool::snapshot() {
   }
   // The snapshot records the pool as "not cleanly closed", so a restored pool runs recovery.
   // Nothing about the snapshot is written into the pool: the manifest is the one record of it.
+  const detail::snapshot_lock dir_lock(p.snapshot_store().dir(), true);
   return p.snapshot_store().take(p.base(), p.map->bytes);
 }
 

@@ -31,7 +31,9 @@ constexpr std::uint32_t kStateClean = 1;
 constexpr std::uint32_t kStateJournalPending = 2;
 
 // The manifest file. Its common header carries the pool's uuid (a snapshot is its pool's image)
-// and, as created_ns, the time the snapshot was taken.
+// and, as created_ns, the time the snapshot was taken; path_hash is pool_path_hash() of the
+// absolute path of the pool it belongs to. Version 3.0 added path_hash (2.0 snapshots were found
+// by the pool's file name alone, so two pools of one name in different directories shared one).
 struct manifest_record {
   format::object_header common;
   std::uint32_t page_bytes;
@@ -40,10 +42,11 @@ struct manifest_record {
   std::uint64_t seq;
   std::uint64_t journal_checksum;
   std::uint64_t table_checksum;
+  std::uint64_t path_hash;
 };
-static_assert(sizeof(manifest_record) == 104);
+static_assert(sizeof(manifest_record) == 112);
 constexpr format::object_kind kManifestKind{
-    "snapshot manifest", {'G', 'P', 'M', 'K', 'S', 'N', 'A', 'P'}, 2, 0, sizeof(manifest_record)};
+    "snapshot manifest", {'G', 'P', 'M', 'K', 'S', 'N', 'A', 'P'}, 3, 0, sizeof(manifest_record)};
 
 // The head of a journal file; object_bytes is the whole journal, uuid the pool's.
 struct journal_header {
@@ -200,6 +203,37 @@ class posix_fs final : public snapshot_fs {
 
 std::unique_ptr<snapshot_fs> make_posix_fs() { return std::make_unique<posix_fs>(); }
 
+snapshot_lock::snapshot_lock(const std::string& dir, bool create) {
+  if (create) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw_error(errc::io, "snapshot: cannot create directory " + dir + ": " + ec.message());
+  }
+  const std::string path = dir + "/lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd_ < 0) {
+    if (!create && errno == ENOENT) return;
+    throw_error(errc::io, "snapshot: cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    if (err == EAGAIN || err == EACCES) {
+      throw_error(errc::busy, "the snapshot in " + dir +
+                                  " is being taken, restored or removed by another process (or "
+                                  "another gpm::pool in this one): try again when it is done");
+    }
+    throw_error(errc::io, "snapshot: cannot lock " + path + ": " + std::strerror(err));
+  }
+}
+
+snapshot_lock::~snapshot_lock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 void remove_snapshot(const std::string& dir) {
   namespace stdfs = std::filesystem;
   std::error_code ec;
@@ -209,15 +243,17 @@ void remove_snapshot(const std::string& dir) {
     throw_error(errc::invalid_argument, dir + " is not a snapshot directory (it is not a directory); "
                                               "nothing was removed");
   }
-  // The names take_first, take and write_manifest write; nothing else is ours.
+  // The names take_first, take, write_manifest and snapshot_lock write; nothing else is ours.
   const auto ours = [](const std::string& name) {
-    if (name == "manifest" || name == "manifest.tmp" || name == "image" || name == "pages") {
+    if (name == "manifest" || name == "manifest.tmp" || name == "image" || name == "pages" ||
+        name == "lock") {
       return true;
     }
     const std::string_view digits = std::string_view(name).substr(std::min<std::size_t>(8, name.size()));
     return name.rfind("journal.", 0) == 0 && !digits.empty() &&
            digits.find_first_not_of("0123456789") == std::string_view::npos;
   };
+  const snapshot_lock lock(dir, false);
   std::vector<std::string> files;
   for (const stdfs::directory_entry& e : stdfs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -239,11 +275,25 @@ void remove_snapshot(const std::string& dir) {
   }
 }
 
+std::uint64_t pool_path_hash(const std::string& absolute_path) {
+  return checksum64(absolute_path.data(), absolute_path.size());
+}
+
 std::uint64_t page_checksum(const char* page, std::uint64_t page_index) {
   return checksum64(page, kPage, page_index);
 }
 
-snapshot_store::snapshot_store(snapshot_fs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
+snapshot_store::snapshot_store(snapshot_fs& fs, std::string dir, std::string pool_path)
+    : fs_(fs), dir_(std::move(dir)), pool_path_(std::move(pool_path)) {}
+
+void snapshot_store::require_ours(const snapshot_manifest& m) const {
+  if (m.path_hash != pool_path_hash(pool_path_)) {
+    throw_error(errc::already_exists,
+                "snapshot directory " + dir_ + " holds the snapshot of a pool at another path (uuid " +
+                    format::uuid_string(m.uuid) + "), not of " + pool_path_ +
+                    " (was the directory copied or renamed?): it is not used for this pool");
+  }
+}
 
 std::string snapshot_store::path(const std::string& name) const { return dir_ + "/" + name; }
 
@@ -260,6 +310,7 @@ std::optional<snapshot_manifest> snapshot_store::manifest() {
   }
   snapshot_manifest m;
   std::memcpy(m.uuid, r.common.uuid, sizeof m.uuid);
+  m.path_hash = r.path_hash;
   m.pool_bytes = r.pool_bytes;
   m.seq = r.seq;
   m.journal_pending = r.state == kStateJournalPending;
@@ -280,6 +331,7 @@ void snapshot_store::write_manifest(const snapshot_manifest& m) {
   r.state = m.journal_pending ? kStateJournalPending : kStateClean;
   r.journal_checksum = m.journal_checksum;
   r.table_checksum = m.table_checksum;
+  r.path_hash = m.path_hash;
   format::seal_header(&r);
   const std::string tmp = path("manifest.tmp");
   fs_.remove(tmp);
@@ -318,6 +370,7 @@ snapshot_result snapshot_store::take_first(const char* pool, std::uint64_t pool_
   crash_point("snapshot.first.written");
   snapshot_manifest m;
   std::memcpy(m.uuid, uuid, sizeof m.uuid);
+  m.path_hash = pool_path_hash(pool_path_);
   m.pool_bytes = pool_bytes;
   m.seq = 1;
   m.table_checksum = table_checksum(table);
@@ -339,6 +392,7 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
   const fmt::header& h = header_of(pool);
   std::optional<snapshot_manifest> m = manifest();
   if (!m) return take_first(pool, pool_bytes, h.common.uuid);
+  require_ours(*m);
   if (std::memcmp(m->uuid, h.common.uuid, sizeof m->uuid) != 0) {
     throw_error(errc::already_exists, "snapshot directory " + dir_ +
                                           " holds a snapshot of another pool (uuid " +
@@ -482,6 +536,7 @@ snapshot_result snapshot_store::restore_into(char* out) {
   const auto start = std::chrono::steady_clock::now();
   const std::optional<snapshot_manifest> m = manifest();
   if (!m) throw_error(errc::not_found, "no snapshot in " + dir_);
+  require_ours(*m);
   const std::uint64_t pages = m->pool_bytes / kPage;
   std::vector<std::uint64_t> table = read_table(*m);
   fs_.read_at(path("image"), 0, out, m->pool_bytes);

@@ -39,10 +39,12 @@ class snapshot_fs {
 // The real file system (POSIX calls; write_at keeps files open until synced).
 std::unique_ptr<snapshot_fs> make_posix_fs();
 
-// The manifest: what the current snapshot is. Replaced atomically (write, fsync, rename, fsync
-// the directory).
+// The manifest: what the current snapshot is, and of which pool (its uuid, and the hash of its
+// absolute path: a snapshot belongs to exactly one pool). Replaced atomically (write, fsync,
+// rename, fsync the directory).
 struct snapshot_manifest {
   std::uint8_t uuid[16] = {};
+  std::uint64_t path_hash = 0;  // pool_path_hash() of the pool's absolute path
   std::uint64_t pool_bytes = 0;
   std::uint64_t seq = 0;
   bool journal_pending = false;        // committed journal not yet applied to the image
@@ -51,21 +53,26 @@ struct snapshot_manifest {
   std::uint64_t taken_ns = 0;
 };
 
+// The snapshot in `dir` of the pool at `pool_path` (absolute, as locate() gives it).
 class snapshot_store {
  public:
-  snapshot_store(snapshot_fs& fs, std::string dir);
+  snapshot_store(snapshot_fs& fs, std::string dir, std::string pool_path);
 
-  // The manifest, if the directory holds a valid one (throws errc::corrupt if it is damaged).
+  // The manifest, if the directory holds a valid one (throws errc::corrupt if it is damaged,
+  // errc::version if an older gpmkit wrote it).
   std::optional<snapshot_manifest> manifest();
 
-  // Takes snapshot seq + 1 of the pool image `pool` (its header names the uuid and size).
+  // Takes snapshot seq + 1 of the pool image `pool` (its header names the uuid and size). Refuses
+  // (errc::already_exists) a directory holding the snapshot of another pool: another uuid, or
+  // another path.
   snapshot_result take(const char* pool, std::uint64_t pool_bytes);
 
   // Applies a committed journal left by a crash; idempotent.
   void recover();
 
   // Writes the newest snapshot into `out` (manifest().pool_bytes bytes), verifying every page
-  // against its checksum; throws errc::corrupt naming the first bad page.
+  // against its checksum; throws errc::corrupt naming the first bad page, errc::already_exists if
+  // the snapshot is of a pool at another path.
   snapshot_result restore_into(char* out);
 
   const std::string& dir() const { return dir_; }
@@ -73,6 +80,7 @@ class snapshot_store {
  private:
   std::string path(const std::string& name) const;
   void write_manifest(const snapshot_manifest& m);
+  void require_ours(const snapshot_manifest& m) const;
   std::vector<std::uint64_t> read_table(const snapshot_manifest& m);
   snapshot_result take_first(const char* pool, std::uint64_t pool_bytes,
                              const std::uint8_t (&uuid)[16]);
@@ -80,8 +88,25 @@ class snapshot_store {
 
   snapshot_fs& fs_;
   std::string dir_;
+  std::string pool_path_;
   std::vector<std::uint64_t> table_;  // page checksums of the current snapshot, once loaded
   std::uint64_t table_seq_ = 0;
+};
+
+// Held while a snapshot is taken, restored or removed, so that two of these never interleave in
+// one snapshot directory (for example two processes snapshotting read-only opens of one pool): an
+// open-file-description lock on `<dir>/lock`, released when the object goes. With `create`, the
+// directory is made if missing; without, a missing directory is locked by nobody (there is no
+// snapshot to protect). Another holder is errc::busy at once.
+class snapshot_lock {
+ public:
+  snapshot_lock(const std::string& dir, bool create);
+  snapshot_lock(const snapshot_lock&) = delete;
+  snapshot_lock& operator=(const snapshot_lock&) = delete;
+  ~snapshot_lock();
+
+ private:
+  int fd_ = -1;
 };
 
 // Deletes the snapshot directory `dir` and the files a snapshot writes in it (manifest, image,
@@ -89,6 +114,10 @@ class snapshot_store {
 // else, or a `dir` that is not a directory, is refused (errc::invalid_argument, naming what was
 // found) before anything is deleted. A missing `dir` is no error.
 void remove_snapshot(const std::string& dir);
+
+// The hash of a pool's absolute path that names its snapshot directory and is recorded in its
+// manifest.
+std::uint64_t pool_path_hash(const std::string& absolute_path);
 
 // Checksum of one page as recorded in snapshot tables.
 std::uint64_t page_checksum(const char* page, std::uint64_t page_index);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "crash_harness.hpp"
@@ -549,6 +550,103 @@ TEST_F(PoolTest, ExplicitRestoreReplacesThePoolFile) {
   EXPECT_EQ(p.host_ptr<int>(off)[0], 1);
 }
 
+// Two pools of one name in different directories used to share one snapshot directory (it was
+// named after the file name alone): a restore brought in the other pool's content, and two
+// concurrent snapshots both became snapshot 1 of one directory. A snapshot now belongs to one
+// pool path, and to one pool uuid.
+TEST_F(PoolTest, SnapshotsOfPoolsNamedAlikeInDifferentDirectoriesAreSeparate) {
+  gpm::pool_options other = options_;
+  other.pm_dir = dirs_.pm_dir() + "/elsewhere";
+  EXPECT_NE(gpm::pool::snapshot_location("same.pool", options_),
+            gpm::pool::snapshot_location("same.pool", other));
+  {
+    gpm::pool a = gpm::pool::create("same.pool", kPoolBytes, "test-layout", options_);
+    std::strcpy(a.host_ptr<char>(a.allocate("data", 4096)), "pool A");
+    a.snapshot();
+  }
+  {
+    // A's snapshot does not stop a pool of the same name elsewhere from being created.
+    gpm::pool b = gpm::pool::create("same.pool", kPoolBytes, "test-layout", other);
+    std::strcpy(b.host_ptr<char>(b.allocate("data", 4096)), "pool B");
+  }
+  // B was never snapshotted: there is nothing to restore it from, and it stays as it is.
+  expect_error([&] { gpm::pool::restore("same.pool", other); }, gpm::errc::not_found,
+               "no snapshot");
+  {
+    gpm::pool b = gpm::pool::open("same.pool", "test-layout", other);
+    EXPECT_STREQ(b.host_ptr<char>(b.get("data").offset), "pool B");
+  }
+  // Both snapshotted at once: each is snapshot 1 of its own pool.
+  gpm::snapshot_result ra, rb;
+  {
+    gpm::pool a = gpm::pool::open("same.pool", "test-layout", options_);
+    gpm::pool b = gpm::pool::open("same.pool", "test-layout", other);
+    std::strcpy(a.host_ptr<char>(a.get("data").offset), "pool A, second");
+    std::thread ta([&] { ra = a.snapshot(); });
+    std::thread tb([&] { rb = b.snapshot(); });
+    ta.join();
+    tb.join();
+  }
+  EXPECT_EQ(ra.seq, 2u);
+  EXPECT_EQ(rb.seq, 1u);
+  std::filesystem::remove(file("same.pool"));
+  std::filesystem::remove(other.pm_dir + "/same.pool");
+  for (const auto& [o, text] : {std::pair{options_, "pool A, second"}, std::pair{other, "pool B"}}) {
+    gpm::pool p = gpm::pool::open("same.pool", "test-layout", o);
+    EXPECT_STREQ(p.host_ptr<char>(p.get("data").offset), text);
+  }
+}
+
+// A snapshot directory of an older gpmkit (named after the file name alone, manifest 2.0) may be
+// another pool's: it is never used, and the error says where it is.
+TEST_F(PoolTest, ASnapshotOfAnOlderGpmkitIsNamedNotUsed) {
+  {
+    gpm::pool p = make();
+    p.snapshot();
+  }
+  const std::string current = gpm::pool::snapshot_location("p.pool", options_);
+  const std::string older = dirs_.snapshot_dir() + "/p.pool.snapshot";
+  std::filesystem::rename(current, older);
+  std::filesystem::remove(file());
+  expect_error([&] { reopen(); }, gpm::errc::not_found, older + " holds a snapshot written by an older");
+  expect_error([&] { gpm::pool::restore("p.pool", options_); }, gpm::errc::not_found,
+               "older gpmkit");
+  // Put back under the current name, a 2.0 manifest is refused as older.
+  std::filesystem::rename(older, current);
+  std::fstream m(current + "/manifest", std::ios::binary | std::ios::in | std::ios::out);
+  m.seekp(offsetof(gpm::format::object_header, major));
+  m.put(2);
+  m.close();
+  expect_error([&] { reopen(); }, gpm::errc::version, "format version 2.0, older");
+}
+
+TEST_F(PoolTest, ASnapshotNeverReplacesAnotherPoolOrAFile) {
+  {
+    gpm::pool p = make();
+    p.allocate("mine", 4096);
+    p.snapshot();
+  }
+  // Another pool now sits at the path (copied there): its uuid is not the snapshot's.
+  gpm::pool_options other = options_;
+  other.pm_dir = dirs_.pm_dir() + "/elsewhere";
+  gpm::pool::create("p.pool", kPoolBytes, "test-layout", other).close();
+  std::filesystem::copy_file(other.pm_dir + "/p.pool", file(),
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_error([&] { gpm::pool::restore("p.pool", options_); }, gpm::errc::already_exists,
+               "another pool");
+  EXPECT_TRUE(gpm::pool::check("p.pool", options_).ok) << "the pool must be left as it was";
+  // Damaged but with a sound header: opening it does not bring in the snapshot of another pool.
+  flip_bit(file(), fmt::kDirectoryOffset + 3 * fmt::kEntryBytes, 0);
+  expect_error([&] { reopen(); }, gpm::errc::corrupt, "not restored from its snapshot");
+  EXPECT_TRUE(std::filesystem::exists(file()));
+
+  // A plain file at the path is not replaced.
+  write_file(file(), std::vector<char>(kPoolBytes, 't'));
+  expect_error([&] { gpm::pool::restore("p.pool", options_); }, gpm::errc::invalid_argument,
+               "not a gpmkit pool");
+  EXPECT_EQ(read_file(file()), std::vector<char>(kPoolBytes, 't'));
+}
+
 TEST_F(PoolTest, DamagedSnapshotIsReportedNotUsed) {
   {
     gpm::pool p = make();
@@ -556,7 +654,7 @@ TEST_F(PoolTest, DamagedSnapshotIsReportedNotUsed) {
     p.snapshot();
   }
   std::filesystem::remove(file());
-  flip_bit(dirs_.snapshot_dir() + "/p.pool.snapshot/image", 3 * 4096 + 77, 6);
+  flip_bit(gpm::pool::snapshot_location("p.pool", options_) + "/image", 3 * 4096 + 77, 6);
   expect_error([&] { reopen(); }, gpm::errc::corrupt, "page 3");
   EXPECT_FALSE(std::filesystem::exists(file())) << "a failed restore left a pool file";
 }

@@ -127,6 +127,7 @@ class model_disk final : public snapshot_fs {
 constexpr std::uint64_t kPages = 48;
 constexpr std::uint64_t kBytes = kPages * 4096;
 const std::string kDir = "/snap/p.pool.snapshot";
+const std::string kPool = "/pm/p.pool";  // the pool the snapshots belong to
 
 // Pool images: version 0 is a formatted pool with patterned heap pages; each later version
 // rewrites a different subset of pages.
@@ -149,7 +150,7 @@ std::vector<std::vector<char>> make_versions(int count) {
 
 // What a fresh process restores from the disk: the version index it equals, or -1 if none.
 int restored_version(model_disk& disk, const std::vector<std::vector<char>>& versions) {
-  snapshot_store store(disk, kDir);
+  snapshot_store store(disk, kDir, kPool);
   if (!store.manifest()) return -1;
   std::vector<char> out(kBytes);
   store.restore_into(out.data());
@@ -162,14 +163,14 @@ int restored_version(model_disk& disk, const std::vector<std::vector<char>>& ver
 // The disk after snapshots of versions 0..n-1 completed without interruption.
 model_disk disk_with_snapshots(int n, const std::vector<std::vector<char>>& versions) {
   model_disk disk;
-  for (int i = 0; i < n; ++i) snapshot_store(disk, kDir).take(versions[i].data(), kBytes);
+  for (int i = 0; i < n; ++i) snapshot_store(disk, kDir, kPool).take(versions[i].data(), kBytes);
   return disk;
 }
 
 TEST(SnapshotPowerLoss, FirstSnapshotIsAllOrNothing) {
   const auto versions = make_versions(1);
   model_disk probe;
-  snapshot_store(probe, kDir).take(versions[0].data(), kBytes);
+  snapshot_store(probe, kDir, kPool).take(versions[0].data(), kBytes);
   const int ops = probe.operations();
   ASSERT_GT(ops, 5);
   for (int cut = 0; cut <= ops; ++cut) {
@@ -177,7 +178,7 @@ TEST(SnapshotPowerLoss, FirstSnapshotIsAllOrNothing) {
     disk.cut_power_at(cut);
     bool completed = true;
     try {
-      snapshot_store(disk, kDir).take(versions[0].data(), kBytes);
+      snapshot_store(disk, kDir, kPool).take(versions[0].data(), kBytes);
     } catch (const power_cut&) {
       completed = false;
     }
@@ -196,7 +197,7 @@ TEST(SnapshotPowerLoss, IncrementalSnapshotRestoresOldOrNewAfterEveryCut) {
   const model_disk base = disk_with_snapshots(2, versions);  // snapshots of v0, v1
   model_disk probe = base.clone();
   const int before = probe.operations();
-  snapshot_store(probe, kDir).take(versions[2].data(), kBytes);
+  snapshot_store(probe, kDir, kPool).take(versions[2].data(), kBytes);
   const int ops = probe.operations() - before;
   int saw_old = 0, saw_new = 0;
   for (int cut = 0; cut <= ops; ++cut) {
@@ -204,7 +205,7 @@ TEST(SnapshotPowerLoss, IncrementalSnapshotRestoresOldOrNewAfterEveryCut) {
     disk.cut_power_at(cut);
     bool completed = true;
     try {
-      snapshot_store(disk, kDir).take(versions[2].data(), kBytes);
+      snapshot_store(disk, kDir, kPool).take(versions[2].data(), kBytes);
     } catch (const power_cut&) {
       completed = false;
     }
@@ -229,13 +230,13 @@ TEST(SnapshotPowerLoss, RecoveryIsIdempotentUnderRepeatedCuts) {
   const model_disk base = disk_with_snapshots(2, versions);
   model_disk probe = base.clone();
   const int before = probe.operations();
-  snapshot_store(probe, kDir).take(versions[2].data(), kBytes);
+  snapshot_store(probe, kDir, kPool).take(versions[2].data(), kBytes);
   const int ops = probe.operations() - before;
   for (int first = 0; first < ops; ++first) {
     model_disk after_first = base.clone();
     after_first.cut_power_at(first);
     try {
-      snapshot_store(after_first, kDir).take(versions[2].data(), kBytes);
+      snapshot_store(after_first, kDir, kPool).take(versions[2].data(), kBytes);
     } catch (const power_cut&) {
     }
     after_first.reboot();
@@ -246,7 +247,7 @@ TEST(SnapshotPowerLoss, RecoveryIsIdempotentUnderRepeatedCuts) {
       disk.cut_power_at(second);
       bool completed = true;
       try {
-        snapshot_store(disk, kDir).take(versions[3].data(), kBytes);
+        snapshot_store(disk, kDir, kPool).take(versions[3].data(), kBytes);
       } catch (const power_cut&) {
         completed = false;
       }
@@ -271,7 +272,7 @@ TEST(SnapshotPowerLoss, DamageToACommittedSnapshotIsDetected) {
   disk.write_at(kDir + "/image", 9 * 4096, page.data(), page.size());
   std::vector<char> out(kBytes);
   try {
-    snapshot_store(disk, kDir).restore_into(out.data());
+    snapshot_store(disk, kDir, kPool).restore_into(out.data());
     FAIL() << "a damaged image was restored";
   } catch (const gpm::error& e) {
     EXPECT_EQ(e.code(), gpm::errc::corrupt);

@@ -238,6 +238,7 @@ class GpmkitCli : public ::testing::Test {
 };
 
 #define EXPECT_OK(r) EXPECT_EQ((r).code, 0) << "stdout: " << (r).out << "\nstderr: " << (r).err
+#define ASSERT_OK(r) ASSERT_EQ((r).code, 0) << "stdout: " << (r).out << "\nstderr: " << (r).err
 #define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 
 TEST_F(GpmkitCli, InfoDescribesTheMachineInTextAndJson) {
@@ -532,6 +533,32 @@ TEST_F(GpmkitCli, RmRefusesFilesThatAreNotPools) {
   EXPECT_EQ(r.code, 1);
   EXPECT_CONTAINS(r.err, "device node");
   EXPECT_TRUE(fs::exists("/dev/null"));
+}
+
+// Pools named alike in two PM directories: each has its own snapshot, `restore --force` of the
+// one never snapshotted finds nothing, and a plain file at a pool's path is never replaced.
+TEST_F(GpmkitCli, RestoreUsesOnlyThePoolsOwnSnapshot) {
+  create("twin");
+  ASSERT_OK(run({"pool", "snapshot", "twin"}));
+  const std::string other = (pm_dir_ / "other").string();
+  cli_result r = run({"pool", "create", "twin", "--size", "1MiB", "--layout", "test", "--pm-dir",
+                      other, "--snapshot-dir", snapshot_dir_.string()},
+                     false);
+  ASSERT_OK(r);
+  r = run({"pool", "restore", "twin", "--force", "--pm-dir", other, "--snapshot-dir",
+           snapshot_dir_.string()},
+          false);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "no snapshot");
+
+  fs::remove(pool_file("twin"));
+  {
+    std::ofstream(pool_file("twin")) << "not a pool\n";
+  }
+  r = run({"pool", "restore", "twin", "--force"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "not a gpmkit pool");
+  EXPECT_EQ(read_file(pool_file("twin")), "not a pool\n");
 }
 
 TEST_F(GpmkitCli, AFifoOrADirectoryIsRefusedAtOnce) {
