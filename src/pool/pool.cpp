@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include <gpm/platform/checked_math.hpp>
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/format.hpp>
@@ -589,7 +590,16 @@ std::uint64_t pool::allocate(std::string_view name, std::uint64_t bytes, std::ui
                                          std::to_string(h.directory_capacity) +
                                          " named objects, its directory's capacity");
   }
-  const std::uint64_t extent = (bytes + alignment - 1) / alignment * alignment;
+  // An object larger than the heap can never fit; refusing it first also keeps the rounding
+  // below from wrapping around (2^64 - 1 bytes used to round to 0 and "fit" anywhere).
+  const std::optional<std::uint64_t> rounded =
+      bytes <= h.heap_bytes ? checked_round_up(bytes, alignment) : std::nullopt;
+  if (!rounded || *rounded > h.heap_bytes) {
+    throw_error(errc::out_of_memory, "pool " + p.path + " cannot hold \"" + std::string(name) +
+                                         "\" of " + std::to_string(bytes) + " bytes: its heap is " +
+                                         std::to_string(h.heap_bytes) + " bytes in all");
+  }
+  const std::uint64_t extent = *rounded;
   std::optional<std::uint64_t> where;
   std::uint64_t cursor = h.heap_offset;
   std::uint64_t largest = 0;

@@ -176,6 +176,26 @@ TEST_F(PoolTest, FullPoolAndFullDirectoryAreClearErrors) {
   expect_error([&] { q.allocate("d", 8); }, gpm::errc::out_of_memory, "capacity");
 }
 
+// Sizes near 2^64 used to wrap around when rounded to the alignment: allocate reported success
+// with an extent overlapping another object, and the pool could no longer be opened.
+TEST_F(PoolTest, HugeAllocationsAreRefusedWithoutWrappingAround) {
+  gpm::pool p = make();
+  p.allocate("first", 4096);
+  const std::uint64_t heap = p.info().heap_bytes;
+  for (const std::uint64_t bytes : {~std::uint64_t{0}, ~std::uint64_t{0} - 100, std::uint64_t{1} << 63,
+                                    heap + 1}) {
+    for (const std::uint64_t alignment : {std::uint64_t{128}, std::uint64_t{1} << 30}) {
+      expect_error([&] { p.allocate("huge", bytes, alignment); }, gpm::errc::out_of_memory,
+                   "cannot hold");
+    }
+  }
+  EXPECT_FALSE(p.find("huge"));
+  EXPECT_EQ(p.objects().size(), 1u);
+  p.close();
+  EXPECT_TRUE(gpm::pool::check("p.pool", options_).ok);
+  EXPECT_TRUE(reopen().find("first"));
+}
+
 TEST_F(PoolTest, CreateValidatesItsArguments) {
   expect_error([&] { make("a.pool", kPoolBytes + 100); }, gpm::errc::invalid_argument,
                "multiple of the page size");
