@@ -5,26 +5,46 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <gpm/checkpoint/checkpoint.hpp>
 #include <gpm/checkpoint/format.hpp>
 
+#include "guard.hpp"
+
 namespace {
+
+namespace compat = gpm::detail::compat;
 
 constexpr char kLayout[] = "gpmcp";
 constexpr char kName[] = "gpmcp";
 
+// Runs `body`: 0 on success, -1 (with the reason on stderr) on any failure.
 template <class F>
-int report(const char* call, F&& f) {
-  try {
-    f();
+int report(const char* call, F&& body) noexcept {
+  return compat::guarded(call, -1, [&] {
+    body();
     return 0;
-  } catch (const gpm::error& e) {
-    std::fprintf(stderr, "%s: %s\n", call, e.what());
-    return -1;
+  });
+}
+
+// Bytes of the pool for `size` bytes of data in `chunks` chunks: two copies of every byte, each
+// copy page-aligned, plus the checkpoint's own object and the pool's header and directory (well
+// under 1 MiB for 2 * chunks + 1 objects). Too large is invalid_argument.
+std::uint64_t checkpoint_pool_bytes(std::uint64_t size, std::uint64_t chunks) {
+  const auto padded = gpm::checked_add(size, chunks * 4096);  // chunks is at most kMaxChunksLimit
+  const auto data = padded ? gpm::checked_mul(*padded, 2) : std::nullopt;
+  const auto all =
+      data ? gpm::checked_add(*data, gpm::format::checkpoint::object_bytes(chunks) + (1 << 20))
+           : std::nullopt;
+  const auto pages = all ? gpm::checked_round_up(*all, 4096) : std::nullopt;
+  if (!pages) {
+    gpm::throw_error(gpm::errc::invalid_argument,
+                     std::to_string(size) + " bytes are too large for a pool");
   }
+  return *pages;
 }
 
 }  // namespace
@@ -36,47 +56,33 @@ struct gpmcp {
 };
 
 gpmcp* gpmcp_create(const char* path, std::size_t size, std::size_t elements, unsigned groups) {
-  gpmcp* out = nullptr;
-  report("gpmcp_create", [&] {
-    gpm::require(elements >= 1 && groups >= 1 &&
-                     elements * groups <= gpm::format::checkpoint::kMaxChunksLimit,
+  return compat::guarded("gpmcp_create", static_cast<gpmcp*>(nullptr), [&] {
+    const std::string name = compat::path_argument(path);
+    const auto chunks = gpm::checked_mul(elements, groups);
+    gpm::require(elements >= 1 && groups >= 1 && chunks &&
+                     *chunks <= gpm::format::checkpoint::kMaxChunksLimit,
                  "gpmcp_create: elements x groups must be 1 to " +
                      std::to_string(gpm::format::checkpoint::kMaxChunksLimit));
-    const std::uint64_t chunks = elements * groups;
-    // Two copies of every byte, each copy page-aligned, plus the checkpoint's own object and the
-    // pool's header and directory (well under 1 MiB for 2 * chunks + 1 objects).
-    const std::uint64_t data = 2 * (size + chunks * 4096);
-    const std::uint64_t meta = gpm::format::checkpoint::object_bytes(chunks) + (1 << 20);
     gpm::pool_options o;
-    o.directory_capacity = static_cast<std::uint32_t>(2 * chunks + 1);
-    gpm::pool p = gpm::pool::create(path, (data + meta + 4095) / 4096 * 4096, kLayout, o);
+    o.directory_capacity = static_cast<std::uint32_t>(2 * *chunks + 1);
     gpm::checkpoint_options co;
-    co.max_chunks = static_cast<std::uint32_t>(chunks);
-    auto* h = new gpmcp{std::move(p), std::nullopt, {}};
-    try {
-      h->cp.emplace(gpm::checkpointer::create(h->pool, kName, co));
-    } catch (...) {
-      delete h;
-      throw;
-    }
-    out = h;
+    co.max_chunks = static_cast<std::uint32_t>(*chunks);
+    // The checkpointer keeps a reference to the pool: the pool is in its final place first.
+    std::unique_ptr<gpmcp> h(new gpmcp{
+        gpm::pool::create(name, checkpoint_pool_bytes(size, *chunks), kLayout, o), {}, {}});
+    compat::initialize_or_remove(
+        h->pool, [&] { h->cp.emplace(gpm::checkpointer::create(h->pool, kName, co)); });
+    return h.release();
   });
-  return out;
 }
 
 gpmcp* gpmcp_open(const char* path) {
-  gpmcp* out = nullptr;
-  report("gpmcp_open", [&] {
-    auto* h = new gpmcp{gpm::pool::open(path, kLayout), std::nullopt, {}};
-    try {
-      h->cp.emplace(gpm::checkpointer::open(h->pool, kName));
-    } catch (...) {
-      delete h;
-      throw;
-    }
-    out = h;
+  return compat::guarded("gpmcp_open", static_cast<gpmcp*>(nullptr), [&] {
+    std::unique_ptr<gpmcp> h(
+        new gpmcp{gpm::pool::open(compat::path_argument(path), kLayout), {}, {}});
+    h->cp.emplace(gpm::checkpointer::open(h->pool, kName));
+    return h.release();
   });
-  return out;
 }
 
 void gpmcp_close(gpmcp* cp) {

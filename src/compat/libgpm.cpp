@@ -9,7 +9,11 @@
 
 #include <gpm/pool/pool.hpp>
 
+#include "guard.hpp"
+
 namespace {
+
+namespace compat = gpm::detail::compat;
 
 constexpr char kLayout[] = "libgpm";
 constexpr char kRegion[] = "region";
@@ -23,39 +27,45 @@ std::map<std::string, gpm::pool>& mapped() {
 }  // namespace
 
 void* gpm_map(const char* path, std::size_t size, bool create) {
-  try {
+  return compat::guarded("gpm_map", static_cast<void*>(nullptr), [&]() -> void* {
+    const std::string name = compat::path_argument(path);
     std::lock_guard lock(mapped_mutex);
-    const std::string key = gpm::pool::resolve(path);
+    const std::string key = gpm::pool::resolve(name);
     if (mapped().count(key) != 0) {
       std::fprintf(stderr, "gpm_map: %s is already mapped\n", key.c_str());
       return nullptr;
     }
     gpm::pool p = [&] {
-      if (!create) return gpm::pool::open(path, kLayout);
-      // The pool holds the region plus its own metadata (header, root, a one-page directory).
-      const std::uint64_t bytes = (size + 4095) / 4096 * 4096 + 4 * 4096;
+      if (!create) return gpm::pool::open(name, kLayout);
+      gpm::require(size > 0, "cannot create a region of 0 bytes");
       gpm::pool_options o;
       o.directory_capacity = 1;
-      gpm::pool q = gpm::pool::create(path, bytes, kLayout, o);
-      q.allocate(kRegion, size, 4096);
-      return q;
+      return gpm::pool::create(name, compat::one_object_pool_bytes(size), kLayout, o);
     }();
-    const gpm::pool_object region = p.get(kRegion);
-    if (region.bytes < size) {
-      std::fprintf(stderr, "gpm_map: %s holds %llu bytes, fewer than the %zu asked for\n",
-                   key.c_str(), static_cast<unsigned long long>(region.bytes), size);
-      return nullptr;
-    }
-    void* addr = p.ref().ptr<char>(region.offset);
+    const auto region_address = [&]() -> void* {
+      if (create) p.allocate(kRegion, size, 4096);
+      const gpm::pool_object region = p.get(kRegion);
+      if (region.bytes < size) {
+        std::fprintf(stderr, "gpm_map: %s holds %llu bytes, fewer than the %zu asked for\n",
+                     key.c_str(), static_cast<unsigned long long>(region.bytes), size);
+        return nullptr;
+      }
+      return p.ref().ptr<char>(region.offset);
+    };
+    void* addr = create ? compat::initialize_or_remove(p, region_address) : region_address();
+    if (addr == nullptr) return nullptr;
     mapped().emplace(key, std::move(p));
     return addr;
-  } catch (const gpm::error& e) {
-    std::fprintf(stderr, "gpm_map: %s\n", e.what());
-    return nullptr;
-  }
+  });
 }
 
 void gpm_unmap(const char* path, void*, std::size_t) {
-  std::lock_guard lock(mapped_mutex);
-  mapped().erase(gpm::pool::resolve(path));
+  compat::guarded("gpm_unmap", 0, [&] {
+    const std::string name = compat::path_argument(path);
+    std::lock_guard lock(mapped_mutex);
+    if (mapped().erase(gpm::pool::resolve(name)) == 0) {
+      std::fprintf(stderr, "gpm_unmap: %s is not mapped\n", path);
+    }
+    return 0;
+  });
 }

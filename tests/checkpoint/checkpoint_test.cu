@@ -465,4 +465,21 @@ TEST_F(CheckpointTest, GpmcpApiRoundTripsInRegistrationOrder) {
   EXPECT_EQ(gpmcp_open((path + ".absent").c_str()), nullptr);
 }
 
+// No C++ exception may cross the C functions, sizes that overflow are refused, and a failed
+// create leaves no file behind.
+TEST_F(CheckpointTest, GpmcpApiFailsCleanlyAndLeavesNothing) {
+  const std::string path = dirs.pool_path("gpmcp-bad.pool");
+  EXPECT_EQ(gpmcp_create(nullptr, 4096, 1, 1), nullptr);
+  EXPECT_EQ(gpmcp_open(nullptr), nullptr);
+  EXPECT_EQ(gpmcp_create(path.c_str(), 4096, (std::size_t{1} << 63) + 1, 2), nullptr);
+  EXPECT_EQ(gpmcp_create(path.c_str(), ~std::size_t{0}, 1, 1), nullptr);
+  EXPECT_EQ(gpmcp_create(path.c_str(), ~std::size_t{0} / 2, 1, 1), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a failed create left a pool file";
+  EXPECT_EQ(gpmcp_register(nullptr, nullptr, 8, 0), -1);
+  EXPECT_EQ(gpmcp_checkpoint(nullptr, 0), -1);
+  gpmcp* cp = gpmcp_create(path.c_str(), 4096, 1, 1);
+  ASSERT_NE(cp, nullptr);
+  gpmcp_close(cp);
+}
+
 }  // namespace

@@ -2,6 +2,8 @@
 // close, reopen by path (the kind is found from the file), and failures reported as nullptr.
 #include <gpm/compat/gpmlog.hpp>
 
+#include <filesystem>
+
 #include "scratch_pool.hpp"
 
 namespace {
@@ -63,6 +65,23 @@ TEST(GpmlogApi, BothKindsFromKernelsAndReopenByPath) {
   hcl = gpmlog_open(hcl_path.c_str());
   ASSERT_NE(hcl, nullptr);
   gpmlog_close(hcl);
+}
+
+// No C++ exception may cross the C functions, and a failed create leaves no file behind.
+TEST(GpmlogApi, BadArgumentsFailCleanlyAndLeaveNothing) {
+  gpm::test::scratch_dirs d("gpmlog-bad");
+  const std::string path = d.pool_path("x.log");
+  EXPECT_EQ(gpmlog_create_hcl(nullptr, 1 << 20, 1, 32), nullptr);
+  EXPECT_EQ(gpmlog_create_conv(nullptr, 1 << 20, 2), nullptr);
+  EXPECT_EQ(gpmlog_open(nullptr), nullptr);
+  EXPECT_EQ(gpmlog_create_conv(path.c_str(), ~std::size_t{0}, 1), nullptr);
+  EXPECT_EQ(gpmlog_create_hcl(path.c_str(), ~std::size_t{0}, 1, 1), nullptr);
+  // Too small for one entry per thread: the log is refused after its pool was made.
+  EXPECT_EQ(gpmlog_create_hcl(path.c_str(), 8, 4, 32), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a failed create left a pool file";
+  gpmlog* log = gpmlog_create_conv(path.c_str(), 4096, 2);  // the retry works
+  ASSERT_NE(log, nullptr);
+  gpmlog_close(log);
 }
 
 TEST(GpmlogApi, FailuresReturnNull) {

@@ -5,6 +5,7 @@
 #include <gpm/pool/pool.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "crash_harness.hpp"
@@ -86,6 +87,26 @@ TEST(Persist, LibGpmCompatibilityApi) {
   EXPECT_EQ(gpm_map(path.c_str(), n * sizeof(int), false), nullptr) << "mapped twice";
   EXPECT_EQ(gpm_map((d.pm_dir() + "/absent.pool").c_str(), 64, false), nullptr);
   gpm_unmap(path.c_str(), again, n * sizeof(int));
+}
+
+// No C++ exception may cross the C functions (a null path used to abort the process), and a
+// failed create leaves no file behind (a retry used to find "already exists").
+TEST(Persist, LibGpmCompatFailsCleanlyAndLeavesNothing) {
+  gpm::test::scratch_dirs d("libgpm-bad");
+  const std::string path = d.pool_path("region.pool");
+  EXPECT_EQ(gpm_map(nullptr, 64, true), nullptr);
+  EXPECT_EQ(gpm_map(nullptr, 64, false), nullptr);
+  EXPECT_EQ(gpm_map("", 64, true), nullptr);
+  gpm_unmap(nullptr, nullptr, 64);
+  gpm_unmap(path.c_str(), nullptr, 64);  // not mapped: a message, nothing else
+  EXPECT_EQ(gpm_map(path.c_str(), 0, true), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a failed create left a pool file";
+  EXPECT_EQ(gpm_map(path.c_str(), ~std::size_t{0}, true), nullptr);
+  EXPECT_EQ(gpm_map(path.c_str(), ~std::size_t{0} - 4096, true), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a failed create left a pool file";
+  void* region = gpm_map(path.c_str(), 64, true);  // the retry works
+  ASSERT_NE(region, nullptr);
+  gpm_unmap(path.c_str(), region, 64);
 }
 
 }  // namespace
