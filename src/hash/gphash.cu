@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include <gpm/hash/detail/format.hpp>
+#include <gpm/platform/checked_math.hpp>
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/kernel.cuh>
 
@@ -67,11 +69,11 @@ void validate_config(const gphash_config& c, bool variable_keys) {
       (c.slots_per_bucket & (c.slots_per_bucket - 1)) != 0) {
     fail("slots_per_bucket must be a power of two from 1 to 32");
   }
-  if (c.value_bytes < 8 || c.value_bytes % 8 != 0 || c.value_bytes > 65536) {
-    fail("value_bytes must be a multiple of 8 from 8 to 65536");
+  if (c.value_bytes < 8 || c.value_bytes % 8 != 0 || c.value_bytes > kMaxValueBytes) {
+    fail("value_bytes must be a multiple of 8 from 8 to " + std::to_string(kMaxValueBytes));
   }
-  if (variable_keys && (c.max_key_bytes < 1 || c.max_key_bytes > 4096)) {
-    fail("max_key_bytes must be 1..4096");
+  if (variable_keys && (c.max_key_bytes < 1 || c.max_key_bytes > kMaxKeyBytes)) {
+    fail("max_key_bytes must be 1.." + std::to_string(kMaxKeyBytes));
   }
   if (c.top_level + 1 < c.level_count || c.top_level >= kMaxTop) {
     fail("top_level must be at least level_count - 1 and below " + std::to_string(kMaxTop) +
@@ -263,8 +265,16 @@ struct gphash<Key>::impl {
     }
   }
 
+  // The state record's numbers come from media: a level below 0 or a segment size whose byte
+  // count wraps around 64 bits is damage, not a small object.
   void validate_objects() const {
     const std::uint32_t levels = config.level_count + (state.resizing ? 1 : 0);
+    if (state.top + 1 < levels) {
+      throw_error(errc::corrupt, what() + ": the state record's top level " +
+                                     std::to_string(state.top) + " leaves no room for " +
+                                     std::to_string(levels) +
+                                     " levels: restore the pool from a snapshot");
+    }
     for (std::uint32_t d = 0; d < levels; ++d) {
       const std::uint32_t level = state.top - d;
       const auto o = owner->find(level_name(name, level));
@@ -277,7 +287,8 @@ struct gphash<Key>::impl {
     }
     for (std::uint32_t s = 0; s < state.segments; ++s) {
       const auto o = owner->find(segment_name(name, s));
-      if (!o || o->offset != state.seg_offset[s] || o->bytes < state.seg_cells[s] * cell_bytes()) {
+      const std::optional<std::uint64_t> bytes = checked_mul(state.seg_cells[s], cell_bytes());
+      if (!o || o->offset != state.seg_offset[s] || !bytes || o->bytes < *bytes) {
         throw_error(errc::corrupt, what() + ": value segment " + std::to_string(s) +
                                        " is missing or does not match the state record: restore "
                                        "the pool from a snapshot");

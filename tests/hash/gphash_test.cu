@@ -333,6 +333,24 @@ TEST(Gphash, OpenValidatesTheHeader) {
   rec->state[0].top ^= 1;
   rec->state[1].top ^= 1;
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  // Numbers from media that overflow: a header whose value size no table may have, a state
+  // whose top leaves fewer levels than the table has, and a segment whose cell count times the
+  // cell size wraps around 64 bits (it used to pass as a small segment).
+  *rec = saved;
+  rec->header.value_bytes = 0xfffffff8u;
+  gpm::format::seal_header(&rec->header);
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  const auto forge_state = [&](auto edit) {
+    *rec = saved;
+    for (auto& s : rec->state) {
+      edit(s);
+      s.checksum = gpm::format::hash::state_checksum(s);
+    }
+  };
+  forge_state([](auto& s) { s.seg_cells[0] = std::uint64_t{1} << 57; });  // x 128 bytes = 2^64
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
+  forge_state([](auto& s) { s.top = 0; });
+  EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);
   *rec = saved;
   f.pool.free("kv.L3");
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::corrupt);

@@ -16,6 +16,8 @@ namespace gpm::format::hash {
 inline constexpr std::uint64_t kTypeTag = 0x6770686173680001ull;  // pool type tag of all objects
 inline constexpr std::uint32_t kMaxTop = 40;
 inline constexpr std::uint32_t kStateSegments = 48;
+inline constexpr std::uint32_t kMaxValueBytes = 65536;  // gphash_config::value_bytes
+inline constexpr std::uint32_t kMaxKeyBytes = 4096;     // gphash_config::max_key_bytes
 
 struct table_header {
   object_header common;     // magic "GPMHASH\0"; object_bytes: the whole table_record
