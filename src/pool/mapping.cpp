@@ -330,6 +330,29 @@ std::unique_ptr<mapping> open_backing(const std::string& path, bool writable) {
   return m;
 }
 
+bool file_shrank(const mapping& m) {
+  struct stat st {};
+  return m.kind != backing_kind::dax_device && fstat(m.fd, &st) == 0 &&
+         static_cast<std::uint64_t>(st.st_size) < m.bytes;
+}
+
+void read_file(const mapping& m, std::uint64_t offset, void* out, std::uint64_t bytes) {
+  auto* p = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(m.fd, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_error(errc::io, sys_error("cannot read", m.path));
+    if (n == 0) {
+      throw_error(errc::corrupt, "pool " + m.path + " ends at byte " + std::to_string(offset) +
+                                     " although it was " + std::to_string(m.bytes) +
+                                     " bytes when it was opened: another process truncated it");
+    }
+    p += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::uint64_t>(n);
+  }
+}
+
 void map_into_gpu(mapping& m, gpu_mapping how,
                   const std::function<void(const std::string&)>& notice) {
   if (how == gpu_mapping::none) return;

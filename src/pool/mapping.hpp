@@ -73,6 +73,14 @@ void publish(mapping& m, const std::string& final_path);
 // Opens an existing pool file or device, locked (exclusive if writable, shared otherwise).
 std::unique_ptr<mapping> open_backing(const std::string& path, bool writable);
 
+// Whether the file under `m` is now shorter than the mapping: another process truncated it, and
+// touching the part that is gone would kill this process with SIGBUS.
+bool file_shrank(const mapping& m);
+
+// Reads bytes [offset, offset + bytes) of the file under `m` with pread, not through the mapping;
+// throws errc::corrupt, saying the file was truncated, when they are no longer all there.
+void read_file(const mapping& m, std::uint64_t offset, void* out, std::uint64_t bytes);
+
 // Registers the mapping with CUDA according to `how`; reports host-only use through `notice`.
 void map_into_gpu(mapping& m, gpu_mapping how,
                   const std::function<void(const std::string&)>& notice);

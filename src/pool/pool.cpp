@@ -137,7 +137,8 @@ struct pool::impl {
   }
 
   void mark_clean_and_release() {
-    if (map && map->writable) {
+    // A pool truncated under us stays marked unclean: writing its root record would fault.
+    if (map && map->writable && !detail::file_shrank(*map)) {
       update_root([](fmt::root_record& n) { n.flags |= fmt::kFlagCleanShutdown; });
     }
     map.reset();
@@ -734,7 +735,17 @@ snapshot_result pool::snapshot() {
   // The snapshot records the pool as "not cleanly closed", so a restored pool runs recovery.
   // Nothing about the snapshot is written into the pool: the manifest is the one record of it.
   const detail::snapshot_lock dir_lock(p.snapshot_store().dir(), true);
-  return p.snapshot_store().take(p.base(), p.map->bytes);
+  const detail::mapping& m = *p.map;
+  if (detail::file_shrank(m)) {
+    throw_error(errc::corrupt, "pool " + p.path +
+                                   " is shorter than when it was opened (another process "
+                                   "truncated it): no snapshot was taken");
+  }
+  return p.snapshot_store().take(
+      [&m](std::uint64_t offset, void* out, std::uint64_t bytes) {
+        detail::read_file(m, offset, out, bytes);
+      },
+      m.bytes);
 }
 
 pool_info pool::info() const {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -72,19 +73,35 @@ std::uint64_t now_ns() {
                                         .count());
 }
 
-std::vector<std::uint64_t> parallel_page_checksums(const char* pool, std::uint64_t pages) {
+// Pages read per call while checksumming: large enough to amortise a read, small enough to stay
+// in cache until it is checksummed.
+constexpr std::uint64_t kPagesPerRead = 256;
+
+std::vector<std::uint64_t> parallel_page_checksums(const pool_reader& read, std::uint64_t pages) {
   std::vector<std::uint64_t> out(pages);
   const unsigned threads = static_cast<unsigned>(std::clamp<std::uint64_t>(
       pages / 1024, 1, std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<std::exception_ptr> failed(threads);
   std::vector<std::thread> pool_threads;
   for (unsigned t = 0; t < threads; ++t) {
     pool_threads.emplace_back([&, t] {
-      for (std::uint64_t p = t * pages / threads; p < (t + 1) * pages / threads; ++p) {
-        out[p] = page_checksum(pool + p * kPage, p);
+      try {
+        std::vector<char> buf(kPagesPerRead * kPage);
+        const std::uint64_t end = (t + 1) * pages / threads;
+        for (std::uint64_t p = t * pages / threads; p < end; p += kPagesPerRead) {
+          const std::uint64_t n = std::min(kPagesPerRead, end - p);
+          read(p * kPage, buf.data(), n * kPage);
+          for (std::uint64_t i = 0; i < n; ++i) out[p + i] = page_checksum(&buf[i * kPage], p + i);
+        }
+      } catch (...) {
+        failed[t] = std::current_exception();
       }
     });
   }
   for (auto& th : pool_threads) th.join();
+  for (const std::exception_ptr& e : failed) {
+    if (e) std::rethrow_exception(e);
+  }
   return out;
 }
 
@@ -347,21 +364,24 @@ std::vector<std::uint64_t> snapshot_store::read_table(const snapshot_manifest& m
   return table;
 }
 
-snapshot_result snapshot_store::take_first(const char* pool, std::uint64_t pool_bytes,
+snapshot_result snapshot_store::take_first(const pool_reader& read, std::uint64_t pool_bytes,
                                            const std::uint8_t (&uuid)[16]) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t pages = pool_bytes / kPage;
   fs_.make_dir(dir_);
   fs_.sync_dir(std::filesystem::path(dir_).parent_path().string());
-  std::vector<std::uint64_t> table = parallel_page_checksums(pool, pages);
+  std::vector<std::uint64_t> table = parallel_page_checksums(read, pages);
   // Until the manifest exists there is no snapshot, so the image is written in place.
   const std::string image = path("image");
   const std::string pages_file = path("pages");
   fs_.remove(image);
   fs_.remove(pages_file);
-  constexpr std::uint64_t kChunk = 64ull << 20;
+  constexpr std::uint64_t kChunk = 16ull << 20;
+  std::vector<char> chunk(std::min(kChunk, pool_bytes));
   for (std::uint64_t off = 0; off < pool_bytes; off += kChunk) {
-    fs_.write_at(image, off, pool + off, std::min(kChunk, pool_bytes - off));
+    const std::uint64_t n = std::min(kChunk, pool_bytes - off);
+    read(off, chunk.data(), n);
+    fs_.write_at(image, off, chunk.data(), n);
   }
   fs_.write_at(pages_file, 0, table.data(), pages * sizeof(std::uint64_t));
   fs_.sync_file(image);
@@ -387,11 +407,13 @@ snapshot_result snapshot_store::take_first(const char* pool, std::uint64_t pool_
   return r;
 }
 
-snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes) {
+snapshot_result snapshot_store::take(const pool_reader& read, std::uint64_t pool_bytes) {
   const auto start = std::chrono::steady_clock::now();
-  const fmt::header& h = header_of(pool);
+  std::vector<char> head(kPage);
+  read(0, head.data(), kPage);
+  const fmt::header& h = header_of(head.data());
   std::optional<snapshot_manifest> m = manifest();
-  if (!m) return take_first(pool, pool_bytes, h.common.uuid);
+  if (!m) return take_first(read, pool_bytes, h.common.uuid);
   require_ours(*m);
   if (std::memcmp(m->uuid, h.common.uuid, sizeof m->uuid) != 0) {
     throw_error(errc::already_exists, "snapshot directory " + dir_ +
@@ -416,7 +438,7 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
     table_seq_ = m->seq;
   }
   const std::uint64_t pages = pool_bytes / kPage;
-  std::vector<std::uint64_t> current = parallel_page_checksums(pool, pages);
+  std::vector<std::uint64_t> current = parallel_page_checksums(read, pages);
   std::vector<std::uint64_t> changed;
   for (std::uint64_t p = 0; p < pages; ++p) {
     if (current[p] != table_[p]) changed.push_back(p);
@@ -449,7 +471,7 @@ snapshot_result snapshot_store::take(const char* pool, std::uint64_t pool_bytes)
   for (const std::uint64_t p : changed) {
     // The page is copied first and checksummed from the copy, so the journal is self-consistent
     // even if the pool changes underneath.
-    std::memcpy(buf.data() + sizeof(journal_entry), pool + p * kPage, kPage);
+    read(p * kPage, buf.data() + sizeof(journal_entry), kPage);
     journal_entry e{p, page_checksum(buf.data() + sizeof(journal_entry), p)};
     std::memcpy(buf.data(), &e, sizeof e);
     jsum = checksum64(buf.data(), kEntryStride, jsum);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,11 @@ class snapshot_fs {
   virtual void sync_dir(const std::string& path) = 0;
 };
 
+// Reads `bytes` bytes of the pool at `offset` into `out`, or throws. A snapshot reads the pool
+// through this, not through the pool's mapping: if another process truncates the pool file, a
+// read gives a clear error where a load from the mapping would kill the process with SIGBUS.
+using pool_reader = std::function<void(std::uint64_t offset, void* out, std::uint64_t bytes)>;
+
 // The real file system (POSIX calls; write_at keeps files open until synced).
 std::unique_ptr<snapshot_fs> make_posix_fs();
 
@@ -62,10 +68,10 @@ class snapshot_store {
   // errc::version if an older gpmkit wrote it).
   std::optional<snapshot_manifest> manifest();
 
-  // Takes snapshot seq + 1 of the pool image `pool` (its header names the uuid and size). Refuses
-  // (errc::already_exists) a directory holding the snapshot of another pool: another uuid, or
-  // another path.
-  snapshot_result take(const char* pool, std::uint64_t pool_bytes);
+  // Takes snapshot seq + 1 of the pool of `pool_bytes` bytes that `read` reads (its header names
+  // the uuid). Refuses (errc::already_exists) a directory holding the snapshot of another pool:
+  // another uuid, or another path.
+  snapshot_result take(const pool_reader& read, std::uint64_t pool_bytes);
 
   // Applies a committed journal left by a crash; idempotent.
   void recover();
@@ -82,7 +88,7 @@ class snapshot_store {
   void write_manifest(const snapshot_manifest& m);
   void require_ours(const snapshot_manifest& m) const;
   std::vector<std::uint64_t> read_table(const snapshot_manifest& m);
-  snapshot_result take_first(const char* pool, std::uint64_t pool_bytes,
+  snapshot_result take_first(const pool_reader& read, std::uint64_t pool_bytes,
                              const std::uint8_t (&uuid)[16]);
   void apply_journal(const snapshot_manifest& m);
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -665,6 +666,38 @@ TEST_F(PoolTest, ASnapshotNeverReplacesAnotherPoolOrAFile) {
   expect_error([&] { gpm::pool::restore("p.pool", options_); }, gpm::errc::invalid_argument,
                "not a gpmkit pool");
   EXPECT_EQ(read_file(file()), std::vector<char>(kPoolBytes, 't'));
+}
+
+// Another process truncating the pool during a snapshot used to kill the snapshotting process
+// with SIGBUS (the snapshot read the pool through its mapping). Now the snapshot reads the file,
+// and a truncation is an error; closing the truncated pool does not touch it either.
+TEST_F(PoolTest, TruncationDuringASnapshotIsAnErrorNotACrash) {
+  constexpr std::uint64_t kBig = 16 << 20;
+  {
+    gpm::pool p = make("p.pool", kBig);
+    std::filesystem::resize_file(file(), 4096);  // before: found at once
+    expect_error([&] { p.snapshot(); }, gpm::errc::corrupt, "truncated");
+  }
+  std::filesystem::remove(file());
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 4; ++trial) {
+    gpm::pool p = make("t.pool", kBig);
+    std::memset(p.host_ptr<char>(p.allocate("data", kBig / 2)), trial + 1, kBig / 2);
+    const auto delay = std::chrono::microseconds(rng() % 3000);
+    std::thread truncate([&] {
+      std::this_thread::sleep_for(delay);
+      std::filesystem::resize_file(file("t.pool"), 8192 + 4096 * (rng() % 4));
+    });
+    try {
+      p.snapshot();  // done before the truncation, or refused because of it
+    } catch (const gpm::error& e) {
+      EXPECT_EQ(e.code(), gpm::errc::corrupt) << e.what();
+      EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+    }
+    truncate.join();
+    p.close();
+    gpm::pool::remove("t.pool", options_, true);
+  }
 }
 
 TEST_F(PoolTest, DamagedSnapshotIsReportedNotUsed) {

@@ -129,6 +129,13 @@ constexpr std::uint64_t kBytes = kPages * 4096;
 const std::string kDir = "/snap/p.pool.snapshot";
 const std::string kPool = "/pm/p.pool";  // the pool the snapshots belong to
 
+// A pool image in memory, read as a snapshot reads a pool file.
+gpm::detail::pool_reader memory(const std::vector<char>& image) {
+  return [&image](std::uint64_t offset, void* out, std::uint64_t bytes) {
+    std::memcpy(out, image.data() + offset, bytes);
+  };
+}
+
 // Pool images: version 0 is a formatted pool with patterned heap pages; each later version
 // rewrites a different subset of pages.
 std::vector<std::vector<char>> make_versions(int count) {
@@ -163,14 +170,14 @@ int restored_version(model_disk& disk, const std::vector<std::vector<char>>& ver
 // The disk after snapshots of versions 0..n-1 completed without interruption.
 model_disk disk_with_snapshots(int n, const std::vector<std::vector<char>>& versions) {
   model_disk disk;
-  for (int i = 0; i < n; ++i) snapshot_store(disk, kDir, kPool).take(versions[i].data(), kBytes);
+  for (int i = 0; i < n; ++i) snapshot_store(disk, kDir, kPool).take(memory(versions[i]), kBytes);
   return disk;
 }
 
 TEST(SnapshotPowerLoss, FirstSnapshotIsAllOrNothing) {
   const auto versions = make_versions(1);
   model_disk probe;
-  snapshot_store(probe, kDir, kPool).take(versions[0].data(), kBytes);
+  snapshot_store(probe, kDir, kPool).take(memory(versions[0]), kBytes);
   const int ops = probe.operations();
   ASSERT_GT(ops, 5);
   for (int cut = 0; cut <= ops; ++cut) {
@@ -178,7 +185,7 @@ TEST(SnapshotPowerLoss, FirstSnapshotIsAllOrNothing) {
     disk.cut_power_at(cut);
     bool completed = true;
     try {
-      snapshot_store(disk, kDir, kPool).take(versions[0].data(), kBytes);
+      snapshot_store(disk, kDir, kPool).take(memory(versions[0]), kBytes);
     } catch (const power_cut&) {
       completed = false;
     }
@@ -197,7 +204,7 @@ TEST(SnapshotPowerLoss, IncrementalSnapshotRestoresOldOrNewAfterEveryCut) {
   const model_disk base = disk_with_snapshots(2, versions);  // snapshots of v0, v1
   model_disk probe = base.clone();
   const int before = probe.operations();
-  snapshot_store(probe, kDir, kPool).take(versions[2].data(), kBytes);
+  snapshot_store(probe, kDir, kPool).take(memory(versions[2]), kBytes);
   const int ops = probe.operations() - before;
   int saw_old = 0, saw_new = 0;
   for (int cut = 0; cut <= ops; ++cut) {
@@ -205,7 +212,7 @@ TEST(SnapshotPowerLoss, IncrementalSnapshotRestoresOldOrNewAfterEveryCut) {
     disk.cut_power_at(cut);
     bool completed = true;
     try {
-      snapshot_store(disk, kDir, kPool).take(versions[2].data(), kBytes);
+      snapshot_store(disk, kDir, kPool).take(memory(versions[2]), kBytes);
     } catch (const power_cut&) {
       completed = false;
     }
@@ -230,13 +237,13 @@ TEST(SnapshotPowerLoss, RecoveryIsIdempotentUnderRepeatedCuts) {
   const model_disk base = disk_with_snapshots(2, versions);
   model_disk probe = base.clone();
   const int before = probe.operations();
-  snapshot_store(probe, kDir, kPool).take(versions[2].data(), kBytes);
+  snapshot_store(probe, kDir, kPool).take(memory(versions[2]), kBytes);
   const int ops = probe.operations() - before;
   for (int first = 0; first < ops; ++first) {
     model_disk after_first = base.clone();
     after_first.cut_power_at(first);
     try {
-      snapshot_store(after_first, kDir, kPool).take(versions[2].data(), kBytes);
+      snapshot_store(after_first, kDir, kPool).take(memory(versions[2]), kBytes);
     } catch (const power_cut&) {
     }
     after_first.reboot();
@@ -247,7 +254,7 @@ TEST(SnapshotPowerLoss, RecoveryIsIdempotentUnderRepeatedCuts) {
       disk.cut_power_at(second);
       bool completed = true;
       try {
-        snapshot_store(disk, kDir, kPool).take(versions[3].data(), kBytes);
+        snapshot_store(disk, kDir, kPool).take(memory(versions[3]), kBytes);
       } catch (const power_cut&) {
         completed = false;
       }
