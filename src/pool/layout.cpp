@@ -81,6 +81,10 @@ bool check_header(const char* base, std::uint64_t file_bytes, std::string_view l
     f.add(errc::corrupt, "the layout name is not terminated");
     return false;
   }
+  if (h.layout[0] == '\0') {
+    f.add(errc::corrupt, "the layout name is empty (create never writes one)");
+    return false;
+  }
   if (!layout.empty() && std::string_view(h.layout) != layout) {
     f.add(errc::layout_mismatch, "the pool holds layout \"" + std::string(h.layout) + "\", not \"" +
                                      std::string(layout) + "\"");
@@ -138,6 +142,21 @@ void write_root(char* base, root_state& current, fmt::root_record next) {
   std::memcpy(dst, &next, sizeof next);
   persist(dst, sizeof next);
   current = root_state{next, slot};
+}
+
+void check_root(const fmt::header& h, const fmt::root_record& root, findings& f) {
+  const std::uint64_t bytes = h.common.object_bytes;
+  if (root.user_root_offset > bytes || root.user_root_bytes > bytes - root.user_root_offset) {
+    f.add(errc::corrupt, "the root record's application root (offset " +
+                             std::to_string(root.user_root_offset) + ", " +
+                             std::to_string(root.user_root_bytes) + " bytes) lies outside the pool (" +
+                             std::to_string(bytes) + " bytes)");
+  }
+  if (root.pending != fmt::op_none && root.pending_entry >= h.directory_capacity) {
+    f.add(errc::corrupt, "the root record's pending entry " + std::to_string(root.pending_entry) +
+                             " is outside the directory (" + std::to_string(h.directory_capacity) +
+                             " entries)");
+  }
 }
 
 void check_directory(const char* base, const fmt::header& h, const fmt::root_record& root,

@@ -57,6 +57,10 @@ std::optional<root_state> read_root(const char* base, findings& f);
 // persists it, and makes it current.
 void write_root(char* base, root_state& current, format::pool::root_record next);
 
+// Validates the root record's fields against the header: the application root inside the pool,
+// a pending operation's entry inside the directory.
+void check_root(const format::pool::header& h, const format::pool::root_record& root, findings& f);
+
 // Validates every directory entry: zero or live with a valid checksum, a terminated unique name,
 // inside the heap, aligned, not overlapping another. The entry of a directory operation that a
 // crash interrupted (`root.pending`) may be torn: recovery resolves it, so it is not a problem.

@@ -94,14 +94,11 @@ struct pool::impl {
     return header().heap_bytes - used;
   }
 
-  // Finishes or undoes the directory operation a crash interrupted.
+  // Finishes or undoes the directory operation a crash interrupted (check_root has vetted its
+  // entry index).
   void finish_pending(findings& f) {
     const fmt::root_record& r = root.record;
     if (r.pending == fmt::op_none) return;
-    if (r.pending_entry >= header().directory_capacity) {
-      f.add(errc::corrupt, "the root record's pending entry is out of range");
-      return;
-    }
     fmt::directory_entry& e = entries()[r.pending_entry];
     const bool live = e.state == fmt::kEntryLive && e.checksum == detail::entry_checksum(e);
     std::string what;
@@ -174,6 +171,8 @@ std::unique_ptr<pool::impl> open_validated(const std::string& path, std::string_
   std::optional<detail::root_state> root = detail::read_root(p->base(), f);
   if (!root) return p;
   p->root = *root;
+  detail::check_root(p->header(), root->record, f);
+  if (!f.ok()) return p;
   if (writable) {
     p->finish_pending(f);
   } else if (root->record.pending != fmt::op_none) {

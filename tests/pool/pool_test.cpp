@@ -1,5 +1,6 @@
 // gpm::pool: the API, the on-media validation and every kind of bad input (each must give a
 // clear gpm::error with the right code, lose nothing and never crash).
+#include <gpm/platform/checksum.hpp>
 #include <gpm/pool/format.hpp>
 #include <gpm/pool/object_header.hpp>
 #include <gpm/pool/pool.hpp>
@@ -258,6 +259,60 @@ TEST_F(PoolTest, UnknownIncompatibleFeatureIsRefused) {
   make();
   forge_header(file(), [](fmt::header& h) { h.common.incompat_features = 1ull << 40; });
   expect_error([&] { reopen(); }, gpm::errc::version, "features");
+}
+
+TEST_F(PoolTest, AnEmptyLayoutNameIsCorrupt) {
+  make();
+  forge_header(file(), [](fmt::header& h) { std::memset(h.layout, 0, sizeof h.layout); });
+  const gpm::pool_check c = gpm::pool::check("p.pool", options_);
+  EXPECT_FALSE(c.ok);
+  ASSERT_FALSE(c.problems.empty());
+  EXPECT_NE(c.problems.front().find("layout name is empty"), std::string::npos)
+      << c.problems.front();
+}
+
+// Rewrites both root records with `edit` applied and valid checksums.
+void forge_roots(const std::string& path, void (*edit)(fmt::root_record&)) {
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  for (int slot = 0; slot < 2; ++slot) {
+    fmt::root_record r;
+    const auto at = static_cast<std::streamoff>(fmt::kRootOffset + slot * fmt::kRootSlotBytes);
+    f.seekg(at);
+    f.read(reinterpret_cast<char*>(&r), sizeof r);
+    edit(r);
+    r.checksum = gpm::checksum64(&r, offsetof(fmt::root_record, checksum), r.seq);
+    f.seekp(at);
+    f.write(reinterpret_cast<const char*>(&r), sizeof r);
+  }
+}
+
+// A root that points outside the pool used to pass check; a program following it then faulted.
+TEST_F(PoolTest, ARootRecordPointingOutsideThePoolIsCorrupt) {
+  make().close();
+  forge_roots(file(), [](fmt::root_record& r) {
+    r.user_root_offset = kPoolBytes - 64;
+    r.user_root_bytes = 1 << 20;
+  });
+  gpm::pool_check c = gpm::pool::check("p.pool", options_);
+  EXPECT_FALSE(c.ok);
+  ASSERT_FALSE(c.problems.empty());
+  EXPECT_NE(c.problems.front().find("outside the pool"), std::string::npos) << c.problems.front();
+  expect_error([&] { reopen(); }, gpm::errc::corrupt, "application root");
+  forge_roots(file(), [](fmt::root_record& r) {
+    r.user_root_offset = ~std::uint64_t{0};
+    r.user_root_bytes = 2;  // offset + bytes wraps around
+  });
+  EXPECT_FALSE(gpm::pool::check("p.pool", options_).ok);
+  forge_roots(file(), [](fmt::root_record& r) {
+    r.user_root_offset = 0;
+    r.user_root_bytes = 0;
+    r.pending = fmt::op_free;
+    r.pending_entry = 1u << 20;
+  });
+  c = gpm::pool::check("p.pool", options_);
+  EXPECT_FALSE(c.ok);
+  ASSERT_FALSE(c.problems.empty());
+  EXPECT_NE(c.problems.front().find("pending entry"), std::string::npos) << c.problems.front();
 }
 
 TEST_F(PoolTest, TruncatedAndExtendedFilesAreCorrupt) {
