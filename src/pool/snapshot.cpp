@@ -112,7 +112,7 @@ std::uint64_t table_checksum(const std::vector<std::uint64_t>& table) {
 class posix_fs final : public snapshot_fs {
  public:
   ~posix_fs() override {
-    for (auto& [p, fd] : open_) ::close(fd);
+    for (auto& [p, f] : open_) ::close(f.fd);
   }
 
   std::optional<std::uint64_t> file_size(const std::string& path) override {
@@ -126,7 +126,7 @@ class posix_fs final : public snapshot_fs {
 
   void read_at(const std::string& path, std::uint64_t offset, void* buf,
                std::uint64_t len) override {
-    const int fd = descriptor(path, false);
+    const int fd = descriptor(path, access::read);
     auto* p = static_cast<char*>(buf);
     while (len > 0) {
       const ssize_t n = ::pread(fd, p, len, static_cast<off_t>(offset));
@@ -141,7 +141,7 @@ class posix_fs final : public snapshot_fs {
 
   void write_at(const std::string& path, std::uint64_t offset, const void* buf,
                 std::uint64_t len) override {
-    const int fd = descriptor(path, true);
+    const int fd = descriptor(path, access::write);
     const auto* p = static_cast<const char*>(buf);
     while (len > 0) {
       const ssize_t n = ::pwrite(fd, p, len, static_cast<off_t>(offset));
@@ -154,11 +154,13 @@ class posix_fs final : public snapshot_fs {
   }
 
   void truncate(const std::string& path, std::uint64_t size) override {
-    if (::ftruncate(descriptor(path, true), static_cast<off_t>(size)) != 0) fail("truncate", path);
+    if (::ftruncate(descriptor(path, access::write), static_cast<off_t>(size)) != 0) {
+      fail("truncate", path);
+    }
   }
 
   void sync_file(const std::string& path) override {
-    if (::fsync(descriptor(path, false)) != 0) fail("fsync", path);
+    if (::fsync(descriptor(path, access::read)) != 0) fail("fsync", path);
   }
 
   void rename(const std::string& from, const std::string& to) override {
@@ -193,47 +195,58 @@ class posix_fs final : public snapshot_fs {
                 std::string("snapshot: cannot ") + what + " " + path + ": " + std::strerror(errno));
   }
 
-  int descriptor(const std::string& path, bool create) {
+  // Reading opens a file read-only (a restore must work from snapshot files it may not write);
+  // writing creates it if missing and reopens a read-only descriptor for writing.
+  enum class access { read, write };
+
+  int descriptor(const std::string& path, access a) {
     auto it = open_.find(path);
-    if (it != open_.end()) return it->second;
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+    if (it != open_.end() && (a == access::read || it->second.writable)) return it->second.fd;
+    forget(path);
+    const int flags = a == access::write ? O_RDWR | O_CREAT : O_RDONLY;
+    const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0600);
     if (fd < 0) {
       if (errno == ENOENT) throw_error(errc::not_found, "snapshot file " + path + " is missing");
       fail("open", path);
     }
-    open_[path] = fd;
+    open_[path] = open_file{fd, a == access::write};
     return fd;
   }
 
   void forget(const std::string& path) {
     auto it = open_.find(path);
     if (it != open_.end()) {
-      ::close(it->second);
+      ::close(it->second.fd);
       open_.erase(it);
     }
   }
 
-  std::map<std::string, int> open_;
+  struct open_file {
+    int fd;
+    bool writable;
+  };
+  std::map<std::string, open_file> open_;
 };
 
 }  // namespace
 
 std::unique_ptr<snapshot_fs> make_posix_fs() { return std::make_unique<posix_fs>(); }
 
-snapshot_lock::snapshot_lock(const std::string& dir, bool create) {
-  if (create) {
+snapshot_lock::snapshot_lock(const std::string& dir, bool changes) {
+  if (changes) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw_error(errc::io, "snapshot: cannot create directory " + dir + ": " + ec.message());
   }
   const std::string path = dir + "/lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  fd_ = ::open(path.c_str(), (changes ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW,
+               0600);
   if (fd_ < 0) {
-    if (!create && errno == ENOENT) return;
+    if (!changes && errno == ENOENT) return;
     throw_error(errc::io, "snapshot: cannot open " + path + ": " + std::strerror(errno));
   }
   struct flock fl {};
-  fl.l_type = F_WRLCK;
+  fl.l_type = changes ? F_WRLCK : F_RDLCK;
   fl.l_whence = SEEK_SET;
   if (fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
     const int err = errno;
@@ -270,7 +283,7 @@ void remove_snapshot(const std::string& dir) {
     return name.rfind("journal.", 0) == 0 && !digits.empty() &&
            digits.find_first_not_of("0123456789") == std::string_view::npos;
   };
-  const snapshot_lock lock(dir, false);
+  const snapshot_lock lock(dir, true);
   std::vector<std::string> files;
   for (const stdfs::directory_entry& e : stdfs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();

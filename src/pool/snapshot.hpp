@@ -99,14 +99,16 @@ class snapshot_store {
   std::uint64_t table_seq_ = 0;
 };
 
-// Held while a snapshot is taken, restored or removed, so that two of these never interleave in
-// one snapshot directory (for example two processes snapshotting read-only opens of one pool): an
-// open-file-description lock on `<dir>/lock`, released when the object goes. With `create`, the
-// directory is made if missing; without, a missing directory is locked by nobody (there is no
-// snapshot to protect). Another holder is errc::busy at once.
+// Held while a snapshot is taken, restored or removed, so that none of these interleaves with a
+// change of the snapshot (for example two processes snapshotting read-only opens of one pool, or
+// a restore during a snapshot): an open-file-description lock on `<dir>/lock`, released when the
+// object goes. `changes` (take, remove) makes the directory if missing and locks exclusively;
+// otherwise (restore) the lock is shared, taken on a read-only descriptor so that a restore works
+// from a snapshot it cannot write, and a missing lock file means nobody can hold it. Another
+// holder is errc::busy at once.
 class snapshot_lock {
  public:
-  snapshot_lock(const std::string& dir, bool create);
+  snapshot_lock(const std::string& dir, bool changes);
   snapshot_lock(const snapshot_lock&) = delete;
   snapshot_lock& operator=(const snapshot_lock&) = delete;
   ~snapshot_lock();
