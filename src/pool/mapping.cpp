@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -237,6 +238,35 @@ void require_gpu_mappable_dir(const std::string& dir) {
                   "pool.snapshot() for durability on disk");
 }
 
+// A create killed before publish() leaves its temporary file, ".NAME.creating.PID", behind. The
+// next create in the directory removes such files once their creator is gone: its process is not
+// running, and nobody holds the file's lock (which also covers a PID reused since).
+void remove_stale_creations(const std::string& dir) {
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::size_t at = name.rfind(".creating.");
+    if (name.empty() || name[0] != '.' || at == std::string::npos || at == 0) continue;
+    const std::string digits = name.substr(at + 10);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == getpid() || ::kill(pid, 0) == 0 || errno == EPERM) continue;
+    const int fd = ::open(e.path().c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+      ::unlink(e.path().c_str());
+    }
+    ::close(fd);
+  }
+}
+
 std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t bytes) {
   auto m = std::make_unique<mapping>();
   std::string fs;
@@ -268,6 +298,7 @@ std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t b
                                           " already exists; open it, or remove it "
                                           "first (gpmkit pool rm)");
   }
+  remove_stale_creations(dir);
   // Built under a temporary name and renamed into place once initialised, so that a crash during
   // creation never leaves a half-made pool under the real name.
   m->path = dir + "/." + std::filesystem::path(path).filename().string() + ".creating." +

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -209,6 +210,24 @@ TEST_F(PoolTest, CreateValidatesItsArguments) {
   EXPECT_FALSE(std::filesystem::exists(file("a.pool"))) << "a failed create left a file behind";
   make();
   expect_error([&] { make(); }, gpm::errc::already_exists, "already exists");
+}
+
+// A create killed before its pool got its name leaves ".NAME.creating.PID"; the next create in
+// the directory removes those whose process is gone, and only those.
+TEST_F(PoolTest, CreateRemovesTemporaryFilesOfKilledCreates) {
+  std::filesystem::create_directories(dirs_.pm_dir());
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string stale = file(".x.pool.creating." + std::to_string(dead));
+  const std::string running = file(".y.pool.creating.1");  // init: always running
+  const std::string unrelated = file(".z.creating.notapid");
+  for (const std::string& f : {stale, running, unrelated}) write_file(f, std::vector<char>(64));
+  make();
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(running));
+  EXPECT_TRUE(std::filesystem::exists(unrelated));
 }
 
 TEST_F(PoolTest, DiskDirectoryIsRefusedWithAnExplanation) {
