@@ -42,9 +42,15 @@ bool host_cache::in_spill(std::uint64_t line) const {
   return !spilled_.empty() && spilled_[line];
 }
 
-std::uint32_t host_cache::find_victim(bool clean_only) {
+// By the clock: a free entry, else an unreferenced clean line that kernels have used, else a dirty
+// one (the caller writes it back first), else, unless for read-ahead, a line read ahead and not
+// used yet. Evicting that one wastes the read that brought it (a streaming read_write pass read
+// half its lines twice when write-backs evicted them), and read-ahead never evicts it for a line
+// needed later still. kNone: nothing can go now.
+std::uint32_t host_cache::find_victim(bool for_read_ahead) {
   const std::uint64_t n = entries_.size();
   std::uint32_t dirty = kNone;
+  std::uint32_t unused = kNone;
   for (std::uint64_t step = 0; step < 2 * n; ++step) {
     const auto e = static_cast<std::uint32_t>(hand_++ % n);
     entry& x = entries_[e];
@@ -54,10 +60,16 @@ std::uint32_t host_cache::find_victim(bool clean_only) {
       x.referenced = false;
       continue;
     }
-    if (!x.dirty) return e;
-    if (dirty == kNone) dirty = e;
+    if (x.dirty) {
+      if (dirty == kNone) dirty = e;
+    } else if (x.read_ahead) {
+      if (unused == kNone) unused = e;
+    } else {
+      return e;
+    }
   }
-  return clean_only ? kNone : dirty;
+  if (dirty != kNone) return dirty;
+  return for_read_ahead ? kNone : unused;
 }
 
 void host_cache::install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead) {
@@ -195,15 +207,22 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
 
 void host_cache::read_ahead(std::uint64_t line) {
   std::unique_lock lock(m_);
-  if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return;
-  const std::uint32_t e = find_victim(true);
-  if (e == kNone) return;
-  const bool from_spill = in_spill(line);
-  install(e, line, false, true);
-  unlocked_io(
-      lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
-  entries_[e].pins = 0;
-  ++counters_.read_ahead_lines;
+  for (;;) {
+    if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return;
+    const std::uint32_t e = find_victim(true);
+    if (e == kNone) return;
+    if (entries_[e].dirty) {
+      clean(lock, e);  // a write-back off the kernels' path makes the room
+      continue;
+    }
+    const bool from_spill = in_spill(line);
+    install(e, line, false, true);
+    unlocked_io(
+        lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
+    entries_[e].pins = 0;
+    ++counters_.read_ahead_lines;
+    return;
+  }
 }
 
 void host_cache::write_back(std::uint64_t first, std::uint64_t last) {

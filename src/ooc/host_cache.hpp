@@ -119,7 +119,7 @@ class host_cache {
     std::vector<std::uint32_t> mask;  // mode::write: bytes valid, one bit per 4 bytes
   };
 
-  std::uint32_t find_victim(bool clean_only);
+  std::uint32_t find_victim(bool for_read_ahead);
   // Installs `line` in the free or clean entry e (lock held), pinned once.
   void install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead);
   // Makes entry e free, holding no line (lock held).

@@ -225,9 +225,19 @@ void io_service::note_miss(std::uint64_t line) {
       line > 0 && std::find(recent_.begin(), recent_.end(), line - 1) != recent_.end();
   recent_[recent_next_++ % recent_.size()] = line;
   if (!sequential) return;
-  for (std::uint64_t l = line + 1; l <= line + config_.read_ahead_window; ++l) {
+  // Each line is queued once per pass of the stream: the window continues from where the last
+  // miss left it. Re-queueing the whole window at every miss read lines again that were read
+  // ahead, then evicted by write-backs before the kernels wanted them (a streaming read_write
+  // pass read each line up to 10 times), and lines that warps running late had taken already. A
+  // miss more than two windows behind the queued end starts a new pass over the data.
+  const std::uint64_t window = config_.read_ahead_window;
+  const bool same_pass = line < ra_end_ && ra_end_ <= line + 1 + 2 * window;
+  const std::uint64_t from = same_pass ? std::max(line + 1, ra_end_) : line + 1;
+  const std::uint64_t end = line + 1 + window;
+  for (std::uint64_t l = from; l < end; ++l) {
     if (ra_queued_.insert(l).second) ra_queue_.push_back(l);
   }
+  ra_end_ = same_pass ? std::max(ra_end_, end) : end;
 }
 
 void io_service::schedule_read_ahead(std::uint64_t first, std::uint64_t last) {

@@ -120,6 +120,8 @@ class io_service {
   std::unordered_set<std::uint64_t> ra_queued_;
   std::vector<std::uint64_t> recent_;  // ring of recent misses
   std::size_t recent_next_ = 0;
+  // One past the last line the sequential stream of misses queued for read-ahead (0: none).
+  std::uint64_t ra_end_ = 0;
 
   std::mutex hint_m_;
   std::uint64_t hint_cursor_ = 0;  // the next ring position to read

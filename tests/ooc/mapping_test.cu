@@ -507,6 +507,33 @@ TEST(OocMapping, AResidentGridFetchesEachLineOfAStreamAboutOnce) {
   EXPECT_LT(s.gpu_misses, 2 * 256u);
 }
 
+// A streaming pass that stores every element of a read_write mapping four times the GPU cache and
+// sixteen times the host cache: read-ahead reads each line about once, although the write-backs of
+// the stored lines compete with it for the host cache (each line was read up to ten times when
+// every miss queued its whole window again and write-backs evicted lines read ahead but unused).
+TEST(OocMapping, AStreamingReadWritePassReadsEachLineAboutOnce) {
+  auto o = tiny(mode::read_write, 64, 16);
+  o.hint = gpm::ooc::access_hint::sequential;
+  mapped_file t("rwstream.bin", 256, 23, o);
+  auto a = t.m.ref<std::uint32_t>();
+  const auto values = numbers(a.size(), 5);
+  const unsigned blocks = std::min<std::uint64_t>(
+      gpm::resident_blocks(store_kernel<std::uint32_t>, kThreads), a.size() / kThreads);
+  auto idx = gpm::test::to_device(iota(a.size()));
+  auto val = gpm::test::to_device(values);
+  gpm::device_buffer<status> st(a.size());
+  gpm::launch(store_kernel<std::uint32_t>, blocks, kThreads, 0, nullptr, a, idx.data(),
+              a.size(), val.data(), st.data());
+  gpm::test::sync_ok();
+  expect_all(gpm::test::to_host(st), status::ok);
+  const auto s = t.m.stats();
+  EXPECT_GE(s.file_bytes_read, lines(256));
+  EXPECT_LT(s.file_bytes_read, lines(256) * 3 / 2);
+  EXPECT_GT(s.read_ahead_hits, 0u);
+  t.m.sync();
+  EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), values);
+}
+
 TEST(OocMapping, UnmapEndsTheMappingOnce) {
   files f;
   const std::string path = f.make("unmap.bin", lines(4), 16);
@@ -958,4 +985,3 @@ TEST(OocMappingDiskFull, FullTmpfsReportsNoSpace) {
 }
 
 }  // namespace
-
