@@ -20,6 +20,22 @@ def fail(message):
     sys.exit(1)
 
 
+def explain_failure(log):
+    """Prints why the suite failed before anything else, then the end of its output: a log excerpt
+    that shows only part of a long output still shows the reason."""
+    lines = log.read_text(errors="replace").splitlines()
+    reasons = [l for l in lines if l.startswith("gpmbench") and ("failed" in l or "error" in l)]
+    print("gpmbench suite --quick failed:")
+    for l in reasons or ["(no failure line; the end of the output follows)"]:
+        print("  " + l)
+    print(f"--- last 40 of {len(lines)} lines of output ---")
+    for l in lines[-40:]:
+        print(l)
+    print("--- end; the reasons again: ---")
+    for l in reasons:
+        print("  " + l)
+
+
 def listed_modes(gpmbench):
     """{workload: [modes]} from `gpmbench list` (workload lines start in column 0)."""
     out = subprocess.run([gpmbench, "list"], capture_output=True, text=True, check=True).stdout
@@ -37,12 +53,15 @@ def main():
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     results = scratch / "results"
-    run = subprocess.run([gpmbench, "suite", "--quick", "--out", str(results), "--disk-dir",
-                          str(scratch)])
+    log = scratch.parent / (scratch.name + ".log")
+    with open(log, "w") as out:
+        run = subprocess.run([gpmbench, "suite", "--quick", "--out", str(results), "--disk-dir",
+                              str(scratch)], stdout=out, stderr=subprocess.STDOUT)
     if run.returncode == 77:
         sys.exit(77)
     if run.returncode != 0:
-        fail(f"gpmbench suite --quick exited {run.returncode}")
+        explain_failure(log)
+        fail(f"gpmbench suite --quick exited {run.returncode} (whole output: {log})")
     recorded = defaultdict(set)
     for path in results.glob("*.jsonl"):
         for line in path.read_text().splitlines():
