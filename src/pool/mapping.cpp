@@ -42,9 +42,37 @@ std::string parent_dir(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
+// Whether a running process (this one included) holds a lock on the file open as `fd`: one of
+// its descriptors of the file lists a lock in /proc/<pid>/fdinfo. Processes this one may not
+// inspect are not seen.
+bool lock_held_by_running_process(int fd) {
+  struct stat mine {};
+  if (fstat(fd, &mine) != 0) return false;
+  const std::string self_fd = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code fd_ec;
+    for (const auto& entry : std::filesystem::directory_iterator(proc.path() / "fd", fd_ec)) {
+      struct stat st {};
+      if (entry.path() == self_fd || ::stat(entry.path().c_str(), &st) != 0 ||
+          st.st_dev != mine.st_dev || st.st_ino != mine.st_ino) {
+        continue;
+      }
+      std::ifstream info(proc.path() / "fdinfo" / entry.path().filename());
+      for (std::string line; std::getline(info, line);) {
+        if (line.rfind("lock:", 0) == 0) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // A process killed while its GPU context maps the pool can hold the pool's lock for a moment
 // after it is reaped: the driver tears the context (and with it the mapping of the file) down
-// asynchronously. Seen on an H100 right after a SIGKILL; so a conflict is retried this long.
+// asynchronously. Seen on an H100 right after a SIGKILL; so a conflict that no running process
+// accounts for is retried this long. A running holder is reported at once.
 constexpr auto kLockWait = std::chrono::seconds(3);
 
 void lock_file(int fd, bool exclusive, const std::string& path) {
@@ -52,9 +80,10 @@ void lock_file(int fd, bool exclusive, const std::string& path) {
   fl.l_type = exclusive ? F_WRLCK : F_RDLCK;
   fl.l_whence = SEEK_SET;
   const auto give_up = std::chrono::steady_clock::now() + kLockWait;
-  for (;;) {
+  for (bool first = true;; first = false) {
     if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return;
     if (errno != EAGAIN && errno != EACCES) throw_error(errc::io, sys_error("cannot lock", path));
+    if (first && lock_held_by_running_process(fd)) break;
     if (std::chrono::steady_clock::now() >= give_up) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
