@@ -489,6 +489,12 @@ pool_check pool::check(const std::string& path_in, pool_options options) {
     return result;
   }
   for (const auto& pr : f.problems) result.problems.push_back(pr.text);
+  if (!f.ok() && f.problems.front().code == errc::version) {
+    // Another format version is not read at all, so the pool is not found inconsistent: this
+    // gpmkit could not examine it (and says which version it is and which it reads).
+    result.failure = errc::version;
+    result.problems = {"pool " + path + ": " + f.problems.front().text};
+  }
   result.notes = f.notes;
   if (f.ok()) {
     pool q(std::move(p));

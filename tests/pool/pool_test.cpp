@@ -269,6 +269,19 @@ TEST_F(PoolTest, NewerFormatVersionIsRefused) {
   expect_error([&] { reopen(); }, gpm::errc::version, "upgrade gpmkit");
 }
 
+// A pool of another format version was reported as "inconsistent"; it is one this gpmkit cannot
+// examine.
+TEST_F(PoolTest, CheckOfANewerFormatVersionIsAFailureToExamineNotAnInconsistency) {
+  make().close();
+  forge_header(file(), [](fmt::header& h) { h.common.major = fmt::kKind.major + 1; });
+  const gpm::pool_check c = gpm::pool::check("p.pool", options_);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.failure, gpm::errc::version);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("newer than this gpmkit reads"), std::string::npos) << c.problems[0];
+  EXPECT_NE(c.problems[0].find(file()), std::string::npos) << c.problems[0];
+}
+
 TEST_F(PoolTest, OlderFormatVersionIsRefusedSayingWhatToDo) {
   make();
   forge_header(file(), [](fmt::header& h) { h.common.major = 1; });

@@ -465,6 +465,16 @@ TEST_F(GpmkitCli, CheckSaysWhichFormatAnOldPoolHasAndWhichItReads) {
   r = run({"pool", "info", "old"});
   EXPECT_EQ(r.code, 1);
   EXPECT_CONTAINS(r.err, "format version 1.0");
+  // Another version is not "inconsistent": this gpmkit cannot read it.
+  {
+    std::fstream f(pool_file("old"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.put(9);
+  }
+  r = run({"pool", "check", "old"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "newer than this gpmkit reads (2.x): upgrade gpmkit");
+  EXPECT_EQ(r.err.find("inconsistent"), std::string::npos) << r.err;
 }
 
 TEST_F(GpmkitCli, CommandLineMistakesAreUsageErrors) {

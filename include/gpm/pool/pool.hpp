@@ -57,8 +57,8 @@ struct pool_info {
 // The result of checking a pool file: every inconsistency found, in words.
 struct pool_check {
   bool ok = false;
-  // Set when the pool could not be examined at all (not_found, busy, io, ...): problems then
-  // holds that one error's message.
+  // Set when the pool could not be examined at all (not_found, busy, io, version: written in a
+  // format version this gpmkit does not read, ...): problems then holds that one error's message.
   std::optional<errc> failure;
   std::vector<std::string> problems;
   std::vector<std::string> notes;
