@@ -589,6 +589,53 @@ TEST_F(GpmkitCli, AFifoOrADirectoryIsRefusedAtOnce) {
   }
 }
 
+// Names are data: an object named with an ANSI escape and a newline is printed escaped in text
+// (it used to reach the terminal raw), and as JSON escapes in JSON.
+TEST_F(GpmkitCli, TextOutputEscapesControlCharacters) {
+  create("names");
+  {
+    gpm::pool p = gpm::pool::open("names", "test", library_options());
+    p.allocate("\x1b[31mred\nline\x9b\xc2\x9b\\", 64);  // a stray byte, then C1 CSI in UTF-8
+  }
+  cli_result r = run({"pool", "ls", "names"});
+  EXPECT_OK(r);
+  EXPECT_CONTAINS(r.out, "\\x1b[31mred\\x0aline\\x9b\\xc2\\x9b\\x5c");
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "a raw escape reached the output";
+  r = run({"pool", "ls", "names", "--json"});
+  EXPECT_OK(r);
+  EXPECT_TRUE(is_json(r.out)) << r.out;
+  EXPECT_CONTAINS(r.out, "\\u001b[31mred\\nline");
+  // Messages on stderr too.
+  const std::string odd = "odd\x1b[2Jname";
+  r = run({"pool", "info", odd});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "odd\\x1b[2Jname");
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+}
+
+// docs/cli.md: with --json, stdout always parses, failures included.
+TEST_F(GpmkitCli, JsonFailuresPrintAnErrorObjectOnStdout) {
+  cli_result r = run({"pool", "info", "missing", "--json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(is_json(r.out)) << r.out;
+  EXPECT_CONTAINS(r.out, "\"code\": \"not_found\"");
+  EXPECT_CONTAINS(r.out, "does not exist");
+  EXPECT_CONTAINS(r.err, "does not exist");
+  r = run({"pool", "info", "--json"});  // no PATH: a usage error
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(is_json(r.out)) << r.out;
+  EXPECT_CONTAINS(r.out, "\"code\": \"usage\"");
+  create("held");
+  gpm::pool p = gpm::pool::open("held", "test", library_options());
+  r = run({"pool", "snapshot", "held", "--json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(is_json(r.out)) << r.out;
+  EXPECT_CONTAINS(r.out, "\"code\": \"busy\"");
+  r = run({"pool", "rm", "held", "--json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(is_json(r.out)) << r.out;
+}
+
 TEST_F(GpmkitCli, PathsWithASlashIgnoreThePmDirectory) {
   create("named");
   const std::string full = pool_file("named").string();

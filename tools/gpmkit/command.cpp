@@ -16,7 +16,7 @@ void emit(const context& ctx, const json::value& result) {
 }
 
 void note(const context& ctx, const std::string& text) {
-  *ctx.err << "gpmkit: note: " << text << '\n';
+  *ctx.err << "gpmkit: note: " << printable(text) << '\n';
 }
 
 }  // namespace gpmkit

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gpm/config.hpp>
@@ -12,6 +13,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "text.hpp"
 
 namespace gpmkit {
 
@@ -49,8 +51,8 @@ std::string overview(const std::vector<command>& commands, const std::string& pr
 }
 
 // Runs the command line `argv` (without the program name). `hint` receives the command's name
-// for usage-error messages.
-int dispatch(const std::vector<std::string>& argv, std::string& hint) {
+// for usage-error messages, `json` whether the parsed command line asked for --json.
+int dispatch(const std::vector<std::string>& argv, std::string& hint, bool& json) {
   const std::vector<command> commands = all_commands();
   hint = "gpmkit --help";
 
@@ -128,10 +130,34 @@ int dispatch(const std::vector<std::string>& argv, std::string& hint) {
   context ctx;
   ctx.options.pm_dir = args.value("pm-dir").value_or("");
   ctx.options.snapshot_dir = args.value("snapshot-dir").value_or("");
-  ctx.json = args.flag("json");
+  ctx.json = json = args.flag("json");
   ctx.out = &std::cout;
   ctx.err = &std::cerr;
   return cmd->run(args, ctx);
+}
+
+// Reports a failure: one line on stderr and, with --json, {"error": {"code", "message"}} on
+// stdout, so that stdout parses whatever happened. `code` is a gpm::errc name, "usage" or
+// "failed".
+int fail(bool json, std::string_view code, const std::string& message, int exit_code) {
+  std::cerr << "gpmkit: " << printable(message) << '\n';
+  if (json) {
+    json::object detail;
+    detail.add("code", code);
+    detail.add("message", message);
+    json::object o;
+    o.add("error", std::move(detail));
+    json::write(std::cout, o);
+    std::cout << '\n';
+  }
+  return exit_code;
+}
+
+// Whether the command line asks for --json (before "--"), for failures that come before it is
+// parsed.
+bool mentions_json(const std::vector<std::string>& argv) {
+  const auto end = std::find(argv.begin(), argv.end(), "--");
+  return std::find(argv.begin(), end, "--json") != end;
 }
 
 }  // namespace
@@ -141,17 +167,15 @@ int dispatch(const std::vector<std::string>& argv, std::string& hint) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::string hint;
+  bool json = gpmkit::mentions_json(args);
   try {
-    return gpmkit::dispatch(args, hint);
+    return gpmkit::dispatch(args, hint, json);
   } catch (const gpmkit::usage_error& e) {
-    std::cerr << "gpmkit: " << e.what() << " (see " << hint << ")\n";
-    return gpmkit::kExitUsage;
+    return gpmkit::fail(json, "usage", std::string(e.what()) + " (see " + hint + ")",
+                        gpmkit::kExitUsage);
   } catch (const gpm::error& e) {
-    std::cerr << "gpmkit: " << e.what() << "\n";
-  } catch (const gpmkit::command_failed& e) {
-    std::cerr << "gpmkit: " << e.what() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "gpmkit: " << e.what() << "\n";
+    return gpmkit::fail(json, gpm::to_string(e.code()), e.what(), gpmkit::kExitFailure);
+  } catch (const std::exception& e) {  // command_failed among them
+    return gpmkit::fail(json, "failed", e.what(), gpmkit::kExitFailure);
   }
-  return gpmkit::kExitFailure;
 }

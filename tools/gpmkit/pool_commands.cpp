@@ -46,10 +46,13 @@ std::string check_failure(const std::string& path, const gpm::pool_check& c) {
   return s;
 }
 
-// Validates the pool; throws command_failed naming the first problem unless it is consistent.
+// Validates the pool; unless it is consistent, throws gpm::error naming the first problem, with
+// the code of the failure to examine it, or corrupt for an inconsistent pool.
 gpm::pool_check checked(const std::string& path, const context& ctx) {
   gpm::pool_check c = gpm::pool::check(path, ctx.options);
-  if (!c.ok || !c.info) throw command_failed(check_failure(path, c));
+  if (!c.ok || !c.info) {
+    throw gpm::error(c.failure.value_or(gpm::errc::corrupt), check_failure(path, c));
+  }
   return c;
 }
 
@@ -157,7 +160,7 @@ int run_check(const parsed_args& args, context& ctx) {
   if (c.info) o.add("pool", info_json(*c.info, ctx));
   emit(ctx, o);
   if (c.ok) return kExitOk;
-  *ctx.err << "gpmkit: " << check_failure(path, c) << '\n';
+  *ctx.err << "gpmkit: " << printable(check_failure(path, c)) << '\n';
   return kExitFailure;
 }
 

@@ -33,7 +33,7 @@ std::string scalar(const std::string& key, const json::value& v) {
     std::snprintf(buf, sizeof buf, "%.6g", *d);
     return buf;
   }
-  if (const std::string* s = v.as<std::string>()) return *s;
+  if (const std::string* s = v.as<std::string>()) return printable(*s);
   return "unknown";
 }
 
@@ -122,6 +122,45 @@ void write_text(std::ostream& out, const json::value& v) {
   } else {
     out << scalar("", v) << '\n';
   }
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  const auto escape = [&out](unsigned char b) {
+    char buf[5];
+    std::snprintf(buf, sizeof buf, "\\x%02x", b);
+    out += buf;
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == 0x7f || b == '\\') {
+        escape(b);
+      } else {
+        out += static_cast<char>(b);
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, and not a C1
+    // control (U+0080..U+009F, lead byte 0xc2 then 0x80..0x9f). Anything else is escaped bytewise.
+    const std::size_t n = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3
+                          : b >= 0xf0 && b <= 0xf4                      ? 4
+                                                                        : 0;
+    bool ok = n != 0 && i + n <= text.size();
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (ok && b == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) ok = false;
+    if (ok) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      escape(b);
+      ++i;
+    }
+  }
+  return out;
 }
 
 std::string human_bytes(std::uint64_t bytes) {

@@ -8,12 +8,19 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "json.hpp"
 
 namespace gpmkit {
 
 void write_text(std::ostream& out, const json::value& v);
+
+// `text` safe to print on a terminal: control characters (C0, DEL, C1), bytes that are not UTF-8
+// and backslashes are written as \xNN, so a name holding an ANSI escape or a newline prints as
+// what it is instead of acting on the terminal. Every string the text output and the messages on
+// stderr show goes through it (JSON escapes its own).
+std::string printable(std::string_view text);
 
 // 1536 -> "1.5 KiB"; below 1 KiB, "N bytes".
 std::string human_bytes(std::uint64_t bytes);
