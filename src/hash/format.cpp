@@ -26,8 +26,8 @@ void validate_table_header(const void* record, std::uint64_t available, std::uin
       h.level_count >= 1 && h.level_count <= 4 && h.slots_per_bucket >= 1 &&
       h.slots_per_bucket <= 32 && (h.slots_per_bucket & (h.slots_per_bucket - 1)) == 0 &&
       h.value_bytes >= 8 && h.value_bytes % 8 == 0 && h.value_bytes <= kMaxValueBytes &&
-      h.max_key_bytes <= kMaxKeyBytes &&
-      h.slot_bytes == (h.key_bytes == 32 ? 48u : 16u) && h.initial_top <= kMaxTop;
+      h.max_key_bytes <= kMaxKeyBytes && h.slot_bytes == (h.key_bytes == 32 ? 48u : 16u) &&
+      h.initial_top <= kMaxTop;
   if (!geometry_ok) {
     throw_error(errc::corrupt, what +
                                    " has an impossible geometry in its header: restore the pool "

@@ -91,9 +91,8 @@ bool check_header(const char* base, std::uint64_t file_bytes, std::string_view l
     return false;
   }
   const bool geometry_ok =
-      h.page_bytes == fmt::kPageBytes &&
-      h.root_offset == fmt::kRootOffset && h.directory_offset == fmt::kDirectoryOffset &&
-      h.directory_capacity > 0 &&
+      h.page_bytes == fmt::kPageBytes && h.root_offset == fmt::kRootOffset &&
+      h.directory_offset == fmt::kDirectoryOffset && h.directory_capacity > 0 &&
       h.heap_offset == fmt::kDirectoryOffset + fmt::directory_bytes(h.directory_capacity) &&
       h.heap_offset < file_bytes && h.heap_bytes == file_bytes - h.heap_offset &&
       file_bytes % fmt::kPageBytes == 0;
@@ -149,8 +148,8 @@ void check_root(const fmt::header& h, const fmt::root_record& root, findings& f)
   if (root.user_root_offset > bytes || root.user_root_bytes > bytes - root.user_root_offset) {
     f.add(errc::corrupt, "the root record's application root (offset " +
                              std::to_string(root.user_root_offset) + ", " +
-                             std::to_string(root.user_root_bytes) + " bytes) lies outside the pool (" +
-                             std::to_string(bytes) + " bytes)");
+                             std::to_string(root.user_root_bytes) +
+                             " bytes) lies outside the pool (" + std::to_string(bytes) + " bytes)");
   }
   if (root.pending != fmt::op_none && root.pending_entry >= h.directory_capacity) {
     f.add(errc::corrupt, "the root record's pending entry " + std::to_string(root.pending_entry) +
@@ -194,7 +193,8 @@ void check_directory(const char* base, const fmt::header& h, const fmt::root_rec
     const bool aligned = e.alignment >= fmt::kMinAlignment &&
                          (e.alignment & (e.alignment - 1)) == 0 && e.offset % e.alignment == 0;
     const bool inside = e.offset >= h.heap_offset && e.extent >= e.bytes && e.extent > 0 &&
-                        e.offset <= h.common.object_bytes && e.extent <= h.common.object_bytes - e.offset;
+                        e.offset <= h.common.object_bytes &&
+                        e.extent <= h.common.object_bytes - e.offset;
     if (!aligned || !inside) {
       f.add(errc::corrupt, where + " (\"" + std::string(name) +
                                "\") lies outside the heap or is "

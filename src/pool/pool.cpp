@@ -260,7 +260,8 @@ void require_pool_magic(const detail::mapping& m, const std::string& path, const
   if (n != static_cast<ssize_t>(sizeof magic) ||
       std::memcmp(magic, fmt::kKind.magic, sizeof magic) != 0) {
     throw_error(errc::invalid_argument,
-                path + " is not a gpmkit pool (it does not start with the pool magic \"GPMKPOOL\"): " +
+                path +
+                    " is not a gpmkit pool (it does not start with the pool magic \"GPMKPOOL\"): " +
                     instead);
   }
 }

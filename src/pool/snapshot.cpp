@@ -239,8 +239,8 @@ snapshot_lock::snapshot_lock(const std::string& dir, bool changes) {
     if (ec) throw_error(errc::io, "snapshot: cannot create directory " + dir + ": " + ec.message());
   }
   const std::string path = dir + "/lock";
-  fd_ = ::open(path.c_str(), (changes ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW,
-               0600);
+  fd_ =
+      ::open(path.c_str(), (changes ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0) {
     if (!changes && errno == ENOENT) return;
     throw_error(errc::io, "snapshot: cannot open " + path + ": " + std::strerror(errno));
@@ -270,8 +270,9 @@ void remove_snapshot(const std::string& dir) {
   const stdfs::file_status st = stdfs::symlink_status(dir, ec);
   if (!stdfs::exists(st)) return;
   if (!stdfs::is_directory(st)) {
-    throw_error(errc::invalid_argument, dir + " is not a snapshot directory (it is not a directory); "
-                                              "nothing was removed");
+    throw_error(errc::invalid_argument, dir +
+                                            " is not a snapshot directory (it is not a directory); "
+                                            "nothing was removed");
   }
   // The names take_first, take, write_manifest and snapshot_lock write; nothing else is ours.
   const auto ours = [](const std::string& name) {
@@ -279,7 +280,8 @@ void remove_snapshot(const std::string& dir) {
         name == "lock") {
       return true;
     }
-    const std::string_view digits = std::string_view(name).substr(std::min<std::size_t>(8, name.size()));
+    const std::string_view digits =
+        std::string_view(name).substr(std::min<std::size_t>(8, name.size()));
     return name.rfind("journal.", 0) == 0 && !digits.empty() &&
            digits.find_first_not_of("0123456789") == std::string_view::npos;
   };
@@ -319,7 +321,8 @@ snapshot_store::snapshot_store(snapshot_fs& fs, std::string dir, std::string poo
 void snapshot_store::require_ours(const snapshot_manifest& m) const {
   if (m.path_hash != pool_path_hash(pool_path_)) {
     throw_error(errc::already_exists,
-                "snapshot directory " + dir_ + " holds the snapshot of a pool at another path (uuid " +
+                "snapshot directory " + dir_ +
+                    " holds the snapshot of a pool at another path (uuid " +
                     format::uuid_string(m.uuid) + "), not of " + pool_path_ +
                     " (was the directory copied or renamed?): it is not used for this pool");
   }

@@ -186,8 +186,8 @@ TEST_F(PoolTest, HugeAllocationsAreRefusedWithoutWrappingAround) {
   gpm::pool p = make();
   p.allocate("first", 4096);
   const std::uint64_t heap = p.info().heap_bytes;
-  for (const std::uint64_t bytes : {~std::uint64_t{0}, ~std::uint64_t{0} - 100, std::uint64_t{1} << 63,
-                                    heap + 1}) {
+  for (const std::uint64_t bytes :
+       {~std::uint64_t{0}, ~std::uint64_t{0} - 100, std::uint64_t{1} << 63, heap + 1}) {
     for (const std::uint64_t alignment : {std::uint64_t{128}, std::uint64_t{1} << 30}) {
       expect_error([&] { p.allocate("huge", bytes, alignment); }, gpm::errc::out_of_memory,
                    "cannot hold");
@@ -711,7 +711,8 @@ TEST_F(PoolTest, SnapshotsOfPoolsNamedAlikeInDifferentDirectoriesAreSeparate) {
   EXPECT_EQ(rb.seq, 1u);
   std::filesystem::remove(file("same.pool"));
   std::filesystem::remove(other.pm_dir + "/same.pool");
-  for (const auto& [o, text] : {std::pair{options_, "pool A, second"}, std::pair{other, "pool B"}}) {
+  for (const auto& [o, text] :
+       {std::pair{options_, "pool A, second"}, std::pair{other, "pool B"}}) {
     gpm::pool p = gpm::pool::open("same.pool", "test-layout", o);
     EXPECT_STREQ(p.host_ptr<char>(p.get("data").offset), text);
   }
@@ -728,7 +729,8 @@ TEST_F(PoolTest, ASnapshotOfAnOlderGpmkitIsNamedNotUsed) {
   const std::string older = dirs_.snapshot_dir() + "/p.pool.snapshot";
   std::filesystem::rename(current, older);
   std::filesystem::remove(file());
-  expect_error([&] { reopen(); }, gpm::errc::not_found, older + " holds a snapshot written by an older");
+  expect_error([&] { reopen(); }, gpm::errc::not_found,
+               older + " holds a snapshot written by an older");
   expect_error([&] { gpm::pool::restore("p.pool", options_); }, gpm::errc::not_found,
                "older gpmkit");
   // Put back under the current name, a 2.0 manifest is refused as older.

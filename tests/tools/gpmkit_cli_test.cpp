@@ -536,9 +536,7 @@ TEST_F(GpmkitCli, APoolOpenForWritingIsBusyNotInconsistent) {
 
 TEST_F(GpmkitCli, RmRefusesFilesThatAreNotPools) {
   fs::create_directories(pm_dir_);
-  {
-    std::ofstream(pool_file("notes.txt")) << "my notes\n";
-  }
+  { std::ofstream(pool_file("notes.txt")) << "my notes\n"; }
   cli_result r = run({"pool", "rm", "notes.txt"});
   EXPECT_EQ(r.code, 1);
   EXPECT_CONTAINS(r.err, "not a gpmkit pool");
@@ -566,9 +564,7 @@ TEST_F(GpmkitCli, RestoreUsesOnlyThePoolsOwnSnapshot) {
   EXPECT_CONTAINS(r.err, "no snapshot");
 
   fs::remove(pool_file("twin"));
-  {
-    std::ofstream(pool_file("twin")) << "not a pool\n";
-  }
+  { std::ofstream(pool_file("twin")) << "not a pool\n"; }
   r = run({"pool", "restore", "twin", "--force"});
   EXPECT_EQ(r.code, 1);
   EXPECT_CONTAINS(r.err, "not a gpmkit pool");

@@ -144,9 +144,10 @@ std::string printable(std::string_view text) {
     }
     // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, and not a C1
     // control (U+0080..U+009F, lead byte 0xc2 then 0x80..0x9f). Anything else is escaped bytewise.
-    const std::size_t n = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3
-                          : b >= 0xf0 && b <= 0xf4                      ? 4
-                                                                        : 0;
+    const std::size_t n = b >= 0xc2 && b <= 0xdf   ? 2
+                          : b >= 0xe0 && b <= 0xef ? 3
+                          : b >= 0xf0 && b <= 0xf4 ? 4
+                                                   : 0;
     bool ok = n != 0 && i + n <= text.size();
     for (std::size_t k = 1; ok && k < n; ++k) {
       ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
