@@ -17,9 +17,20 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
     : config_(config),
       files_(std::move(files)),
       spill_(spill),
-      memory_(config.lines * config.line_bytes),
       mask_words_(static_cast<std::uint32_t>(config.line_bytes / kMaskGranule / 32)),
-      entries_(config.lines) {
+      per_segment_(std::max<std::uint64_t>(1, config.segment_bytes / config.line_bytes)),
+      segment_((config.lines + per_segment_ - 1) / per_segment_, nullptr),
+      entries_(config.lines),
+      cap_(config.lines),
+      grow_first_(config.mode == mode::volatile_data),
+      evicted_((config.mapping_bytes + config.line_bytes - 1) / config.line_bytes, false) {
+  pinned_.reserve(segment_.size());
+  std::unique_lock lock(m_);
+  if (!grow(lock)) {
+    throw_error(errc::out_of_memory,
+                "gpm::ooc: cannot pin " + std::to_string(first_segment_entries() * config.line_bytes) +
+                    " bytes of host memory for the host cache");
+  }
   if (config.mode == mode::volatile_data || config.staged) {
     const std::uint64_t lines = (config.mapping_bytes + config.line_bytes - 1) / config.line_bytes;
     spilled_.assign(lines, false);
@@ -29,7 +40,43 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
 }
 
 std::byte* host_cache::data(std::uint32_t e) const {
-  return memory_.data() + static_cast<std::uint64_t>(e) * config_.line_bytes;
+  return segment_[e / per_segment_] + (e % per_segment_) * config_.line_bytes;
+}
+
+std::uint64_t host_cache::allocated_entries() const {
+  std::lock_guard lock(m_);
+  return allocated_;
+}
+
+bool host_cache::grow(std::unique_lock<std::mutex>& lock) {
+  const std::uint64_t first = allocated_;
+  const std::uint64_t n = std::min(per_segment_, cap_ - first);
+  growing_ = true;
+  lock.unlock();
+  pinned_buffer<std::byte> memory;
+  bool pinned = true;
+  try {
+    memory = pinned_buffer<std::byte>(n * config_.line_bytes);
+  } catch (const gpm::error&) {
+    pinned = false;  // host memory cannot be pinned now: the cache works at the size it has
+  }
+  lock.lock();
+  growing_ = false;
+  if (pinned) {
+    segment_[first / per_segment_] = memory.data();
+    pinned_.push_back(std::move(memory));
+    allocated_ = first + n;
+    free_ += n;
+    hand_ = first;  // the clock meets the new entries first
+  } else {
+    cap_ = allocated_;
+  }
+  cv_.notify_all();
+  return pinned;
+}
+
+void host_cache::note_reread(std::uint64_t line) {
+  if (line < evicted_.size() && evicted_[line]) grow_first_ = true;
 }
 
 std::uint64_t host_cache::valid_bytes(std::uint64_t line) const {
@@ -42,41 +89,71 @@ bool host_cache::in_spill(std::uint64_t line) const {
   return !spilled_.empty() && spilled_[line];
 }
 
-// By the clock: a free entry, else an unreferenced clean line that kernels have used, else a dirty
-// one (the caller writes it back first), else, unless for read-ahead, a line read ahead and not
-// used yet. Evicting that one wastes the read that brought it (a streaming read_write pass read
-// half its lines twice when write-backs evicted them), and read-ahead never evicts it for a line
-// needed later still. kNone: nothing can go now.
-std::uint32_t host_cache::find_victim(bool for_read_ahead) {
-  const std::uint64_t n = entries_.size();
-  std::uint32_t dirty = kNone;
-  std::uint32_t unused = kNone;
-  for (std::uint64_t step = 0; step < 2 * n; ++step) {
+std::uint32_t host_cache::take_free() {
+  for (;;) {
+    const auto e = static_cast<std::uint32_t>(hand_++ % allocated_);
+    if (entries_[e].line == kNoLine && entries_[e].pins == 0 && !entries_[e].busy) return e;
+  }
+}
+
+host_cache::victims host_cache::sweep() {
+  victims v;
+  const std::uint64_t n = allocated_;
+  for (std::uint64_t step = 0; step < n; ++step) {
     const auto e = static_cast<std::uint32_t>(hand_++ % n);
     entry& x = entries_[e];
-    if (x.pins != 0 || x.busy) continue;
-    if (x.line == kNoLine) return e;
+    if (x.pins != 0 || x.busy || x.line == kNoLine) continue;
     if (x.referenced) {
-      x.referenced = false;
-      continue;
-    }
-    if (x.dirty) {
-      if (dirty == kNone) dirty = e;
+      x.referenced = false;  // the second chance: the next sweep may take it
+    } else if (x.dirty) {
+      if (v.dirty == kNone) v.dirty = e;
     } else if (x.read_ahead) {
-      if (unused == kNone) unused = e;
+      if (v.unused == kNone) v.unused = e;
     } else {
-      return e;
+      v.clean = e;
+      return v;
     }
   }
-  if (dirty != kNone) return dirty;
-  return for_read_ahead ? kNone : unused;
+  return v;
+}
+
+// The order while no line comes back: a free entry, a clean used line, a dirty line (written
+// back), a new segment, a line read ahead and unused (misses only: evicting it wastes the read
+// that brought it, and read-ahead never evicts it for a line needed later still). Once lines come
+// back (grow_first_): a free entry, a new segment, then the same order.
+std::uint32_t host_cache::room(std::unique_lock<std::mutex>& lock, bool for_read_ahead) {
+  for (;;) {
+    if (free_ > 0) return take_free();
+    const bool can_grow = allocated_ < cap_ && !growing_;
+    if (can_grow && grow_first_) {
+      grow(lock);
+      continue;
+    }
+    victims v = sweep();
+    if (v.clean == kNone && v.dirty == kNone) v = sweep();  // now that referenced bits are clear
+    if (v.clean != kNone) return v.clean;
+    if (v.dirty != kNone) {
+      clean(lock, v.dirty);  // throws when the line cannot be written: nothing changed
+      continue;
+    }
+    if (can_grow) {
+      grow(lock);
+      continue;
+    }
+    if (v.unused != kNone && !for_read_ahead) return v.unused;
+    if (for_read_ahead) return kNone;
+    cv_.wait(lock);  // every entry is pinned or busy, or a segment is being pinned
+  }
 }
 
 void host_cache::install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead) {
   entry& x = entries_[e];
   if (x.line != kNoLine) {
     index_.erase(x.line);
+    evicted_[x.line] = true;
     ++counters_.evictions;
+  } else {
+    --free_;
   }
   x.line = line;
   x.pins = 1;
@@ -93,6 +170,7 @@ void host_cache::forget(std::uint32_t e) {
   index_.erase(entries_[e].line);
   entries_[e].line = kNoLine;
   entries_[e].pins = 0;
+  ++free_;
 }
 
 template <class Io, class Undo>
@@ -153,17 +231,11 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
       x.read_ahead = false;
       return it->second;
     }
-    const std::uint32_t e = find_victim(false);
-    if (e == kNone) {
-      cv_.wait(lock);  // every entry is pinned or busy: one is soon released
-      continue;
-    }
-    if (entries_[e].dirty) {
-      clean(lock, e);  // throws when the line cannot be written: nothing changed
-      continue;
-    }
+    const std::uint32_t e = room(lock, false);
+    if (index_.count(line) != 0) continue;  // brought in while room() had the lock released
     const bool fill = why == purpose::fetch;
     const bool from_spill = in_spill(line);
+    if (fill) note_reread(line);
     install(e, line, !fill, false);  // a store's entry is busy until store()
     if (fill) {
       ++counters_.misses;
@@ -207,22 +279,16 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
 
 void host_cache::read_ahead(std::uint64_t line) {
   std::unique_lock lock(m_);
-  for (;;) {
-    if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return;
-    const std::uint32_t e = find_victim(true);
-    if (e == kNone) return;
-    if (entries_[e].dirty) {
-      clean(lock, e);  // a write-back off the kernels' path makes the room
-      continue;
-    }
-    const bool from_spill = in_spill(line);
-    install(e, line, false, true);
-    unlocked_io(
-        lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
-    entries_[e].pins = 0;
-    ++counters_.read_ahead_lines;
-    return;
-  }
+  if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return;
+  const std::uint32_t e = room(lock, true);  // may write a dirty line back, off the kernels' path
+  if (e == kNone || index_.count(line) != 0) return;
+  const bool from_spill = in_spill(line);
+  note_reread(line);
+  install(e, line, false, true);
+  unlocked_io(
+      lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
+  entries_[e].pins = 0;
+  ++counters_.read_ahead_lines;
 }
 
 void host_cache::write_back(std::uint64_t first, std::uint64_t last) {

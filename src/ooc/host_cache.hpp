@@ -6,8 +6,16 @@
 // before its memory is reused, and on a write failure (disk full) it stays dirty, so nothing is
 // lost. Shared by the I/O threads, sync() and read-ahead; one mutex guards the bookkeeping and no
 // I/O runs under it.
+//
+// The pinned memory grows in segments as lines arrive, up to the cap: pinning a cap of gigabytes
+// at map time (and freeing it at unmap) cost more than a streaming pass's reads. While no line
+// has been read again after leaving the cache, the cache reuses clean lines that kernels have
+// used, and dirty ones written back, before it grows, so a stream runs in a few segments; once a
+// line comes back (a second pass over the data; volatile data, which exists to be read again,
+// from the start) it grows before it evicts anything, up to the cap.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -33,6 +41,9 @@ struct host_cache_config {
   // Crash-consistent sync: dirty lines leaving the host cache go to the spill file, never to the
   // mapped file, which changes only when an epoch is applied (see log_epoch).
   bool staged = false;
+  // Pinned memory is allocated this many bytes at a time (at least a line; the first segment at
+  // construction).
+  std::uint64_t segment_bytes = 32ull << 20;
 };
 
 struct host_cache_counters {
@@ -83,10 +94,12 @@ class host_cache {
   // `dst`, n lines of room, with one read where they are contiguous in one file.
   // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
   void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
-  // The cache's pinned memory, every entry's line in a row (entries() lines): staging for the
-  // resident load, which runs while no entry holds a line.
-  std::byte* memory() const { return memory_.data(); }
-  std::uint64_t entries() const { return entries_.size(); }
+  // The first segment of the cache's pinned memory, first_segment_entries() lines in a row:
+  // staging for the resident load, which runs while no entry holds a line.
+  std::byte* memory() const { return segment_[0]; }
+  std::uint64_t first_segment_entries() const { return std::min(per_segment_, entries_.size()); }
+  // Entries with pinned memory now (at most the cap).
+  std::uint64_t allocated_entries() const;
 
   // Writes the dirty entries of lines [first, last] back. Throws gpm::error (io) naming the first
   // failure after trying them all; failed entries stay dirty.
@@ -119,7 +132,24 @@ class host_cache {
     std::vector<std::uint32_t> mask;  // mode::write: bytes valid, one bit per 4 bytes
   };
 
-  std::uint32_t find_victim(bool for_read_ahead);
+  // What one sweep of the clock over the allocated entries found (kNone: nothing of that kind);
+  // it stops at the first clean one.
+  struct victims {
+    std::uint32_t clean = kNone;   // clean, unreferenced, used (or never asked for)
+    std::uint32_t dirty = kNone;   // unreferenced, must be written back first
+    std::uint32_t unused = kNone;  // read ahead, not used yet
+  };
+  victims sweep();
+  // An allocated entry holding no line (free_ > 0; lock held).
+  std::uint32_t take_free();
+  // An entry for a new line (lock held; unlocked while a segment is pinned or a dirty victim
+  // written back), pinned by nobody, holding no line or a clean one; kNone only for read-ahead
+  // (nothing can go without wasting a read). Throws what writing a dirty victim back throws.
+  std::uint32_t room(std::unique_lock<std::mutex>& lock, bool for_read_ahead);
+  // Pins one more segment outside the lock (false: none could be pinned; the cache stops growing).
+  bool grow(std::unique_lock<std::mutex>& lock);
+  // Notes that `line` is read from the file again after it left the cache (lock held).
+  void note_reread(std::uint64_t line);
   // Installs `line` in the free or clean entry e (lock held), pinned once.
   void install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead);
   // Makes entry e free, holding no line (lock held).
@@ -147,8 +177,13 @@ class host_cache {
   host_cache_config config_;
   std::vector<const backing_file*> files_;
   const backing_file* spill_;
-  pinned_buffer<std::byte> memory_;
   std::uint32_t mask_words_;
+  std::uint64_t per_segment_;  // entries per segment
+  // segment_[k]: the pinned memory of entries [k * per_segment_, (k + 1) * per_segment_), set
+  // under m_ before any of them is handed out and never moved (the array is sized at
+  // construction), so data() reads it without the lock.
+  std::vector<std::byte*> segment_;
+  std::vector<pinned_buffer<std::byte>> pinned_;  // owns segment_'s memory
 
   mutable std::mutex m_;
   std::condition_variable cv_;
@@ -160,6 +195,12 @@ class host_cache {
   std::vector<bool> spilled_;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> spill_mask_;
   std::uint64_t hand_ = 0;
+  std::uint64_t allocated_ = 0;  // entries with memory: whole segments, at most cap_
+  std::uint64_t cap_;            // config_.lines, or what was pinned when pinning more failed
+  std::uint64_t free_ = 0;       // allocated entries holding no line
+  bool growing_ = false;         // a thread is pinning a segment
+  bool grow_first_ = false;      // lines are read again: grow before evicting
+  std::vector<bool> evicted_;    // per line of the mapping: it left the cache once
   host_cache_counters counters_;
 };
 

@@ -202,7 +202,8 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
 void io_service::load_resident(std::uint64_t lines) {
   const std::uint64_t lb = gpu_.line_bytes;
   const std::uint64_t run =
-      std::max<std::uint64_t>(1, std::min(cache_.entries() / 2, kResidentRunBytes / lb));
+      std::max<std::uint64_t>(1, std::min(cache_.first_segment_entries() / 2,
+                                          kResidentRunBytes / lb));
   channel ch = make_channel();
   event copied[2];
   for (std::uint64_t first = 0, k = 0; first < lines; first += run, ++k) {

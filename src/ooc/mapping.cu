@@ -423,9 +423,13 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   std::vector<const backing_file*> files;
   for (const auto& f : s->files) files.push_back(f.get());
   try {
+    // Segments of pinned memory hold the resident load's two runs, and the first holds what the
+    // I/O threads pin at once.
+    const std::uint64_t segment =
+        std::max<std::uint64_t>(kResidentHostCacheBytes, (2ull * options.io_threads + 2) * lb);
     s->cache = std::make_unique<host_cache>(
-        host_cache_config{md, lb, size, m.host_lines, options.crash_consistent},
-                                            std::move(files), s->spill.get());
+        host_cache_config{md, lb, size, m.host_lines, options.crash_consistent, segment},
+        std::move(files), s->spill.get());
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": cannot allocate " +
                                          mib(m.host_lines * lb) + " of pinned host cache (" +

@@ -1,5 +1,6 @@
-// Unit tests of the host tier of gpm::ooc (src/ooc/host_cache.hpp) without kernels: what a staged
-// (crash-consistent) mode::write cache hands to the epoch log. Each epoch's records, applied to a
+// Unit tests of the host tier of gpm::ooc (src/ooc/host_cache.hpp) without kernels: how its pinned
+// memory grows (a stream stays in one segment, data read again grows the cache to its cap), and
+// what a staged (crash-consistent) mode::write cache hands to the epoch log. Each epoch's records, applied to a
 // copy of the file as epoch_log::apply writes them, must give exactly the file's previous bytes
 // with every byte stored since overwritten, however the entries went to the spill file and back
 // meanwhile, and while several threads store and evict at once, as the I/O threads do.
@@ -105,6 +106,68 @@ struct staged_cache {
   std::vector<std::byte> file;
   std::vector<std::byte> expect;
 };
+
+// A cache of `cap` entries pinned 4 lines at a time over a file of 64 lines.
+struct growing_cache {
+  explicit growing_cache(gpm::ooc::mode m, std::uint64_t cap = 16)
+      : path(make_file(dirs, kLines * kLineBytes)),
+        data(path, kLines * kLineBytes, 0, m != gpm::ooc::mode::read, false, false),
+        spill(backing_file::temporary(dirs.pm_dir())),
+        cache(host_cache_config{m, kLineBytes, kLines * kLineBytes, cap, false, 4 * kLineBytes},
+              {&data}, m == gpm::ooc::mode::volatile_data ? &spill : nullptr) {}
+
+  // Fetches lines [first, last) in order, as a stream of GPU misses does, checking their bytes.
+  void fetch(std::uint64_t first, std::uint64_t last) {
+    for (std::uint64_t line = first; line < last; ++line) {
+      const std::uint32_t e = cache.pin(line, host_cache::purpose::fetch);
+      const auto* b = reinterpret_cast<const unsigned char*>(cache.data(e));
+      for (std::uint64_t i = 0; i < kLineBytes; i += 509) {
+        ASSERT_EQ(b[i], static_cast<unsigned char>((line * kLineBytes + i) * 131 + 7)) << line;
+      }
+      cache.unpin(e);
+    }
+  }
+  std::uint64_t lines_read() const {
+    return cache.counters().file_bytes_read.load() / kLineBytes;
+  }
+
+  static constexpr std::uint64_t kLines = 64;
+  gpm::test::scratch_dirs dirs{"ooc-host-cache"};
+  std::string path;
+  backing_file data;
+  backing_file spill;
+  host_cache cache;
+};
+
+TEST(OocHostCache, AStreamReusesTheLinesItUsedInsteadOfPinningMore) {
+  growing_cache c(gpm::ooc::mode::read);
+  EXPECT_EQ(c.cache.allocated_entries(), 4u);  // the first segment, at construction
+  c.fetch(0, 64);
+  EXPECT_EQ(c.lines_read(), 64u);
+  EXPECT_EQ(c.cache.allocated_entries(), 4u);
+}
+
+TEST(OocHostCache, LinesReadAgainGrowTheCacheToItsCap) {
+  growing_cache c(gpm::ooc::mode::read);
+  c.fetch(0, 16);  // a stream: one segment
+  EXPECT_EQ(c.cache.allocated_entries(), 4u);
+  c.fetch(0, 16);  // line 0 comes back: from here on the cache grows before it evicts
+  EXPECT_EQ(c.cache.allocated_entries(), 16u);
+  const std::uint64_t read = c.lines_read();
+  c.fetch(0, 16);  // now the cache holds all 16 lines
+  EXPECT_EQ(c.lines_read(), read);
+  EXPECT_EQ(c.cache.allocated_entries(), 16u);  // never past the cap
+  c.fetch(16, 64);
+  EXPECT_EQ(c.cache.allocated_entries(), 16u);
+}
+
+TEST(OocHostCache, VolatileDataGrowsBeforeItEvicts) {
+  growing_cache c(gpm::ooc::mode::volatile_data);
+  c.fetch(0, 12);
+  EXPECT_EQ(c.cache.allocated_entries(), 12u);
+  c.fetch(0, 12);
+  EXPECT_EQ(c.lines_read(), 12u);  // all still there
+}
 
 TEST(OocHostCache, EpochRecordsHoldExactlyTheBytesStoredAcrossSpills) {
   staged_cache c(8, 2);  // 8 lines through 2 entries: nearly every store spills another line
