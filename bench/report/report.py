@@ -242,8 +242,10 @@ def plot_workload(plt, workload, records, out_dir):
     for ax, (unit, group) in zip(axes[0], by_unit.items()):
         values = [r["throughput"]["value"] for r in group]
         quartiles = [quartile_throughputs(r) for r in group]
-        errors = [[v - q[0] for v, q in zip(values, quartiles)],
-                  [q[1] - v for v, q in zip(values, quartiles)]]
+        # Clamped at 0: with one repeat the quartile throughputs are the value itself, recomputed
+        # from times, and may round to a hair on the wrong side of it.
+        errors = [[max(0.0, v - q[0]) for v, q in zip(values, quartiles)],
+                  [max(0.0, q[1] - v) for v, q in zip(values, quartiles)]]
         ax.bar([r["mode"] for r in group], values, yerr=errors, capsize=4, color="#4c72b0")
         ax.set_ylabel(unit + (" (lower is better)" if not is_rate(unit) else ""))
         if max(values) > 100 * min(values):
