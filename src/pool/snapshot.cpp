@@ -109,6 +109,29 @@ std::uint64_t table_checksum(const std::vector<std::uint64_t>& table) {
   return checksum64(table.data(), table.size() * sizeof(std::uint64_t));
 }
 
+// Opens a file of a snapshot directory with `flags`, or returns -1 with errno set. Anything but a
+// regular file under that name (a FIFO, whose open would block, a device, a directory, a
+// symbolic link) is refused at once.
+int open_snapshot_file(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+  if (fd < 0 && errno != ELOOP) return -1;
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    throw_error(errc::invalid_argument,
+                "snapshot file " + path +
+                    " is not a regular file (a link, FIFO, device or directory took its name): "
+                    "remove it yourself, then take a new snapshot");
+  }
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
 class posix_fs final : public snapshot_fs {
  public:
   ~posix_fs() override {
@@ -204,7 +227,7 @@ class posix_fs final : public snapshot_fs {
     if (it != open_.end() && (a == access::read || it->second.writable)) return it->second.fd;
     forget(path);
     const int flags = a == access::write ? O_RDWR | O_CREAT : O_RDONLY;
-    const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0600);
+    const int fd = open_snapshot_file(path, flags);
     if (fd < 0) {
       if (errno == ENOENT) throw_error(errc::not_found, "snapshot file " + path + " is missing");
       fail("open", path);
@@ -239,8 +262,7 @@ snapshot_lock::snapshot_lock(const std::string& dir, bool changes) {
     if (ec) throw_error(errc::io, "snapshot: cannot create directory " + dir + ": " + ec.message());
   }
   const std::string path = dir + "/lock";
-  fd_ =
-      ::open(path.c_str(), (changes ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0600);
+  fd_ = open_snapshot_file(path, changes ? O_RDWR | O_CREAT : O_RDONLY);
   if (fd_ < 0) {
     if (!changes && errno == ENOENT) return;
     throw_error(errc::io, "snapshot: cannot open " + path + ": " + std::strerror(errno));

@@ -1,7 +1,9 @@
 // The snapshot layer's real file system (src/pool/snapshot.cpp, make_posix_fs): reading a
 // snapshot file opens it read-only, so a restore works from snapshot files the process may not
-// write (read-only files, a read-only mount); writing reopens it for writing.
+// write (read-only files, a read-only mount); writing reopens it for writing; anything but a
+// regular file under a snapshot file's name is refused at once.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +11,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include <gpm/platform/error.hpp>
 
 #include "snapshot.hpp"
 
@@ -49,6 +53,26 @@ TEST(SnapshotPosixFs, ReadsOpenReadOnlyAndWritesReopenForWriting) {
     EXPECT_EQ(access_mode_of_open(file), O_RDWR);
     disk->read_at(file.string(), 0, buf, 4);
     EXPECT_EQ(std::string(buf, 4), "SNAP");
+  }
+  fs::remove_all(dir);
+}
+
+// A FIFO under a snapshot file's name would block open() until a writer came: refused at once.
+TEST(SnapshotPosixFs, ASpecialFileUnderASnapshotNameIsRefusedAtOnce) {
+  const fs::path dir = fs::temp_directory_path() / ("gpmkit-snapfifo-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir / "image").c_str(), 0600), 0);
+  fs::create_symlink("/etc/hostname", dir / "pages");
+  auto disk = gpm::detail::make_posix_fs();
+  char buf[8];
+  for (const char* name : {"image", "pages"}) {
+    try {
+      disk->read_at((dir / name).string(), 0, buf, sizeof buf);
+      ADD_FAILURE() << name << " was read";
+    } catch (const gpm::error& e) {
+      EXPECT_EQ(e.code(), gpm::errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
   }
   fs::remove_all(dir);
 }
