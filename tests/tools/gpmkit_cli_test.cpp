@@ -172,8 +172,17 @@ class GpmkitCli : public ::testing::Test {
     for (const fs::path& p : {pm_dir_, snapshot_dir_, scratch_}) fs::remove_all(p);
   }
 
-  // Runs gpmkit with `args` and the test's PM and snapshot directories.
-  cli_result run(const std::vector<std::string>& args, bool with_dirs = true) {
+  // A gpmkit process started by start() and not yet waited for.
+  struct started {
+    pid_t pid = -1;
+    std::vector<std::string> args;
+    std::string out, err;  // files its stdout and stderr go to
+  };
+
+  // Starts gpmkit with `args` and the test's PM and snapshot directories; `tag` names the files
+  // its output goes to (processes running at once need their own).
+  started start(const std::vector<std::string>& args, bool with_dirs = true,
+                const std::string& tag = "") {
     std::vector<std::string> all = {GPMKIT_CLI};
     all.insert(all.end(), args.begin(), args.end());
     if (with_dirs) {
@@ -183,31 +192,45 @@ class GpmkitCli : public ::testing::Test {
     std::vector<char*> argv;
     for (std::string& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const std::string out = (scratch_ / "stdout").string();
-    const std::string err = (scratch_ / "stderr").string();
+    started s;
+    s.args = args;
+    s.out = (scratch_ / ("stdout" + tag)).string();
+    s.err = (scratch_ / ("stderr" + tag)).string();
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, GPMKIT_CLI, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_addopen(&actions, 1, s.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    posix_spawn_file_actions_addopen(&actions, 2, s.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    const int spawned = posix_spawn(&s.pid, GPMKIT_CLI, &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    cli_result r;
     if (spawned != 0) {
       ADD_FAILURE() << "cannot run " << GPMKIT_CLI << ": " << std::strerror(spawned);
-      return r;
+      s.pid = -1;
     }
+    return s;
+  }
+
+  // Waits for a started process; a death by a signal is a test failure.
+  cli_result finish(const started& s) {
+    cli_result r;
+    if (s.pid < 0) return r;
     int status = 0;
-    waitpid(pid, &status, 0);
-    r.out = read_file(out);
-    r.err = read_file(err);
+    waitpid(s.pid, &status, 0);
+    r.out = read_file(s.out);
+    r.err = read_file(s.err);
     if (WIFEXITED(status)) {
       r.code = WEXITSTATUS(status);
     } else {
-      ADD_FAILURE() << "gpmkit died of signal " << WTERMSIG(status) << " running:" << joined(args)
+      ADD_FAILURE() << "gpmkit died of signal " << WTERMSIG(status) << " running:" << joined(s.args)
                     << "\nstderr: " << r.err;
     }
     return r;
+  }
+
+  // Runs gpmkit with `args` and the test's PM and snapshot directories.
+  cli_result run(const std::vector<std::string>& args, bool with_dirs = true) {
+    return finish(start(args, with_dirs));
   }
 
   static std::string joined(const std::vector<std::string>& args) {
@@ -630,6 +653,36 @@ TEST_F(GpmkitCli, JsonFailuresPrintAnErrorObjectOnStdout) {
   r = run({"pool", "rm", "held", "--json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(is_json(r.out)) << r.out;
+}
+
+// Commands run at once on one pool (snapshots, a forced restore, readers): each ends with a
+// status (never a signal), prints JSON on stdout either way, and leaves a pool that checks and a
+// snapshot that restores.
+TEST_F(GpmkitCli, ConcurrentCommandsOnOnePoolEndCleanly) {
+  create("shared");
+  ASSERT_OK(run({"pool", "snapshot", "shared"}));
+  const std::vector<std::vector<std::string>> commands = {
+      {"pool", "snapshot", "shared", "--json"},
+      {"pool", "snapshot", "shared", "--json"},
+      {"pool", "restore", "shared", "--force", "--json"},
+      {"pool", "info", "shared", "--json"},
+      {"pool", "check", "shared", "--json"},
+      {"pool", "ls", "shared", "--json"}};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<started> running;
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+      running.push_back(start(commands[i], true, std::to_string(i)));
+    }
+    for (const started& s : running) {
+      const cli_result r = finish(s);
+      EXPECT_TRUE(r.code == 0 || r.code == 1) << joined(s.args) << ": " << r.code << "\n" << r.err;
+      EXPECT_TRUE(is_json(r.out)) << joined(s.args) << ": " << r.out << "\n" << r.err;
+    }
+    const cli_result check = run({"pool", "check", "shared"});
+    EXPECT_OK(check);
+  }
+  EXPECT_OK(run({"pool", "restore", "shared", "--force"}));
+  EXPECT_OK(run({"pool", "check", "shared"}));
 }
 
 TEST_F(GpmkitCli, PathsWithASlashIgnoreThePmDirectory) {
