@@ -1,7 +1,8 @@
 // Fuzzing a pool's metadata: random bit flips anywhere in the header, root records and
 // directory, and truncation at random lengths. Opening must either refuse the pool with a
 // gpm::error (never crash, never hang) or, when the damage is in redundancy it can do without
-// (one root record slot), open it with every object intact. Iterations: GPMKIT_FUZZ_ITERATIONS.
+// (one root record slot), open it with every object intact. Also random allocation sizes over all
+// of 64 bits. Iterations: GPMKIT_FUZZ_ITERATIONS.
 #include <gpm/pool/format.hpp>
 #include <gpm/pool/pool.hpp>
 
@@ -142,6 +143,43 @@ TEST_F(PoolFuzz, RandomGarbageFilesAreRefused) {
     write(bytes);
     EXPECT_FALSE(try_open("garbage file " + std::to_string(it)));
   }
+}
+
+// Sizes from anywhere in 64 bits (near 2^64 above all, where rounding used to wrap around) and
+// every alignment: each allocation either succeeds with an extent inside the heap that overlaps
+// no other object, or is refused with out_of_memory or invalid_argument; afterwards the pool
+// checks and reopens with the same objects.
+TEST_F(PoolFuzz, RandomAllocationSizesNeverOverlapOrBreakThePool) {
+  std::mt19937_64 rng(gpm::test::trial_seed(4));
+  {
+    gpm::pool p = gpm::pool::open("f.pool", "fuzz", options_);
+    for (int it = 0; it < iterations() / 2; ++it) {
+      const int bits = static_cast<int>(rng() % 65);
+      std::uint64_t bytes = bits == 64 ? rng() : rng() & ((std::uint64_t{1} << bits) - 1);
+      if (rng() % 4 == 0) bytes = ~std::uint64_t{0} - rng() % 8192;
+      const std::uint64_t alignment = std::uint64_t{1} << (rng() % 32);
+      const std::string name = "fuzz-" + std::to_string(it);
+      try {
+        const std::uint64_t off = p.allocate(name, bytes, alignment);
+        EXPECT_EQ(off % alignment, 0u) << name;
+        EXPECT_GE(off, heap_offset_) << name;
+        EXPECT_LE(bytes, kPoolBytes - off) << name;
+      } catch (const gpm::error& e) {
+        EXPECT_TRUE(e.code() == gpm::errc::out_of_memory || e.code() == gpm::errc::invalid_argument)
+            << name << ": " << e.what();
+      }
+      if (rng() % 3 == 0 && p.find(name)) p.free(name);
+    }
+    const auto objects = p.objects();
+    for (std::size_t i = 1; i < objects.size(); ++i) {
+      EXPECT_LE(objects[i - 1].offset + objects[i - 1].bytes, objects[i].offset)
+          << objects[i - 1].name << " overlaps " << objects[i].name;
+    }
+    original_ = summary(p);
+  }
+  EXPECT_TRUE(gpm::pool::check("f.pool", options_).ok);
+  gpm::pool p = gpm::pool::open("f.pool", "fuzz", options_);
+  EXPECT_EQ(summary(p), original_);
 }
 
 }  // namespace
