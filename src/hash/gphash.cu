@@ -114,7 +114,7 @@ struct gphash<Key>::impl {
   char* device_base = nullptr;
 
   value_area values;
-  device_buffer<unsigned long long> counters{2};  // [0] retries, [1] scratch
+  device_buffer<unsigned long long> counters{3};  // [0] retries, [1] and [2] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
 
   cache_options cache_opts;
@@ -151,6 +151,7 @@ struct gphash<Key>::impl {
     v.cell_bytes = static_cast<std::uint32_t>(cell_bytes());
     v.max_key_bytes = variable_keys ? config.max_key_bytes : 0;
     v.seed = config.seed;
+    v.crash = kernel_crash_points();
     values.fill(v);
     v.segments = state.segments;
     std::uint64_t first = 0;
@@ -217,10 +218,12 @@ struct gphash<Key>::impl {
   // Stream-ordered: kernels that follow on `stream` may reuse the cells.
   void reclaim(cudaStream_t stream) { values.reclaim(live_view(false), stream); }
 
-  void finish_resize() {
+  // Returns the items found above already (duplicates an interrupted rehash left, now cleared).
+  std::uint64_t finish_resize() {
     const std::uint32_t L = config.level_count;
     const std::uint32_t drained = state.top - L;
     set_counter(1, 0);
+    set_counter(2, 0);
     launch(rehash_kernel<Key>, blocks_for(level_slots(drained) * 32, 256), 256, 0, nullptr,
            view(L, false), view(L + 1, false), drained, counters.data() + 1);
     check_cuda(cudaDeviceSynchronize(), "GPHash rehash");
@@ -242,6 +245,7 @@ struct gphash<Key>::impl {
     commit(s);
     crash_point("gphash.resize.committed");
     free_stale_objects();
+    return read_counter(2);
   }
 
   // Frees level and segment objects that the state no longer (or not yet) refers to: left by a
@@ -426,7 +430,7 @@ struct gphash<Key>::impl {
     rebuild_allocator(levels);
     crash_point("gphash.recover.cleared");
     if (state.resizing) {
-      finish_resize();
+      r.resumed_duplicates = finish_resize();
       r.resize_resumed = true;
     }
     free_stale_objects();
@@ -437,7 +441,7 @@ struct gphash<Key>::impl {
              live_view(false), level, counters.data() + 1);
     }
     check_cuda(cudaDeviceSynchronize(), "GPHash recovery");
-    r.duplicates_removed = read_counter(1);
+    r.duplicates_removed = read_counter(1) + r.resumed_duplicates;
     crash_point("gphash.recover.deduplicated");
     rebuild_allocator(config.level_count);
     r.items = scan<scan_op::count_items>(config.level_count);

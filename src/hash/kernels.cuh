@@ -122,10 +122,12 @@ __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long l
 // Resize: moves every item of the drained bottom level into the levels above it (`upper`
 // addresses the new top and excludes the bottom). An item is inserted above (or found there,
 // when a crash interrupted an earlier rehash of it), then cleared below: after a crash it is in
-// one place or both, never lost. One warp per slot (warp-cooperative rehash).
+// one place or both, never lost. One warp per slot (warp-cooperative rehash). counts[0]: items
+// that found no slot above; counts[1]: items found above already, whose copy below was thus a
+// duplicate left by a crash.
 template <class Key>
 __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bottom,
-                              unsigned long long* failures) {
+                              unsigned long long* counts) {
   const auto tile = make_tile<32>();
   const std::uint64_t slots = (1ull << bottom) * all.slots;
   for (std::uint64_t i : grid_stride<32>(slots)) {
@@ -138,11 +140,12 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
                                        insert_mode::rehash, img.value);
     if (tile.thread_rank() == 0) {
       if (st == hash_status::inserted || st == hash_status::exists) {
-        kernel_crash_point("gphash.rehash.copied");
+        kernel_crash_point(all.crash, "gphash.rehash.copied");
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
         gpm::persist();
+        if (st == hash_status::exists) atomicAdd(&counts[1], 1ull);
       } else {
-        atomicAdd(failures, 1ull);
+        atomicAdd(&counts[0], 1ull);
       }
     }
   }

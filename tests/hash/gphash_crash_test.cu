@@ -1,18 +1,22 @@
 // Crash tests of GPHash with real process crashes: a child runs batches of insert / upsert /
 // update / erase (with resizes, since the table starts small) and is killed with SIGKILL at a
-// random moment or at a crash point inside resize or recovery. The parent reopens the pool,
-// recovers the table and checks:
+// random moment or at a crash point of the protocol, resize or recovery (kernels' crash points
+// act on a GPU too: see gpm/platform/crash_point.hpp). The parent reopens the pool, recovers the
+// table and checks:
 //  - every acknowledged batch (reported after the host API returned) is durable,
 //  - each key of the batch in flight is in its state before or after its operation,
 //  - no torn key or value (values identify their key and version), no visible duplicate,
 //    no INSERTING slot, the index consistent (gphash::check),
 //  - recovery is idempotent: recovering again changes nothing, and a recovery killed midway
-//    followed by another gives the same table as one straight recovery.
+//    followed by another gives the same table as one straight recovery;
+//  - every repair step of recovery gets work: crashes at the points that leave an INSERTING slot
+//    or a duplicate make recovery report clearing them.
 // Trials: GPMKIT_CRASH_TRIALS (tens in CI, 1000 in the crash-long label).
 #include <gpm/hash/gphash.cuh>
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/pool/pool.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -131,20 +135,24 @@ std::vector<std::optional<std::uint64_t>> read_all(gpm::gphash<Key>& t, const st
 // mid-resize and left work for recovery.
 struct tally {
   int trials = 0, killed = 0, in_flight = 0, resumed = 0;
-  std::uint64_t acked = 0, inserting = 0, duplicates = 0;
+  std::uint64_t acked = 0, inserting = 0, duplicates = 0, resumed_duplicates = 0;
   void print(const char* test) const {
     std::printf(
         "[ tally    ] %s: %d trials, %d killed (%d mid-batch), %llu batches acknowledged, "
-        "%d resizes resumed, %llu INSERTING slots cleared, %llu duplicates removed\n",
+        "%d resizes resumed, %llu INSERTING slots cleared, %llu duplicates removed (%llu by a "
+        "resumed rehash)\n",
         test, trials, killed, in_flight, static_cast<unsigned long long>(acked), resumed,
-        static_cast<unsigned long long>(inserting), static_cast<unsigned long long>(duplicates));
+        static_cast<unsigned long long>(inserting), static_cast<unsigned long long>(duplicates),
+        static_cast<unsigned long long>(resumed_duplicates));
   }
 };
 tally g_tally;
 
+// Checks the recovered table of a trial; `report` receives what recovery repaired.
 template <class Key>
 void check_trial(const gpm::test::scratch_dirs& dirs, const std::string& pool_name,
-                 std::uint64_t seed, const gpm::test::child_result& r, const std::string& what) {
+                 std::uint64_t seed, const gpm::test::child_result& r, const std::string& what,
+                 gpm::gphash_recovery* report = nullptr) {
   int acked = 0;
   for (const std::string& line : r.progress) acked += line.rfind("done ", 0) == 0;
   model before;  // after the acknowledged batches
@@ -172,6 +180,8 @@ void check_trial(const gpm::test::scratch_dirs& dirs, const std::string& pool_na
   g_tally.resumed += rec.resize_resumed;
   g_tally.inserting += rec.inserting_cleared;
   g_tally.duplicates += rec.duplicates_removed;
+  g_tally.resumed_duplicates += rec.resumed_duplicates;
+  if (report != nullptr) *report = rec;
   const auto state = read_all(t, what);
   for (std::uint64_t k = 0; k < kSpace; ++k) {
     const bool ok = state[k] == before.get(k) || state[k] == after.get(k);
@@ -243,8 +253,63 @@ TEST(GphashCrash, CrashesAtEveryStepOfTheProtocolAndOfResize) {
   }
 }
 
+// Crash points that leave recovery a repair to make, and the count of it that recovery must
+// report: a slot claimed (INSERTING) whose insert never completes, and an item that a rehash
+// copied up but had not yet cleared below (a duplicate, cleared when the resize resumes). The
+// trial crashes at one of the first `hits` hits, which every run reaches: claims come with the
+// first batch, and the resizes of a run rehash many more items than that.
+struct repair_point {
+  const char* point;
+  int hits;
+  std::uint64_t gpm::gphash_recovery::*count;
+  const char* repair;
+};
+const repair_point kRepairPoints[] = {
+    {"gphash.insert.claimed", 40, &gpm::gphash_recovery::inserting_cleared,
+     "INSERTING slot cleared"},
+    {"gphash.rehash.copied", 8, &gpm::gphash_recovery::resumed_duplicates,
+     "duplicate cleared by the resumed rehash"},
+};
+
+template <class Key>
+void repair_trial(int t, const repair_point& at) {
+  gpm::test::scratch_dirs dirs("gphash-repair");
+  create_table<Key>(dirs);
+  const std::uint64_t seed = gpm::test::trial_seed(2000 + t);
+  std::mt19937_64 rng(seed);
+  const std::string point = std::string(at.point) + ":" + std::to_string(1 + rng() % at.hits);
+  const std::string what = "keys " + key_name<Key>() + ", trial " + std::to_string(t) + " (seed " +
+                           std::to_string(seed) + "), crash point " + point;
+  const auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
+                                      dirs.args("kv.pool", seed), gpm::test::kill_at(point));
+  ASSERT_TRUE(r.killed) << what << ": the run did not reach the crash point: " << r.describe();
+  gpm::gphash_recovery rec;
+  check_trial<Key>(dirs, "kv.pool", seed, r, what, &rec);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_GT(rec.*at.count, 0u) << what << ": recovery reported no " << at.repair;
+}
+
+// Each trial aims at one repair point in turn (every point at least once, whatever the budget)
+// and must find recovery repairing what the crash left there, so the test fails if a change of
+// the protocol stops a crash from reaching a repair step of recovery.
+TEST(GphashCrash, EveryRepairStepOfRecoveryGetsWork) {
+  g_tally.print("crash points");
+  g_tally = {};
+  const int trials =
+      std::max(static_cast<int>(std::size(kRepairPoints)), gpm::test::crash_trials(6));
+  for (int t = 0; t < trials; ++t) {
+    const repair_point& at = kRepairPoints[t % std::size(kRepairPoints)];
+    const int round = t / static_cast<int>(std::size(kRepairPoints));
+    for_key_of_trial(round, [&](auto key) { repair_trial<decltype(key)>(t, at); });
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// Where recovery itself is killed: its host steps, and the kernels' points that a resumed rehash
+// reaches.
 const char* const kRecoveryPoints[] = {"gphash.recover.cleared", "gphash.recover.deduplicated",
-                                       "gphash.resize.rehashed", "gphash.resize.committed"};
+                                       "gphash.resize.rehashed", "gphash.resize.committed",
+                                       "gphash.rehash.copied",   "gphash.insert.claimed"};
 
 template <class Key>
 void recovery_trial(int t) {
@@ -253,10 +318,21 @@ void recovery_trial(int t) {
   const std::uint64_t seed = gpm::test::trial_seed(1000 + t);
   std::mt19937_64 rng(seed);
   const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
-  // A crash that may leave a resize half done (a random kill or one inside a resize).
-  const auto policy =
-      t % 2 == 0 ? gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready")
-                 : gpm::test::kill_at("gphash.resize.started:" + std::to_string(1 + rng() % 3));
+  // A crash that may leave a resize half done (a random kill or one inside a resize), an
+  // INSERTING slot, or a duplicate of a rehashed item.
+  gpm::test::kill_policy policy;
+  switch (t % 4) {
+    case 0: policy = gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready"); break;
+    case 1:
+      policy = gpm::test::kill_at("gphash.resize.started:" + std::to_string(1 + rng() % 3));
+      break;
+    default: {
+      const repair_point& at = kRepairPoints[t % 4 - 2];
+      policy =
+          gpm::test::kill_at(std::string(at.point) + ":" + std::to_string(1 + rng() % at.hits));
+      break;
+    }
+  }
   auto r =
       gpm::test::run_child("gphash_batches_" + key_name<Key>(), dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
@@ -278,7 +354,7 @@ void recovery_trial(int t) {
 }
 
 TEST(GphashCrash, RecoveryIsIdempotent) {
-  g_tally.print("crash points");
+  g_tally.print("repair points");
   const int trials = gpm::test::crash_trials(6);
   for (int t = 0; t < trials; ++t) {
     for_key_of_trial(t, [&](auto key) { recovery_trial<decltype(key)>(t); });

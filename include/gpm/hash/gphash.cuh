@@ -69,8 +69,11 @@ struct gphash_recovery {
   double seconds = 0;                    // wall time of the whole recovery
   std::uint64_t inserting_cleared = 0;   // slots left INSERTING by a crash, cleared
   std::uint64_t duplicates_removed = 0;  // copies of a key that lost to the valid copy
-  bool resize_resumed = false;           // an interrupted resize was finished
-  std::uint64_t items = 0;               // keys in the table afterwards
+  // Of those, the copies below of items that an interrupted rehash had already copied up, cleared
+  // when the resize resumed; the rest were found by the pass over the live levels.
+  std::uint64_t resumed_duplicates = 0;
+  bool resize_resumed = false;  // an interrupted resize was finished
+  std::uint64_t items = 0;      // keys in the table afterwards
 };
 
 // A read-only consistency check of the persistent table (host scan).

@@ -76,6 +76,8 @@ struct table_view {
   // operations then skip every persist.
   bool persistent = true;
   cache_view cache;
+  // The armed crash point for GPU threads (crash tests; empty otherwise).
+  kernel_crash_ref crash;
 };
 
 // Makes the calling thread's earlier pool stores durable (FAST'25's persist), unless the view is
@@ -579,7 +581,7 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
     const location at = location_of_rank(r.match);
     const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
     std::uint64_t expected = r.match_value;
-    kernel_crash_point("gphash.update.prepared");
+    kernel_crash_point(v.crash, "gphash.update.prepared");
     const bool ok =
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected, cell);
     persist(v);
@@ -669,7 +671,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       if (claimed) {
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(cell, memory_order_relaxed);
         key_ops<Key>::store_key(slot, key);
-        kernel_crash_point("gphash.insert.claimed");
+        kernel_crash_point(v.crash, "gphash.insert.claimed");
         persist(v);  // the item is durable before it becomes visible
       }
     }
@@ -690,7 +692,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     if (t.thread_rank() == 0) {
       state.store(w, memory_order_release);
       persist(v);  // the publication is durable before the operation is acknowledged
-      kernel_crash_point("gphash.insert.published");
+      kernel_crash_point(v.crash, "gphash.insert.published");
       cache_refresh(v, at.level, at.bucket, at.slot);
     }
     t.sync();
