@@ -253,22 +253,24 @@ TEST(GphashCrash, CrashesAtEveryStepOfTheProtocolAndOfResize) {
   }
 }
 
-// Crash points that leave recovery a repair to make, and the count of it that recovery must
-// report: a slot claimed (INSERTING) whose insert never completes, and an item that a rehash
-// copied up but had not yet cleared below (a duplicate, cleared when the resize resumes). The
-// trial crashes at one of the first `hits` hits, which every run reaches: claims come with the
-// first batch, and the resizes of a run rehash many more items than that.
+// Crash points that leave recovery a repair to make, and what recovery must report: a slot
+// claimed (INSERTING) whose insert never completes, cleared; an item that a rehash copied up but
+// had not yet cleared below, a duplicate, cleared when the resize resumes. The trial crashes at
+// one of the first `hits` hits, which every run reaches: claims come with the first batch, and
+// the resizes of a run rehash many more items than that.
 struct repair_point {
   const char* point;
   int hits;
-  std::uint64_t gpm::gphash_recovery::*count;
+  bool (*repaired)(const gpm::gphash_recovery&);
   const char* repair;
 };
 const repair_point kRepairPoints[] = {
-    {"gphash.insert.claimed", 40, &gpm::gphash_recovery::inserting_cleared,
-     "INSERTING slot cleared"},
-    {"gphash.rehash.copied", 8, &gpm::gphash_recovery::resumed_duplicates,
-     "duplicate cleared by the resumed rehash"},
+    {"gphash.insert.claimed", 40,
+     [](const gpm::gphash_recovery& r) { return r.inserting_cleared > 0; },
+     "no INSERTING slot cleared"},
+    {"gphash.rehash.copied", 8,
+     [](const gpm::gphash_recovery& r) { return r.resize_resumed && r.resumed_duplicates > 0; },
+     "no resumed resize that cleared a duplicate"},
 };
 
 template <class Key>
@@ -286,7 +288,9 @@ void repair_trial(int t, const repair_point& at) {
   gpm::gphash_recovery rec;
   check_trial<Key>(dirs, "kv.pool", seed, r, what, &rec);
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_GT(rec.*at.count, 0u) << what << ": recovery reported no " << at.repair;
+  EXPECT_TRUE(at.repaired(rec)) << what << ": recovery reported " << at.repair << " (cleared "
+                                << rec.inserting_cleared << " INSERTING slots, removed "
+                                << rec.duplicates_removed << " duplicates)";
 }
 
 // Each trial aims at one repair point in turn (every point at least once, whatever the budget)
