@@ -204,9 +204,9 @@ TYPED_TEST(GphashBasic, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
   EXPECT_EQ(r.values[0], 42u);
 }
 
-// Two published copies of a key (a crash inside a rehash leaves them; so did racing inserts
-// before the conflict check): recovery keeps the valid one (max level, min bucket, min slot) and
-// clears the other.
+// Two published copies of a key in the live levels (racing inserts left them before the conflict
+// check; no crash does now, docs/gphash.md "Recovery"): recovery's dedupe pass keeps the valid one
+// (max level, min bucket, min slot) and clears the other.
 TEST(Gphash, RecoveryRemovesDuplicateCopies) {
   fixture f;
   {
@@ -233,6 +233,7 @@ TEST(Gphash, RecoveryRemovesDuplicateCopies) {
   ASSERT_EQ(copies, 1);
   auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv");
   EXPECT_EQ(t.last_recovery().duplicates_removed, 1u);
+  EXPECT_EQ(t.last_recovery().resumed_duplicates, 0u);
   EXPECT_EQ(t.size(), 1u);
   EXPECT_TRUE(t.check().ok);
   auto r = driver<std::uint64_t>(t).find({7});
