@@ -1,0 +1,153 @@
+"""gpmkit from Python: persistent memory pools that GPU kernels and Python share.
+
+    import gpmkit, numpy as np
+    with gpmkit.Pool.create("demo", 64 << 20, layout="my-app") as pool:
+        x = pool.allocate_array("x", (1024,), np.float32)   # zero-filled, lives in the pool
+        x[:] = np.arange(1024)
+        pool.persist("x")                                    # durable: survives a process crash
+        pool.snapshot()                                      # and a power loss, from disk
+    with gpmkit.Pool.open("demo", layout="my-app") as pool:
+        print(pool.array("x", np.float32)[:4])
+
+Arrays are views of the pool's memory, without a copy: NumPy on the host, and through DLPack
+(`gpu_bytes`) where a GPU maps the pool. A pool stays mapped while an array views it, and close()
+refuses while one does. Failures raise gpmkit.Error, whose .code names the kind (not_found, busy,
+corrupt, ...) and whose message says what to do. docs/python.md has the whole API.
+"""
+import numpy as _np
+
+from ._core import Error, backend, device_info, pm_directory
+from ._core import Pool as _CorePool
+
+__all__ = ["Error", "Pool", "backend", "device_info", "pm_directory"]
+
+
+class Pool:
+    """A persistent memory pool (gpm::pool): a file in tmpfs (or device-DAX) mapped into this
+    process and, where there is one, the GPU. Create or open it with the class methods; use it as
+    a context manager, or call close()."""
+
+    def __init__(self, core):
+        self._core = core
+
+    @classmethod
+    def create(cls, path, nbytes, layout, *, pm_dir=None, snapshot_dir=None, gpu="auto",
+               directory_capacity=1024):
+        """Creates a pool of `nbytes` bytes (a multiple of 4096) for `layout`; `path` without a
+        '/' names a file in the PM directory (pm_directory()). gpu: 'auto', 'required', 'none'."""
+        return cls(_CorePool.create(path, nbytes, layout, pm_dir=pm_dir,
+                                    snapshot_dir=snapshot_dir, gpu=gpu,
+                                    directory_capacity=directory_capacity))
+
+    @classmethod
+    def open(cls, path, layout, *, pm_dir=None, snapshot_dir=None, gpu="auto",
+             restore_from_snapshot=True):
+        """Opens a pool created for `layout`, validating it (a corrupt, truncated, foreign or
+        wrong-version file raises Error) and restoring it from its snapshot if it is missing or
+        corrupt (unless restore_from_snapshot is False)."""
+        return cls(_CorePool.open(path, layout, pm_dir=pm_dir, snapshot_dir=snapshot_dir,
+                                  gpu=gpu, restore_from_snapshot=restore_from_snapshot))
+
+    @staticmethod
+    def remove(path, *, pm_dir=None, snapshot_dir=None, with_snapshot=False):
+        """Deletes a pool file that no process has open (and its snapshot, if asked)."""
+        _CorePool.remove(path, pm_dir=pm_dir, snapshot_dir=snapshot_dir,
+                         with_snapshot=with_snapshot)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Marks the pool cleanly closed and unmaps it. Raises Error (busy) while arrays view it."""
+        self._core.close()
+
+    @property
+    def is_open(self):
+        return self._core.is_open
+
+    @property
+    def path(self):
+        return self._core.path
+
+    @property
+    def size(self):
+        return self._core.size
+
+    @property
+    def durability(self):
+        """What a persisted store survives: 'process-crash' (tmpfs) or 'power-fail'."""
+        return self._core.durability
+
+    @property
+    def mapped_into_gpu(self):
+        return self._core.mapped_into_gpu
+
+    @property
+    def was_clean_shutdown(self):
+        """False when the previous writer crashed: run your recovery."""
+        return self._core.was_clean_shutdown
+
+    @property
+    def notices(self):
+        """What opening the pool had to say (a restore from the snapshot, no GPU, ...)."""
+        return list(self._core.notices)
+
+    def info(self):
+        return self._core.info()
+
+    def objects(self):
+        """The named objects, in offset order: dicts of name, offset, bytes, alignment."""
+        return self._core.objects()
+
+    def get(self, name):
+        """Object `name` (name, offset, bytes, alignment); Error (not_found) if there is none."""
+        return self._core.get(name)
+
+    def allocate(self, name, nbytes, alignment=128):
+        """Allocates a zero-filled named object (crash-atomic) and returns its offset."""
+        return self._core.allocate(name, nbytes, alignment)
+
+    def free(self, name):
+        self._core.free(name)
+
+    def array(self, name, dtype=_np.uint8, shape=None):
+        """Object `name` as a NumPy array of `dtype` (and `shape`; default: as many elements as
+        fit), viewing the pool's memory. Raises Error (not_found) for an unknown name and
+        ValueError when the object's size is not a whole number of elements of that shape."""
+        raw = self._core.host_bytes(name)
+        dtype = _np.dtype(dtype)
+        if raw.nbytes % dtype.itemsize != 0:
+            raise ValueError(f"object {name!r} holds {raw.nbytes} bytes, not a whole number of "
+                             f"{dtype} elements")
+        view = raw.view(dtype)
+        return view if shape is None else view.reshape(shape)
+
+    def allocate_array(self, name, shape, dtype=_np.float32, alignment=128):
+        """Allocates object `name` sized for an array of `shape` and `dtype`, and returns it
+        (zero-filled) as array() does."""
+        dtype = _np.dtype(dtype)
+        count = int(_np.prod(shape, dtype=_np.int64)) if _np.ndim(shape) else int(shape)
+        if count <= 0:
+            raise ValueError(f"shape {shape} has no elements")
+        self.allocate(name, count * dtype.itemsize, alignment)
+        return self.array(name, dtype, shape)
+
+    def gpu_bytes(self, name):
+        """Object `name`'s bytes as an array with __dlpack__ on the device that maps the pool
+        (CUDA where gpmkit runs on a GPU; the CPU on the emulator), for the frameworks' from_dlpack:
+        torch.from_dlpack(pool.gpu_bytes("x")).view(torch.float32). Raises Error (no_device) when
+        no GPU maps the pool."""
+        return self._core.gpu_bytes(name)
+
+    def persist(self, name=None):
+        """Makes the host's stores to object `name` (all of the pool: None) durable."""
+        self._core.persist(name)
+
+    def snapshot(self):
+        """Writes the pages changed since the last snapshot to disk, atomically (power-loss
+        durable); returns seq, pages_total, pages_changed, bytes_written and seconds."""
+        return self._core.snapshot()
