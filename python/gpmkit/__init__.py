@@ -16,10 +16,12 @@ corrupt, ...) and whose message says what to do. docs/python.md has the whole AP
 """
 import numpy as _np
 
-from ._core import Error, backend, device_info, pm_directory
+from ._core import Checkpointer as _CoreCheckpointer
+from ._core import Error, PendingCheckpoint, backend, device_info, pm_directory
 from ._core import Pool as _CorePool
 
-__all__ = ["Error", "Pool", "backend", "device_info", "pm_directory"]
+__all__ = ["Checkpointer", "Error", "PendingCheckpoint", "Pool", "backend", "device_info",
+           "pm_directory"]
 
 
 class Pool:
@@ -151,3 +153,89 @@ class Pool:
         """Writes the pages changed since the last snapshot to disk, atomically (power-loss
         durable); returns seq, pages_total, pages_changed, bytes_written and seconds."""
         return self._core.snapshot()
+
+
+class Checkpointer:
+    """Crash-consistent checkpoints of arrays in the device's memory (CUDA arrays or tensors on a
+    GPU; NumPy arrays on the emulator, whose device is the CPU) into a pool: gpm::checkpointer,
+    HeteroCheckpoint's named chunks with pre-copy hints and redundant-chunk elimination, and the
+    GPM paper's two copies per chunk with an atomic flip. A crash at any moment leaves the last
+    completed checkpoint restorable. The pool stays open while the checkpointer is."""
+
+    def __init__(self, core):
+        self._core = core
+
+    @classmethod
+    def _open(cls, how, pool, name, max_chunks, path, eliminate_redundant, honour_precopy,
+              snapshot_every):
+        return cls(_CoreCheckpointer.open(pool._core, name, how, max_chunks, path,
+                                          eliminate_redundant, honour_precopy, snapshot_every))
+
+    @classmethod
+    def create(cls, pool, name, *, max_chunks=64, path="automatic", eliminate_redundant=True,
+               honour_precopy=True, snapshot_every=0):
+        """A new checkpoint `name` in `pool`. path: 'automatic' (measured), 'gpu_stores', 'dma';
+        snapshot_every=n: every n-th checkpoint also snapshots the pool (power-loss durable)."""
+        return cls._open("create", pool, name, max_chunks, path, eliminate_redundant,
+                         honour_precopy, snapshot_every)
+
+    @classmethod
+    def open(cls, pool, name, *, max_chunks=64, path="automatic", eliminate_redundant=True,
+             honour_precopy=True, snapshot_every=0):
+        return cls._open("open", pool, name, max_chunks, path, eliminate_redundant,
+                         honour_precopy, snapshot_every)
+
+    @classmethod
+    def open_or_create(cls, pool, name, *, max_chunks=64, path="automatic",
+                       eliminate_redundant=True, honour_precopy=True, snapshot_every=0):
+        return cls._open("open_or_create", pool, name, max_chunks, path, eliminate_redundant,
+                         honour_precopy, snapshot_every)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def add(self, name, array, group=0):
+        """Registers `array` (C-contiguous, in the device's memory) as chunk `name` of `group`.
+        After a restart the same name finds its chunk again; registering it with another size or
+        element type raises Error (invalid_argument) naming both."""
+        self._core.add(name, array, group)
+
+    def save(self, arrays, group=0, wait=True):
+        """Registers every {name: array} of `arrays` in `group` and checkpoints the group. Returns
+        what checkpoint() returns (seq, copied, redundant, bytes_copied, ...), or with
+        wait=False a PendingCheckpoint as soon as the arrays' contents are captured: its wait()
+        returns once the checkpoint is durable."""
+        for name, array in arrays.items():
+            self.add(name, array, group)
+        if wait:
+            return self._core.checkpoint(group)
+        return self._core.checkpoint_async(group)
+
+    def precopy(self, name):
+        """Hint: chunk `name` will not change before the group's next checkpoint."""
+        self._core.precopy(name)
+
+    def restore(self, group=0):
+        """Copies the group's last completed checkpoint into its registered arrays, checking
+        every chunk's checksum (a corrupt copy is repaired from the older one, or raises)."""
+        return self._core.restore(group)
+
+    def last_checkpoint(self, group=0):
+        """The newest completed checkpoint of the group (0: none)."""
+        return self._core.last_checkpoint(group)
+
+    def chunks(self):
+        return self._core.chunks()
+
+    @property
+    def chosen_path(self):
+        return self._core.chosen_path()
+
+    def close(self):
+        """Waits for a pending checkpoint and releases the checkpointer (and its share of the
+        pool)."""
+        self._core.close()

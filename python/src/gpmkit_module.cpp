@@ -1,9 +1,10 @@
 // gpmkit._core: the nanobind bindings behind the Python package `gpmkit` (python/gpmkit): which
-// backend this build runs kernels on, and pools (gpm::pool) with their named objects exported
+// backend this build runs kernels on; pools (gpm::pool) with their named objects exported
 // without a copy, through the buffer protocol on the host (NumPy) and through DLPack where a GPU
-// maps the pool (PyTorch, CuPy). gpm::error becomes gpmkit.Error with the error's code and
-// message. An exported array keeps the pool mapped; closing a pool that arrays still view is
-// refused (busy), so no array ever points into unmapped memory.
+// maps the pool (PyTorch, CuPy); and checkpointers (gpm::checkpointer) of arrays in the device's
+// memory. gpm::error becomes gpmkit.Error with the error's code and message. An exported array
+// and a checkpointer keep the pool mapped; closing a pool that one of them still uses is refused
+// (busy), so nothing ever points into unmapped memory.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -12,9 +13,11 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
+#include <gpm/checkpoint/checkpoint.hpp>
 #include <gpm/config.hpp>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/persist.hpp>
@@ -52,6 +55,11 @@ class py_pool {
     pool_.reset();
   }
   bool is_open() const { return pool_ && pool_->is_open(); }
+  // A share of the pool for what must keep it open (a checkpointer).
+  std::shared_ptr<gpm::pool> lease() const {
+    live();
+    return pool_;
+  }
 
   // Object `name`'s bytes as a one-dimensional uint8 array in framework F (nb::numpy for the
   // host's view; none, a DLPack array, on the device that maps the pool), keeping the pool
@@ -95,6 +103,80 @@ class py_pool {
 
  private:
   std::shared_ptr<gpm::pool> pool_;
+};
+
+// The device memory arrays of a checkpoint live in: GPU memory in the CUDA build, this host's
+// memory on the emulator (whose GPU is the CPU).
+constexpr int kDeviceMemory = GPM_BACKEND_CUDA ? nb::device::cuda::value : nb::device::cpu::value;
+
+// gpm::checkpoint_type_tag<T>() for the element type of a DLPack array.
+std::uint64_t type_tag_of(const nb::dlpack::dtype& t) {
+  const auto code = static_cast<nb::dlpack::dtype_code>(t.code);
+  const std::uint64_t bytes = t.bits / 8u;
+  const bool floating = code == nb::dlpack::dtype_code::Float;
+  const bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
+  const bool is_signed = floating || code == nb::dlpack::dtype_code::Int;
+  return 0x6370000000000000ull | (bytes << 8) | (floating ? 4u : 0u) | (integral ? 2u : 0u) |
+         (is_signed ? 1u : 0u);
+}
+
+gpm::copy_path copy_path_of(const std::string& p) {
+  if (p == "automatic") return gpm::copy_path::automatic;
+  if (p == "gpu_stores") return gpm::copy_path::gpu_stores;
+  if (p == "dma") return gpm::copy_path::dma;
+  gpm::throw_error(gpm::errc::invalid_argument,
+                   "path must be 'automatic', 'gpu_stores' or 'dma', not '" + p + "'");
+}
+
+nb::dict checkpoint_dict(const gpm::checkpoint_result& r) {
+  nb::dict d;
+  d["seq"] = r.seq;
+  d["chunks"] = r.chunks;
+  d["copied"] = r.copied;
+  d["redundant"] = r.redundant;
+  d["precopied"] = r.precopied;
+  d["mispredicted"] = r.mispredicted;
+  d["bytes_copied"] = r.bytes_copied;
+  d["path"] = std::string(to_string(r.path));
+  d["snapshotted"] = r.snapshotted;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
+// A checkpointer with the pool it lives in and the arrays registered with it (held, so that
+// their memory outlives the registration).
+class py_checkpointer {
+ public:
+  py_checkpointer(std::shared_ptr<gpm::pool> pool, gpm::checkpointer c)
+      : pool_(std::move(pool)), c_(std::make_unique<gpm::checkpointer>(std::move(c))) {}
+
+  gpm::checkpointer& live() const {
+    if (!c_) gpm::throw_error(gpm::errc::invalid_argument, "the checkpointer is closed");
+    return *c_;
+  }
+  void add(const std::string& name, nb::ndarray<nb::c_contig> a, std::uint32_t group) {
+    if (a.device_type() != kDeviceMemory) {
+      gpm::throw_error(gpm::errc::invalid_argument,
+                       "chunk '" + name + "': its array is not in the device's memory (" +
+                           (GPM_BACKEND_CUDA ? "a CUDA tensor or array"
+                                             : "a CPU array: the emulator's device is the CPU") +
+                           ")");
+    }
+    live().add(name, a.data(), a.nbytes(), group, type_tag_of(a.dtype()));
+    arrays_.insert_or_assign(name, nb::cast(a));
+  }
+  void close() {
+    if (!c_) return;
+    c_->close();
+    c_.reset();
+    arrays_.clear();
+    pool_.reset();
+  }
+
+ private:
+  std::shared_ptr<gpm::pool> pool_;
+  std::unique_ptr<gpm::checkpointer> c_;
+  std::map<std::string, nb::object> arrays_;
 };
 
 gpm::pool_options make_options(const std::optional<std::string>& pm_dir,
@@ -271,4 +353,111 @@ NB_MODULE(_core, m) {
         d["seconds"] = r.seconds;
         return d;
       });
+
+  nb::class_<gpm::pending_checkpoint>(m, "PendingCheckpoint",
+                                      "An asynchronous checkpoint whose persist runs on.")
+      .def("ready", &gpm::pending_checkpoint::ready)
+      .def(
+          "wait",
+          [](const gpm::pending_checkpoint& p) {
+            gpm::checkpoint_result r;
+            {
+              nb::gil_scoped_release unlocked;
+              r = p.get();
+            }
+            return checkpoint_dict(r);
+          },
+          "Waits until the checkpoint is durable; returns what checkpoint() returns.");
+
+  nb::class_<py_checkpointer>(m, "Checkpointer", "gpm::checkpointer; see gpmkit.Checkpointer.")
+      .def_static(
+          "open",
+          [](const py_pool& pool, const std::string& name, const std::string& how,
+             std::uint32_t max_chunks, const std::string& path, bool eliminate_redundant,
+             bool honour_precopy, std::uint32_t snapshot_every) {
+            gpm::checkpoint_options o;
+            o.max_chunks = max_chunks;
+            o.path = copy_path_of(path);
+            o.eliminate_redundant = eliminate_redundant;
+            o.honour_precopy = honour_precopy;
+            o.snapshot_every = snapshot_every;
+            o.notice = [](const std::string&) {};
+            std::shared_ptr<gpm::pool> lease = pool.lease();
+            gpm::checkpointer c = how == "create" ? gpm::checkpointer::create(*lease, name, o)
+                                  : how == "open" ? gpm::checkpointer::open(*lease, name, o)
+                                                  : gpm::checkpointer::open_or_create(*lease, name, o);
+            return py_checkpointer(std::move(lease), std::move(c));
+          },
+          "pool"_a, "name"_a, "how"_a, "max_chunks"_a, "path"_a, "eliminate_redundant"_a,
+          "honour_precopy"_a, "snapshot_every"_a)
+      // noconvert: a strided or foreign array is refused (TypeError), never silently replaced by
+      // a contiguous copy that the checkpoint would then capture and restore instead.
+      .def("add", &py_checkpointer::add, "name"_a, nb::arg("array").noconvert(), "group"_a = 0)
+      .def(
+          "precopy",
+          [](const py_checkpointer& c, const std::string& name) { c.live().precopy(name); },
+          "name"_a)
+      .def(
+          "checkpoint",
+          [](const py_checkpointer& c, std::uint32_t group) {
+            gpm::checkpoint_result r;
+            {
+              nb::gil_scoped_release unlocked;
+              r = c.live().checkpoint(group);
+            }
+            return checkpoint_dict(r);
+          },
+          "group"_a = 0)
+      .def(
+          "checkpoint_async",
+          [](const py_checkpointer& c, std::uint32_t group) {
+            nb::gil_scoped_release unlocked;
+            gpm::pending_checkpoint p = c.live().checkpoint_async(group);
+            // The capture is ordered before later work on the default stream: waiting for that
+            // stream returns once the arrays' contents are captured (not yet durable), so Python
+            // may change them at once, also where the host writes them (NumPy on the emulator).
+            gpm::check_cuda(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize (save)");
+            return p;
+          },
+          "group"_a = 0)
+      .def(
+          "restore",
+          [](const py_checkpointer& c, std::uint32_t group) {
+            gpm::restore_result r;
+            {
+              nb::gil_scoped_release unlocked;
+              r = c.live().restore(group);
+            }
+            nb::dict d;
+            d["seq"] = r.seq;
+            d["chunks"] = r.chunks;
+            d["bytes"] = r.bytes;
+            d["repaired"] = r.repaired;
+            d["seconds"] = r.seconds;
+            return d;
+          },
+          "group"_a = 0)
+      .def(
+          "last_checkpoint",
+          [](const py_checkpointer& c, std::uint32_t group) {
+            return c.live().last_checkpoint(group);
+          },
+          "group"_a = 0)
+      .def("chunks",
+           [](const py_checkpointer& c) {
+             nb::list out;
+             for (const gpm::chunk_info& i : c.live().chunks()) {
+               nb::dict d;
+               d["name"] = i.name;
+               d["bytes"] = i.bytes;
+               d["group"] = i.group;
+               d["last_seq"] = i.last_seq;
+               d["attached"] = i.attached;
+               out.append(d);
+             }
+             return out;
+           })
+      .def("chosen_path",
+           [](const py_checkpointer& c) { return std::string(to_string(c.live().chosen_path())); })
+      .def("close", &py_checkpointer::close);
 }
