@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <optional>
 
+#include <gpm/platform/checked_math.hpp>
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/persist.hpp>
@@ -49,6 +51,17 @@ class record_slots {
 
 }  // namespace
 
+// heap_layout::object_bytes() of a geometry whose words are at most kMaxWords, or nothing when
+// its logs do not fit in 64 bits (a caller's log_bytes, or a crafted header: wrapped around, a
+// huge log would pass as a small object and be addressed far outside it).
+std::optional<std::uint64_t> object_bytes_of(std::uint64_t words, std::uint64_t log_chunks,
+                                             std::uint32_t logs) {
+  const auto log_bytes = checked_mul(log_chunks, kChunkBytes);
+  const auto all_logs = log_bytes ? checked_mul(logs, *log_bytes) : std::nullopt;
+  return all_logs ? checked_add(heap_layout{words, log_chunks, logs}.log_offset(), *all_logs)
+                  : std::nullopt;
+}
+
 heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t log_bytes) {
   require(words >= 1 && words <= kMaxWords,
           "tx_heap: words must be between 1 and 2^32, got " + std::to_string(words));
@@ -60,7 +73,10 @@ heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t l
   h.words = words;
   h.logs = logs;
   h.log_chunks = log_bytes / kChunkBytes;
-  h.common = format::make_header(kHeapKind, heap_layout{words, h.log_chunks, logs}.object_bytes());
+  const std::optional<std::uint64_t> bytes = object_bytes_of(words, h.log_chunks, logs);
+  require(bytes.has_value(), "tx_heap: " + std::to_string(logs) + " logs of " +
+                                 std::to_string(log_bytes) + " bytes do not fit in 64-bit sizes");
+  h.common = format::make_header(kHeapKind, *bytes);
   format::seal_header(&h);
   return h;
 }
@@ -70,10 +86,11 @@ heap_header validate_header(const void* object, std::uint64_t object_bytes,
   format::validate_header(object, object_bytes, kHeapKind, what);
   heap_header h;
   std::memcpy(&h, object, sizeof h);
-  const heap_layout layout{h.words, h.log_chunks, h.logs};
-  const bool geometry_ok = h.words >= 1 && h.words <= kMaxWords && h.logs >= 1 &&
-                           h.log_chunks * kChunkBytes >= kMinLogBytes &&
-                           layout.object_bytes() == h.common.object_bytes;
+  const bool sane = h.words >= 1 && h.words <= kMaxWords && h.logs >= 1 &&
+                    h.log_chunks >= kMinLogBytes / kChunkBytes;
+  const std::optional<std::uint64_t> bytes =
+      sane ? object_bytes_of(h.words, h.log_chunks, h.logs) : std::nullopt;
+  const bool geometry_ok = bytes && *bytes == h.common.object_bytes;
   if (!geometry_ok) {
     throw_error(errc::corrupt, what + " has inconsistent sizes (" +
                                    std::to_string(h.common.object_bytes) +

@@ -230,6 +230,9 @@ TEST_F(TxHeap, CreateRejectsBadGeometryOptionsTakenNamesAndFullPools) {
   expect_error(gpm::errc::invalid_argument, create({.words = 8, .logs = 0}));
   expect_error(gpm::errc::invalid_argument, create({.words = 8, .logs = 1, .log_bytes = 128}));
   expect_error(gpm::errc::invalid_argument, create({.words = 8, .logs = 1, .log_bytes = 1000}));
+  // 4 logs of 2^62 bytes: 2^64 bytes, which wrapped around to a small object.
+  expect_error(gpm::errc::invalid_argument,
+               create({.words = 8, .logs = 4, .log_bytes = 1ull << 62}));
   gpm::tx_options o = small_options();
   o.helper_warps = 0;
   expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
@@ -280,6 +283,12 @@ TEST_F(TxHeap, OpenRejectsMissingForeignCorruptAndMismatchedHeaps) {
   expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
   *h = good;
   h->common.magic[0] = 'X';
+  expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  *h = good;
+  // A crafted header, checksum and all, whose logs are 2^64 bytes longer than the object's: the
+  // sizes wrap around to the object's own, and opening it used to address the logs far outside.
+  h->log_chunks += (1ull << 60) / kGeometry.logs;  // 2^64 bytes / 16-byte chunks / logs
+  gpm::format::seal_header(h);
   expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
   *h = good;
 
