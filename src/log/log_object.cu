@@ -5,19 +5,15 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
+#include <gpm/platform/checked_math.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/pool.hpp>
 
 namespace gpm::detail::log {
 namespace {
-
-// a * b, or 0 when it overflows 62 bits (no log is that large).
-std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b) {
-  if (a != 0 && b > (std::uint64_t{1} << 62) / a) return 0;
-  return a * b;
-}
 
 std::string object_label(const pool& p, std::string_view name) {
   return "log '" + std::string(name) + "' in pool " + p.path();
@@ -40,28 +36,35 @@ header make_header(kind k, std::uint32_t blocks, std::uint32_t threads_per_block
   h.streams = streams;
   h.stream_chunks = stream_chunks;
   h.control_offset = control_offset;
-  std::uint64_t control_bytes = 0;
+  // Sizes from the caller's (or the media's) geometry: one that overflows 64 bits is refused
+  // like an empty one.
+  bool fits = true;
+  const auto take = [&fits](std::optional<std::uint64_t> v) {
+    fits = fits && v.has_value();
+    return v.value_or(0);
+  };
   if (k == kind::hcl) {
     h.blocks = blocks;
     h.threads_per_block = threads_per_block;
     h.warps_per_block = (threads_per_block + warp_lanes - 1) / warp_lanes;
     h.control_stride = sizeof(std::uint64_t);
     // A warp's region holds stream_chunks rows of 128 bytes, one 4-byte column per lane.
-    h.data_bytes =
-        checked_mul(checked_mul(blocks, h.warps_per_block), checked_mul(stream_chunks, line_bytes));
+    h.data_bytes = take(checked_mul(take(checked_mul(blocks, h.warps_per_block)),
+                                    take(checked_mul(stream_chunks, line_bytes))));
   } else {
     h.control_stride = sizeof(partition_control);
-    h.data_bytes =
-        round_up(checked_mul(streams, checked_mul(stream_chunks, chunk_bytes)), line_bytes);
+    h.data_bytes = take(checked_round_up(
+        take(checked_mul(streams, take(checked_mul(stream_chunks, chunk_bytes)))), line_bytes));
   }
-  control_bytes = round_up(checked_mul(streams, h.control_stride), line_bytes);
-  h.data_offset = h.control_offset + control_bytes;
-  h.common.object_bytes = h.data_offset + h.data_bytes;
-  if (streams == 0 || stream_chunks == 0 || stream_chunks > max_stream_chunks ||
-      h.data_bytes == 0 || control_bytes == 0 || h.common.object_bytes < h.data_bytes) {
+  const std::uint64_t control_bytes =
+      take(checked_round_up(take(checked_mul(streams, h.control_stride)), line_bytes));
+  h.data_offset = take(checked_add(h.control_offset, control_bytes));
+  h.common.object_bytes = take(checked_add(h.data_offset, h.data_bytes));
+  if (!fits || streams == 0 || stream_chunks == 0 || stream_chunks > max_stream_chunks ||
+      h.data_bytes == 0) {
     throw_error(errc::invalid_argument,
                 "a log of " + std::to_string(streams) + " streams of " +
-                    std::to_string(stream_chunks * chunk_bytes) +
+                    std::to_string(stream_chunks) + " chunks of " + std::to_string(chunk_bytes) +
                     " bytes is empty or too large to address; choose a smaller geometry");
   }
   return h;

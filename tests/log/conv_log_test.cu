@@ -189,6 +189,23 @@ TEST(ConvLog, OpenChecksKindAndCreateChecksArguments) {
   EXPECT_THROW(gpm::hcl_log::open(p, "meta"), gpm::error);
   EXPECT_THROW(gpm::conv_log::create(p, "x", 0, 64), gpm::error);
   EXPECT_THROW(gpm::conv_log::create(p, "x", 2, 4), gpm::error);
+  // Geometries whose sizes pass 64 bits are refused, never wrapped to a small object.
+  for (const auto& [partitions, bytes] : {std::pair{0xffffffffu, std::uint64_t{1} << 40},
+                                          std::pair{2u, ~std::uint64_t{0}}}) {
+    try {
+      gpm::conv_log::create(p, "x", partitions, bytes);
+      FAIL() << "created a log of " << partitions << " partitions of " << bytes << " bytes";
+    } catch (const gpm::error& e) {
+      EXPECT_TRUE(e.code() == gpm::errc::invalid_argument) << e.what();
+    }
+  }
+  try {
+    gpm::hcl_log::create(p, "x", {0xffffffffu, 1024, std::uint64_t{1} << 40});
+    FAIL() << "created an hcl_log of 2^32 blocks of 1024 threads of 2^40 bytes";
+  } catch (const gpm::error& e) {
+    EXPECT_TRUE(e.code() == gpm::errc::invalid_argument) << e.what();
+  }
+  EXPECT_FALSE(p.find("x")) << "a refused create allocated its object";
   EXPECT_EQ(gpm::conv_log::open(p, "meta").partitions(), 2u);
 }
 
