@@ -295,6 +295,13 @@ def main():
              "comes from those records; ratios compare figures measured in the same run. "
              "Throughput is taken from the median repeat; its p25–p75 range from the quartile "
              "times.", ""]
+    emulated = sorted({r["workload"] for r in records if r.get("backend") == "host"})
+    if emulated:
+        lines += [f"> **Not GPU performance.** {len(emulated)} workloads here ran on gpmkit's host "
+                  "SIMT emulator (records with `backend: host`), which runs kernels on CPU "
+                  "threads to test correctness: their times and ratios say nothing about a GPU. "
+                  "GPU figures come from the CUDA backend on a GPU (`make bench` there, or "
+                  "`scripts/device/gpu-bench.sh`).", ""]
     if plt is None:
         lines += ["> Note: plots were skipped because matplotlib is not installed "
                   "(`pip install -r bench/requirements.txt`).", ""]

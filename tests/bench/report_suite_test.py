@@ -82,6 +82,9 @@ def main():
         fail("a side-by-side row was printed for a run without the reference mode")
     if "Figure 3" in text:
         fail("Figure 3 appeared without persist_scaling records")
+    if "**Not GPU performance.**" not in text.split("## ")[0]:
+        fail("the report of emulator records does not say at its top that they are not GPU "
+             "figures")
     print("ok: the suite figures print the ratios of the records")
 
 
