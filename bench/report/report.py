@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ooc import ooc_sections
-from suite import suite_sections
+from suite import suite_sections, wrap_title
 from tx import tx_sections
 
 SCHEMA = "gpmkit.bench/1"
@@ -253,7 +253,8 @@ def plot_workload(plt, workload, records, out_dir):
         ax.tick_params(axis="x", labelrotation=35)
         for label in ax.get_xticklabels():
             label.set_horizontalalignment("right")
-    fig.suptitle(f"{workload}: median throughput on {records[0]['machine']['gpu']}")
+    fig.suptitle(wrap_title(f"{workload}: median throughput on {records[0]['machine']['gpu']}",
+                            5 * len(by_unit)))
     save(fig, f"{workload}_throughput.png")
 
     ratios = [(f"{r['mode']} / {name}", ratio) for r in records
@@ -264,7 +265,7 @@ def plot_workload(plt, workload, records, out_dir):
         ax.axvline(1.0, color="black", linewidth=1)
         ax.set_xlabel("ratio to the ceiling measured in the same run")
         ax.invert_yaxis()
-        fig.suptitle(f"{workload}: fraction of the platform ceiling")
+        fig.suptitle(wrap_title(f"{workload}: fraction of the platform ceiling", 8))
         save(fig, f"{workload}_ratios.png")
     return files
 

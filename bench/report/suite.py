@@ -7,6 +7,7 @@ the ceilings it is compared against and the date of the run. Mode names are the 
 workload uses (docs/bench.md, "Modes"): gpm, gpm-conv, gpm-ndp, cap-mm, cap-fs, cap-fs-disk,
 snapshot, cpu.
 """
+import textwrap
 from collections import defaultdict
 
 BASELINE = "cap-fs"
@@ -67,10 +68,19 @@ def _fmt(x):
     return "–" if x is None else f"{x:.2f}×"
 
 
+def wrap_title(title, inches):
+    """`title` broken into lines that fit a figure `inches` wide (a chart title longer than its
+    figure was clipped at both ends)."""
+    return "\n".join(textwrap.wrap(title, max(24, int(inches * 9))))
+
+
 def _bar_plot(plt, out_dir, name, title, groups, series, ylabel, log=False):
-    """Grouped bars: groups on x, one bar per series; values None are left out."""
+    """Grouped bars: groups on x, one bar per series; values None are left out. At most 14
+    inches wide: a figure sized per bar (Figure 9 was 36 inches, 3960 pixels) could not be read
+    once a page scaled it down."""
     import numpy as np
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) * max(1, len(series)) / 2), 4.5))
+    width_in = min(14.0, max(6.0, 0.3 * len(groups) * max(1, len(series)) + 2))
+    fig, ax = plt.subplots(figsize=(width_in, 4.5))
     width = 0.8 / max(1, len(series))
     x = np.arange(len(groups))
     for k, (label, values) in enumerate(series.items()):
@@ -81,8 +91,8 @@ def _bar_plot(plt, out_dir, name, title, groups, series, ylabel, log=False):
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
-    ax.legend()
-    ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.set_title(wrap_title(title, width_in))
     fig.tight_layout()
     fig.savefig(out_dir / name, dpi=110)
     plt.close(fig)
@@ -144,7 +154,7 @@ def _scaling_figure(plt, out_dir, table, describe_machine):
         axes[1].set_xlabel("GPU threads (GPM)")
         for ax in axes:
             ax.set_ylabel("speedup over CAP-mm, 1 thread")
-        fig.suptitle("Figure 3: scaling of persistence")
+        fig.suptitle(wrap_title("Figure 3: scaling of persistence", 10))
         fig.tight_layout()
         fig.savefig(out_dir / "suite_fig3_scaling.png", dpi=110)
         plt.close(fig)
@@ -193,14 +203,15 @@ def _bandwidth_figure(plt, out_dir, table, describe_machine):
         lines.append(f"| {w} | {gbps:.4g} | {ceiling:.4g}{mark} | {gbps / ceiling:.3f} |")
     lines.append("")
     if plt is not None:
-        fig, ax = plt.subplots(figsize=(max(6, len(rows)), 4))
+        width_in = min(14, max(6, len(rows)))
+        fig, ax = plt.subplots(figsize=(width_in, 4))
         ax.bar([w for w, _, _ in rows], [g for _, g, _ in rows])
         if plotted:
             ax.axhline(max(plotted), color="red", linestyle="--", label="D2H memcpy")
             ax.legend()
         ax.set_ylabel("GB/s written and persisted")
         ax.tick_params(axis="x", labelrotation=30)
-        fig.suptitle("Figure 12: PCIe write bandwidth with GPM")
+        fig.suptitle(wrap_title("Figure 12: PCIe write bandwidth with GPM", width_in))
         fig.tight_layout()
         fig.savefig(out_dir / "suite_fig12_bandwidth.png", dpi=110)
         plt.close(fig)
