@@ -31,6 +31,16 @@ function(gpm_add_library name)
   set(GPM_LIBRARY_TARGETS ${GPM_LIBRARY_TARGETS} ${target} CACHE INTERNAL "")
 endfunction()
 
+# The label every test of this build carries, into <var>: `gpu` with the cuda backend (the tests
+# to run on a GPU machine; without a GPU they exit 77, skipped), `host` otherwise.
+function(gpm_backend_label var)
+  if(GPM_BACKEND STREQUAL "cuda")
+    set(${var} gpu PARENT_SCOPE)
+  else()
+    set(${var} host PARENT_SCOPE)
+  endif()
+endfunction()
+
 # gpm_add_executable(<name> SOURCES ... [DEPS ...])
 function(gpm_add_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
