@@ -78,10 +78,14 @@ def throughput_at(record, seconds):
 
 
 def quartile_throughputs(record):
-    """(low, high): the throughput at the p25 and p75 repeat times, in ascending order."""
-    spread = record["spread"]
-    return tuple(sorted((throughput_at(record, spread["p25_s"]),
-                         throughput_at(record, spread["p75_s"]))))
+    """(low, high): the throughput at the p25 and p75 repeat times, in ascending order, and
+    bracketing the record's own throughput: recomputed from times, a quartile equal to the median
+    (one repeat) may round a hair past the value (the plot's whisker then came out negative, and
+    matplotlib refused it)."""
+    spread, value = record["spread"], record["throughput"]["value"]
+    low, high = sorted((throughput_at(record, spread["p25_s"]),
+                        throughput_at(record, spread["p75_s"])))
+    return min(low, value), max(high, value)
 
 
 def format_ratios(record):
@@ -242,10 +246,8 @@ def plot_workload(plt, workload, records, out_dir):
     for ax, (unit, group) in zip(axes[0], by_unit.items()):
         values = [r["throughput"]["value"] for r in group]
         quartiles = [quartile_throughputs(r) for r in group]
-        # Clamped at 0: with one repeat the quartile throughputs are the value itself, recomputed
-        # from times, and may round to a hair on the wrong side of it.
-        errors = [[max(0.0, v - q[0]) for v, q in zip(values, quartiles)],
-                  [max(0.0, q[1] - v) for v, q in zip(values, quartiles)]]
+        errors = [[v - q[0] for v, q in zip(values, quartiles)],
+                  [q[1] - v for v, q in zip(values, quartiles)]]
         ax.bar([r["mode"] for r in group], values, yerr=errors, capsize=4, color="#4c72b0")
         ax.set_ylabel(unit + (" (lower is better)" if not is_rate(unit) else ""))
         if max(values) > 100 * min(values):
