@@ -383,9 +383,10 @@ NB_MODULE(_core, m) {
             o.snapshot_every = snapshot_every;
             o.notice = [](const std::string&) {};
             std::shared_ptr<gpm::pool> lease = pool.lease();
-            gpm::checkpointer c = how == "create" ? gpm::checkpointer::create(*lease, name, o)
-                                  : how == "open" ? gpm::checkpointer::open(*lease, name, o)
-                                                  : gpm::checkpointer::open_or_create(*lease, name, o);
+            gpm::checkpointer c =
+                how == "create" ? gpm::checkpointer::create(*lease, name, o)
+                : how == "open" ? gpm::checkpointer::open(*lease, name, o)
+                                : gpm::checkpointer::open_or_create(*lease, name, o);
             return py_checkpointer(std::move(lease), std::move(c));
           },
           "pool"_a, "name"_a, "how"_a, "max_chunks"_a, "path"_a, "eliminate_redundant"_a,

@@ -28,7 +28,8 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
   std::unique_lock lock(m_);
   if (!grow(lock)) {
     throw_error(errc::out_of_memory,
-                "gpm::ooc: cannot pin " + std::to_string(first_segment_entries() * config.line_bytes) +
+                "gpm::ooc: cannot pin " +
+                    std::to_string(first_segment_entries() * config.line_bytes) +
                     " bytes of host memory for the host cache");
   }
   if (config.mode == mode::volatile_data || config.staged) {

@@ -1,9 +1,10 @@
 // Unit tests of the host tier of gpm::ooc (src/ooc/host_cache.hpp) without kernels: how its pinned
 // memory grows (a stream stays in one segment, data read again grows the cache to its cap), and
-// what a staged (crash-consistent) mode::write cache hands to the epoch log. Each epoch's records, applied to a
-// copy of the file as epoch_log::apply writes them, must give exactly the file's previous bytes
-// with every byte stored since overwritten, however the entries went to the spill file and back
-// meanwhile, and while several threads store and evict at once, as the I/O threads do.
+// what a staged (crash-consistent) mode::write cache hands to the epoch log. Each epoch's records,
+// applied to a copy of the file as epoch_log::apply writes them, must give exactly the file's
+// previous bytes with every byte stored since overwritten, however the entries went to the spill
+// file and back meanwhile, and while several threads store and evict at once, as the I/O threads
+// do.
 #include <gtest/gtest.h>
 
 #include <cstring>
