@@ -51,9 +51,10 @@ class record_slots {
 
 }  // namespace
 
-// heap_layout::object_bytes() of a geometry whose words are at most kMaxWords, or nothing when
-// its logs do not fit in 64 bits (a caller's log_bytes, or a crafted header: wrapped around, a
-// huge log would pass as a small object and be addressed far outside it).
+// The object bytes of a heap geometry whose words are at most kMaxWords (heap_layout's log offset
+// plus its logs), or nothing when its logs do not fit in 64 bits (a caller's log_bytes, or a
+// crafted header: wrapped around, a huge log would pass as a small object and be addressed far
+// outside it).
 std::optional<std::uint64_t> object_bytes_of(std::uint64_t words, std::uint64_t log_chunks,
                                              std::uint32_t logs) {
   const auto log_bytes = checked_mul(log_chunks, kChunkBytes);

@@ -116,9 +116,8 @@ struct heap_layout {
     return home_offset() + round_up(words * 4, kLineBytes);
   }
   GPM_HOST_DEVICE constexpr std::uint64_t log_bytes() const { return log_chunks * kChunkBytes; }
-  GPM_HOST_DEVICE constexpr std::uint64_t object_bytes() const {
-    return log_offset() + std::uint64_t{logs} * log_bytes();
-  }
+  // The object's size is log_offset() plus the logs, computed overflow-checked on the host
+  // (object_bytes_of in src/tx/media.cpp), the one place sizes come from callers or media.
 };
 
 // ---- redo records ---------------------------------------------------------------------------
