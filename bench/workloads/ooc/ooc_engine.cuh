@@ -211,12 +211,20 @@ class runner {
       acc.a[a] = maps.back().ref<float>();
     }
     const double map_s = lap();
-    gpm::stream s;
+    // Windows of a pass alternate between two streams, so one window's misses overlap the
+    // tail of the one before; the streams join at the end of each pass (the next reads its
+    // output).
+    gpm::stream s, s2;
+    gpm::event joined, joined2;
     for (const pass& p : pb_.passes) {
       const std::uint64_t w = window_items(p);
-      for (std::uint64_t lo = 0; lo < pb_.items; lo += w) {
-        launch(p, acc, lo, std::min(pb_.items, lo + w), s);
+      for (std::uint64_t lo = 0, k = 0; lo < pb_.items; lo += w, ++k) {
+        launch(p, acc, lo, std::min(pb_.items, lo + w), k % 2 == 0 ? s : s2);
       }
+      joined.record(s);
+      joined2.record(s2);
+      gpm::check_cuda(cudaStreamWaitEvent(s, joined2.get(), 0), "cudaStreamWaitEvent");
+      gpm::check_cuda(cudaStreamWaitEvent(s2, joined.get(), 0), "cudaStreamWaitEvent");
     }
     gpm::check_cuda(cudaStreamSynchronize(s), "ooc pass kernels");
     const double passes_s = lap();
@@ -374,7 +382,7 @@ class runner {
 
   // Items of pass p that gpmkit's mode gives one launch: all of them when every array the pass
   // touches fits its GPU-cache share, else a window holding at most a quarter of the smallest
-  // share. In one grid-stride launch over an array larger than the GPU cache, a warp that fell
+  // share (two windows run at once). In one grid-stride launch over an array larger than the GPU cache, a warp that fell
   // behind finds each of its lines evicted by the warps ahead and misses on every item until the
   // end; the launch boundary lets it catch up (H100 hotspot out of core: 625K GPU misses for
   // 8K lines in one launch per pass).
