@@ -380,13 +380,17 @@ class runner {
     return std::min(std::max(lines, min_lines), std::max(whole, min_lines)) * s_.line;
   }
 
-  // Items of pass p that gpmkit's mode gives one launch: all of them when every array the pass
-  // touches fits its GPU-cache share, else a window holding at most a quarter of the smallest
-  // share (two windows run at once). In one grid-stride launch over an array larger than the GPU cache, a warp that fell
-  // behind finds each of its lines evicted by the warps ahead and misses on every item until the
-  // end; the launch boundary lets it catch up (H100 hotspot out of core: 625K GPU misses for
-  // 8K lines in one launch per pass).
+  // Items of pass p that gpmkit's mode gives one launch: all of them when the pass reads no
+  // neighbour items (a halo) or every array it touches fits its GPU-cache share, else a window
+  // holding at most a quarter of the smallest share (two windows run at once). A stencil needs
+  // each line for the items around it: in one grid-stride launch over an array larger than the
+  // GPU cache, a warp that fell behind found those lines evicted by the warps ahead and missed
+  // on every item until the end (H100 hotspot out of core: 625K GPU misses for 8K line-passes);
+  // the launch boundary lets it catch up. A streaming pass fetches each line once either way.
   std::uint64_t window_items(const pass& p) const {
+    const bool halo = std::any_of(p.reads.begin(), p.reads.end(),
+                                  [](const array_read& r) { return r.halo > 0; });
+    if (p.sequential || !halo) return pb_.items;
     std::uint64_t w = pb_.items;
     const auto bound = [&](int a) {
       const std::uint64_t item_bytes = pb_.arrays[a].width * sizeof(float);
@@ -395,7 +399,7 @@ class runner {
     };
     for (const array_read& r : p.reads) bound(r.array);
     for (int a : p.writes) bound(a);
-    return p.sequential ? pb_.items : w;
+    return w;
   }
 
   // Every mode launches a pass with at most the blocks the GPU runs at once
