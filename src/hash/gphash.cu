@@ -104,6 +104,7 @@ void ensure(device_buffer<T>& b, std::size_t count) {
 
 template <class Key>
 struct gphash<Key>::impl {
+  object_claim claim;  // the header object's, for the handle's life
   pool* owner = nullptr;
   std::string name;
   table_record* record = nullptr;
@@ -486,6 +487,7 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
   // The header object comes first and is sealed last: a crash in between leaves a table that
   // open() rejects (bad magic) and remove() clears.
   const std::uint64_t rec = p.allocate(name, sizeof(table_record), 128, kTypeTag);
+  m->claim = p.claim(name, "a gphash");
   table_state s{};
   s.top = config.top_level;
   const std::uint64_t slot_bytes = m->slot_words() * 8ull;
@@ -534,6 +536,7 @@ gphash<Key> gphash<Key>::open(pool& p, const std::string& name, const gphash_opt
                                      "': create it first");
   }
   auto m = std::make_unique<impl>();
+  m->claim = p.claim(name, "a gphash");
   m->owner = &p;
   m->name = name;
   m->options = options;

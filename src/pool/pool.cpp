@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <mutex>
 
 #include <gpm/platform/checked_math.hpp>
@@ -39,8 +40,38 @@ std::string_view to_string(durability d) noexcept {
   return "unknown";
 }
 
+namespace detail {
+// The objects claimed in this process, with who claimed them; shared with the claims, which may
+// outlive the pool.
+struct claim_set {
+  std::mutex mutex;
+  std::map<std::string, std::string, std::less<>> users;  // name -> user
+};
+}  // namespace detail
+
+object_claim::object_claim(std::shared_ptr<detail::claim_set> set, std::string name)
+    : set_(std::move(set)), name_(std::move(name)) {}
+object_claim::object_claim(object_claim&& other) noexcept
+    : set_(std::move(other.set_)), name_(std::move(other.name_)) {}
+object_claim& object_claim::operator=(object_claim&& other) noexcept {
+  if (this != &other) {
+    release();
+    set_ = std::move(other.set_);
+    name_ = std::move(other.name_);
+  }
+  return *this;
+}
+object_claim::~object_claim() { release(); }
+void object_claim::release() noexcept {
+  if (!set_) return;
+  const std::lock_guard lock(set_->mutex);
+  set_->users.erase(name_);
+  set_.reset();
+}
+
 struct pool::impl {
   std::unique_ptr<detail::mapping> map;
+  std::shared_ptr<detail::claim_set> claims = std::make_shared<detail::claim_set>();
   pool_options options;
   std::string path;  // the name the pool was opened by, resolved
   detail::root_state root{};
@@ -676,6 +707,23 @@ pool_object pool::get(std::string_view name) const {
   return *o;
 }
 
+object_claim pool::claim(std::string_view name, std::string_view user) {
+  impl& p = live();
+  std::lock_guard lock(p.mutex);
+  if (!p.index_of(name)) {
+    throw_error(errc::not_found,
+                "pool " + p.path + " holds no object named \"" + std::string(name) + "\"");
+  }
+  const std::lock_guard claims_lock(p.claims->mutex);
+  const auto [at, fresh] = p.claims->users.try_emplace(std::string(name), std::string(user));
+  if (!fresh) {
+    throw_error(errc::busy, "object \"" + std::string(name) + "\" of pool " + p.path +
+                                " is open already in this process as " + at->second +
+                                ": use that handle, or destroy it before opening another");
+  }
+  return object_claim(p.claims, std::string(name));
+}
+
 void pool::free(std::string_view name) {
   impl& p = live();
   require(p.map->writable, "the pool is open read-only");
@@ -684,6 +732,15 @@ void pool::free(std::string_view name) {
   if (!i) {
     throw_error(errc::not_found,
                 "pool " + p.path + " holds no object named \"" + std::string(name) + "\"");
+  }
+  {
+    const std::lock_guard claims_lock(p.claims->mutex);
+    const auto at = p.claims->users.find(name);
+    if (at != p.claims->users.end()) {
+      throw_error(errc::busy, "object \"" + std::string(name) + "\" of pool " + p.path +
+                                  " is open in this process as " + at->second +
+                                  ": destroy that handle before freeing it");
+    }
   }
   p.update_root([&](fmt::root_record& n) {
     n.pending = fmt::op_free;

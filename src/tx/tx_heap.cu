@@ -152,7 +152,8 @@ std::optional<tx_mode> parse_tx_mode(std::string_view name) noexcept {
 
 struct tx_heap::impl {
   impl(pool& p, std::string_view n, const T::heap_header& h, const tx_options& o)
-      : owner(&p),
+      : claim(p.claim(n, "a tx_heap")),
+        owner(&p),
         name(n),
         geometry(geometry_of(h)),
         options(o),
@@ -298,6 +299,7 @@ struct tx_heap::impl {
     return rep.applied();
   }
 
+  object_claim claim;  // first: released after the reproducer thread stopped
   pool* owner;
   std::string name;
   tx_geometry geometry;

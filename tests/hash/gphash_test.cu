@@ -312,6 +312,10 @@ TEST(Gphash, OpenValidatesTheHeader) {
   };
   EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "nope"); }),
             gpm::errc::not_found);
+  {  // a second handle of an open table would recover it under the first: refused
+    auto first = gpm::gphash<std::uint64_t>::open(f.pool, "kv");
+    EXPECT_EQ(code_of([&] { gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }), gpm::errc::busy);
+  }
   EXPECT_EQ(code_of([&] { gpm::gphash<gpm::key32>::open(f.pool, "kv"); }),
             gpm::errc::invalid_argument);
   EXPECT_EQ(code_of([&] { gpm::gphash<gpm::varkey>::open(f.pool, "kv"); }),

@@ -151,6 +151,28 @@ TEST_F(PoolTest, FreeReturnsSpaceAndReusedSpaceIsZeroed) {
   expect_error([&] { p.get("nothing"); }, gpm::errc::not_found, "nothing");
 }
 
+// A module's handle claims its object: a second handle in the process is refused (busy), and
+// so is freeing it, until the claim is gone, even after the pool was closed.
+TEST_F(PoolTest, ClaimsKeepTwoHandlesOffOneObject) {
+  gpm::pool p = make();
+  p.allocate("heap", 4096);
+  expect_error([&] { p.claim("missing", "a test"); }, gpm::errc::not_found, "missing");
+  {
+    gpm::object_claim first = p.claim("heap", "a tx_heap");
+    expect_error([&] { p.claim("heap", "a gphash"); }, gpm::errc::busy, "as a tx_heap");
+    expect_error([&] { p.free("heap"); }, gpm::errc::busy, "destroy that handle");
+    const gpm::object_claim moved = std::move(first);  // the claim moves with the handle
+    expect_error([&] { p.claim("heap", "a gphash"); }, gpm::errc::busy, "heap");
+  }
+  {
+    const gpm::object_claim again = p.claim("heap", "a tx_heap");  // the last one was released
+    p.close();
+  }  // a claim that outlives its pool is released harmlessly
+  gpm::pool q = reopen();
+  const gpm::object_claim c = q.claim("heap", "a tx_heap");  // claims are not stored in the pool
+  expect_error([&] { q.free("heap"); }, gpm::errc::busy, "heap");
+}
+
 TEST_F(PoolTest, NamesAreValidated) {
   gpm::pool p = make();
   p.allocate("x", 8);

@@ -214,6 +214,9 @@ TEST_F(TxHeap, CreatesAZeroHeapAndReopensItWithItsGeometry) {
   }
   gpm::pool& p = pool.reopen();
   auto again = gpm::tx_heap::open(p, "h", kGeometry, small_options(tx_mode::direct));
+  // A second handle would recover the heap under the first one's reproducer: refused.
+  expect_error(gpm::errc::busy, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  expect_error(gpm::errc::busy, [&] { p.free("h"); });
   EXPECT_EQ(again.geometry(), kGeometry);
   EXPECT_EQ(again.options().mode, tx_mode::direct);
   const auto obj = p.get("h");
@@ -689,6 +692,33 @@ TEST_F(TxHeap, HclStripesTheRecordsOfLanesThatCommitTogether) {
   EXPECT_EQ(heap.stats().persisted_bytes, 32 * 2 * gpm::detail::tx::kChunkBytes);
 }
 
+// The crossover must hold at two points in a row (or the last): one noisy point where helpers
+// happen to win neither sets the threshold low nor, losing, pushes it past the real crossover.
+TEST(TxCalibration, ThresholdIsTheFirstPointFromWhichHelpersKeepWinning) {
+  const auto point = [](double direct_s, double helpers_s, double direct_bw) {
+    return gpm::tx_calibration_point{.threads = 256,
+                                     .direct_seconds = direct_s,
+                                     .helpers_seconds = helpers_s,
+                                     .direct_bandwidth = direct_bw,
+                                     .helpers_bandwidth = 0};
+  };
+  using points = std::vector<gpm::tx_calibration_point>;
+  // helpers lose, win once (noise), lose, then win from the fourth point on
+  EXPECT_EQ(gpm::tx_calibration_threshold(points{point(1, 2, 10), point(1, 0.5, 20),
+                                                 point(1, 2, 30), point(2, 1, 40),
+                                                 point(2, 1, 50)}),
+            40);
+  // helpers win everywhere: the first point's bandwidth
+  EXPECT_EQ(gpm::tx_calibration_threshold(points{point(2, 1, 10), point(2, 1, 20)}), 10);
+  // a win at the last point counts
+  EXPECT_EQ(gpm::tx_calibration_threshold(points{point(1, 2, 10), point(2, 1, 20)}), 20);
+  // never, or only at one point followed by a loss: helpers never turn on
+  EXPECT_TRUE(std::isinf(gpm::tx_calibration_threshold(points{point(1, 2, 10)})));
+  EXPECT_TRUE(std::isinf(
+      gpm::tx_calibration_threshold(points{point(2, 1, 10), point(1, 2, 20)})));
+  EXPECT_TRUE(std::isinf(gpm::tx_calibration_threshold(points{})));
+}
+
 TEST_F(TxHeap, CalibrationSweepsWritePressureAndCachesItsThreshold) {
   gpm::pool& p = pool.get();
   const gpm::tx_calibration small{
@@ -703,6 +733,9 @@ TEST_F(TxHeap, CalibrationSweepsWritePressureAndCachesItsThreshold) {
   expect_error(gpm::errc::invalid_argument, sweep(bad));
   bad = small;
   bad.reps = 0;
+  expect_error(gpm::errc::invalid_argument, sweep(bad));
+  bad = small;
+  bad.repeats = 0;
   expect_error(gpm::errc::invalid_argument, sweep(bad));
   bad = small;
   bad.min_threads = 256;  // above max_threads

@@ -79,6 +79,30 @@ struct storage_info {
 };
 storage_info describe_storage(const std::string& path);
 
+namespace detail {
+struct claim_set;
+}
+
+// A module's exclusive use of a pool object in this process (pool::claim), released when the
+// claim is destroyed, also after the pool was closed. One process opens a pool only once (its
+// lock), so claims keep two handles of one process off one object.
+class object_claim {
+ public:
+  object_claim() = default;
+  object_claim(object_claim&& other) noexcept;
+  object_claim& operator=(object_claim&& other) noexcept;
+  object_claim(const object_claim&) = delete;
+  object_claim& operator=(const object_claim&) = delete;
+  ~object_claim();
+
+ private:
+  friend class pool;
+  object_claim(std::shared_ptr<detail::claim_set> set, std::string name);
+  void release() noexcept;
+  std::shared_ptr<detail::claim_set> set_;
+  std::string name_;
+};
+
 class pool {
  public:
   // Creates a pool of `bytes` bytes (a multiple of 4096) for `layout`. `path` without a '/' is a
@@ -132,6 +156,9 @@ class pool {
   pool_object get(std::string_view name) const;  // throws errc::not_found
   void free(std::string_view name);              // crash-atomic
   std::vector<pool_object> objects() const;      // in offset order
+  // Claims object `name` for `user` (what the error names, e.g. "a tx_heap"). Throws not_found,
+  // busy when it is claimed already (open twice). free() of a claimed object throws busy.
+  object_claim claim(std::string_view name, std::string_view user);
 
   // An application-defined root (offset and size of an object), persisted in the root record.
   void set_root(std::uint64_t offset, std::uint64_t bytes);
