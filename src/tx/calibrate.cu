@@ -4,6 +4,7 @@
 // and frees it afterwards, even when a step throws.
 #include <gpm/tx/tx_heap.cuh>
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 
@@ -50,30 +51,52 @@ struct measured {
   double bandwidth = 0;
 };
 
-// One launch of `threads` writers on the scratch heap in `mode`, after a warm-up launch.
-measured run_point(pool& p, tx_mode mode, const tx_calibration& c, std::uint64_t threads) {
-  tx_options o;
-  o.mode = mode;
-  o.max_threads = c.max_threads;
-  tx_heap heap = tx_heap::open(p, kScratch, o);
-  const std::uint32_t workers =
-      static_cast<std::uint32_t>(threads < c.workers_per_block ? threads : c.workers_per_block);
-  const auto blocks = static_cast<std::uint32_t>(threads / workers);
-  const write_test body{c.writes, c.reps};
-  stream s;
-  heap.launch(blocks, workers, body, s);
-  heap.sync(s);
-  const std::uint64_t before = heap.stats().persisted_bytes;
-  event start, stop;
-  start.record(s);
-  heap.launch(blocks, workers, body, s);
-  stop.record(s);
-  heap.sync(s);
-  measured m;
-  m.seconds = static_cast<double>(stop.elapsed_ms_since(start)) * 1e-3;
-  const auto bytes = static_cast<double>(heap.stats().persisted_bytes - before);
-  m.bandwidth = m.seconds > 0 ? bytes / m.seconds : 0;
-  return m;
+// Launches of `threads` writers on the scratch heap, opened in one mode: a warm-up launch, then
+// a timed one (time()).
+class point_runner {
+ public:
+  point_runner(pool& p, tx_mode mode, const tx_calibration& c, std::uint64_t threads)
+      : heap_(open(p, mode, c)),
+        workers_(static_cast<std::uint32_t>(threads < c.workers_per_block ? threads
+                                                                           : c.workers_per_block)),
+        blocks_(static_cast<std::uint32_t>(threads / workers_)),
+        body_{c.writes, c.reps} {
+    heap_.launch(blocks_, workers_, body_, stream_);
+    heap_.sync(stream_);
+  }
+  measured time() {
+    const std::uint64_t before = heap_.stats().persisted_bytes;
+    event start, stop;
+    start.record(stream_);
+    heap_.launch(blocks_, workers_, body_, stream_);
+    stop.record(stream_);
+    heap_.sync(stream_);
+    measured m;
+    m.seconds = static_cast<double>(stop.elapsed_ms_since(start)) * 1e-3;
+    const auto bytes = static_cast<double>(heap_.stats().persisted_bytes - before);
+    m.bandwidth = m.seconds > 0 ? bytes / m.seconds : 0;
+    return m;
+  }
+
+ private:
+  static tx_heap open(pool& p, tx_mode mode, const tx_calibration& c) {
+    tx_options o;
+    o.mode = mode;
+    o.max_threads = c.max_threads;
+    return tx_heap::open(p, kScratch, o);
+  }
+  tx_heap heap_;
+  std::uint32_t workers_;
+  std::uint32_t blocks_;
+  write_test body_;
+  stream stream_;
+};
+
+// The median launch of `runs` by time (the upper one of an even count).
+measured median(std::vector<measured> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const measured& a, const measured& b) { return a.seconds < b.seconds; });
+  return runs[runs.size() / 2];
 }
 
 }  // namespace
@@ -83,6 +106,7 @@ tx_calibration_result tx_calibrate_sweep(pool& p, const tx_calibration& c) {
                                                        std::to_string(kMaxWrites) + ", got " +
                                                        std::to_string(c.writes));
   require(c.reps >= 1, "tx_calibrate: reps must be at least 1");
+  require(c.repeats >= 1, "tx_calibrate: repeats must be at least 1");
   require(c.workers_per_block >= 32 && c.workers_per_block % 32 == 0 && c.workers_per_block <= 512,
           "tx_calibrate: workers_per_block must be a multiple of 32 between 32 and 512, got " +
               std::to_string(c.workers_per_block));
@@ -103,22 +127,37 @@ tx_calibration_result tx_calibrate_sweep(pool& p, const tx_calibration& c) {
   create_options.max_threads = c.max_threads;
   tx_heap::create(p, kScratch, g, create_options);
   tx_calibration_result r;
-  r.threshold = std::numeric_limits<double>::infinity();
   for (std::uint64_t threads = c.min_threads; threads <= c.max_threads; threads *= 2) {
     // Thread counts past a block round down to whole blocks.
     const std::uint64_t whole = threads < c.workers_per_block
                                     ? threads
                                     : threads / c.workers_per_block * c.workers_per_block;
-    const measured direct = run_point(p, tx_mode::direct, c, whole);
-    const measured helpers = run_point(p, tx_mode::helpers, c, whole);
+    // The modes alternate, so a drift of the machine reaches both alike; one heap is open at a
+    // time.
+    std::vector<measured> direct_runs, helpers_runs;
+    for (std::uint32_t i = 0; i < c.repeats; ++i) {
+      direct_runs.push_back(point_runner(p, tx_mode::direct, c, whole).time());
+      helpers_runs.push_back(point_runner(p, tx_mode::helpers, c, whole).time());
+    }
+    const measured direct = median(direct_runs);
+    const measured helpers = median(helpers_runs);
     r.points.push_back(
         {whole, direct.seconds, helpers.seconds, direct.bandwidth, helpers.bandwidth});
-    if (helpers.seconds < direct.seconds &&
-        r.threshold == std::numeric_limits<double>::infinity()) {
-      r.threshold = direct.bandwidth;
+  }
+  r.threshold = tx_calibration_threshold(r.points);
+  return r;
+}
+
+double tx_calibration_threshold(const std::vector<tx_calibration_point>& points) {
+  const auto helpers_win = [&](std::size_t i) {
+    return points[i].helpers_seconds < points[i].direct_seconds;
+  };
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (helpers_win(i) && (i + 1 == points.size() || helpers_win(i + 1))) {
+      return points[i].direct_bandwidth;
     }
   }
-  return r;
+  return std::numeric_limits<double>::infinity();
 }
 
 double tx_calibrate(pool& p, const tx_calibration& c) {

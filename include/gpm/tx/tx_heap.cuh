@@ -93,20 +93,27 @@ struct tx_stats {
 // The Helper Warps paper's Fig. 6 micro-benchmark (TPDS'20 §5.2), which finds the switching
 // threshold: every thread runs `reps` transactions that each write `writes` words of its own
 // (no conflicts, the logs' write pattern), in direct and in helpers mode, for thread counts
-// doubling from min_threads to max_threads (write pressure). The threshold is the persist
-// bandwidth direct mode reaches at the first thread count where helpers finish sooner.
+// doubling from min_threads to max_threads (write pressure). Each point times `repeats` launches
+// of each mode, alternating the modes, and keeps each mode's median. The threshold is
+// tx_calibration_threshold(points).
 struct tx_calibration {
   std::uint32_t writes = 4;
   std::uint32_t reps = 8;
   std::uint64_t min_threads = 256;
   std::uint64_t max_threads = 1 << 17;
   std::uint32_t workers_per_block = 256;  // blocks: threads / workers_per_block, at least 1
+  std::uint32_t repeats = 3;              // timed launches per point and mode (median kept)
 };
 struct tx_calibration_point {
   std::uint64_t threads = 0;
-  double direct_seconds = 0, helpers_seconds = 0;      // kernel time of each mode
-  double direct_bandwidth = 0, helpers_bandwidth = 0;  // bytes persisted per second
+  double direct_seconds = 0, helpers_seconds = 0;      // kernel time of each mode (median)
+  double direct_bandwidth = 0, helpers_bandwidth = 0;  // bytes persisted per second (same launch)
 };
+// The switching threshold of a sweep (points in rising thread counts): the persist bandwidth
+// direct mode reached at the first point where helpers finished sooner and still did at the next
+// point (or that point is the last), so one noisy point neither starts nor ends the crossover;
+// infinity when there is no such point (helpers never turn on).
+double tx_calibration_threshold(const std::vector<tx_calibration_point>& points);
 struct tx_calibration_result {
   double threshold = 0;  // bytes/s; infinity when helpers never won
   std::vector<tx_calibration_point> points;
