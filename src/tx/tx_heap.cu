@@ -14,6 +14,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <gpm/platform/persist.hpp>
@@ -166,7 +167,9 @@ struct tx_heap::impl {
         logs_state(zeroed<T::log_state>(h.logs)),
         monitor(zeroed<T::bandwidth_monitor>(1)),
         counters_at_start(o.mode == tx_mode::adaptive ? h.logs : 0),
-        counters_at_stop(o.mode == tx_mode::adaptive ? h.logs : 0) {}
+        counters_at_stop(o.mode == tx_mode::adaptive ? h.logs : 0),
+        seq_at_start(o.mode == tx_mode::adaptive ? 1 : 0),
+        seq_at_stop(o.mode == tx_mode::adaptive ? 1 : 0) {}
 
   ~impl() {
     {
@@ -217,11 +220,7 @@ struct tx_heap::impl {
       threshold = options.switch_threshold ? *options.switch_threshold : tx_calibrate(*owner);
       view.monitor = monitor.data();
       view.slice_ns = std::uint64_t{options.slice_us} * 1000;
-      // Bytes in one slice; a threshold no slice can exceed (infinite: helpers never won) never
-      // turns helpers on.
-      const double per_slice = threshold * static_cast<double>(view.slice_ns) * 1e-9;
-      view.slice_threshold = per_slice < 0x1p63 ? static_cast<std::uint64_t>(per_slice)
-                                                : std::numeric_limits<std::uint64_t>::max();
+      view.slice_threshold = slice_bytes(threshold);
     }
     recovery.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -263,32 +262,103 @@ struct tx_heap::impl {
     logs_state.copy_to_host(copy.data(), copy.size());
     return persisted_bytes(copy.data(), geometry.logs);
   }
-  // Adaptive mode: queues a copy of the logs' counters on `stream` (before or after a launch).
-  void snapshot_counters(const pinned_buffer<T::log_state>& into, cudaStream_t stream) const {
+  // Adaptive mode: queues a copy of the logs' counters and the commit counter on `stream`
+  // (before or after a launch).
+  void snapshot_counters(const pinned_buffer<T::log_state>& into,
+                         const pinned_buffer<std::uint64_t>& seq_into, cudaStream_t stream) const {
     check_cuda(cudaMemcpyAsync(into.data(), logs_state.data(), into.bytes(), cudaMemcpyDeviceToHost,
                                stream),
                "cudaMemcpyAsync (tx_heap::launch, the logs' counters)");
+    check_cuda(cudaMemcpyAsync(seq_into.data(), seq.data(), seq_into.bytes(),
+                               cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync (tx_heap::launch, the commit counter)");
   }
 
-  // Adaptive mode: whether the next launch gets the ring, from the last launch measured. The
-  // first launch gets it, so that the monitor can turn helpers on; a launch still running when
-  // the next is planned leaves the choice as it was.
-  bool choose_ring() {
-    if (measuring) {
-      const cudaError_t e = cudaEventQuery(launch_stop.get());
-      if (e == cudaSuccess) {
-        const double seconds = launch_stop.elapsed_ms_since(launch_start) * 1e-3;
-        const auto bytes =
-            static_cast<double>(persisted_bytes(counters_at_stop.data(), geometry.logs) -
-                                persisted_bytes(counters_at_start.data(), geometry.logs));
-        hot = bytes > threshold * seconds;
-        ring_next = hot;
-        measuring = false;
-      } else if (e != cudaErrorNotReady) {
-        check_cuda(e, "cudaEventQuery (tx_heap::launch, adaptive)");
-      }
+  // The bytes one monitor slice persists at `bytes_per_s`; a bandwidth no slice can reach
+  // (infinite: helpers never won) never turns helpers on.
+  std::uint64_t slice_bytes(double bytes_per_s) const {
+    const double per_slice = bytes_per_s * static_cast<double>(view.slice_ns) * 1e-9;
+    return per_slice < 0x1p63 ? static_cast<std::uint64_t>(per_slice)
+                              : std::numeric_limits<std::uint64_t>::max();
+  }
+
+  // Adaptive mode: what was learnt of one kernel (a body type) from its measured launches.
+  struct kernel_rates {
+    double ring = -1;            // commits/s of its last launch with the ring; -1: none yet
+    double direct = -1;          // and without it
+    double ring_bandwidth = 0;   // bytes/s persisted in that ring launch
+    std::uint64_t launches = 0;  // planned so far
+  };
+  static constexpr std::uint64_t kReprobeEvery = 16;
+
+  // Adaptive mode: records the last launch's commit rate and bandwidth once it has finished (a
+  // launch still running when the next is planned is not measured).
+  void finish_measurement() {
+    if (!measuring) return;
+    const cudaError_t e = cudaEventQuery(launch_stop.get());
+    if (e == cudaErrorNotReady) return;
+    check_cuda(e, "cudaEventQuery (tx_heap::launch, adaptive)");
+    measuring = false;
+    const double seconds = launch_stop.elapsed_ms_since(launch_start) * 1e-3;
+    if (seconds <= 0) return;
+    const auto bytes = static_cast<double>(persisted_bytes(counters_at_stop.data(), geometry.logs) -
+                                           persisted_bytes(counters_at_start.data(), geometry.logs));
+    const double rate = static_cast<double>(*seq_at_stop.data() - *seq_at_start.data()) / seconds;
+    hot = bytes > threshold * seconds;
+    ring_next = hot;
+    kernel_rates& k = kernels[measured_kernel];
+    if (measured_ring) {
+      k.ring = rate;
+      k.ring_bandwidth = bytes / seconds;
+      ring_commit_rate = rate;
+    } else {
+      k.direct = rate;
+      direct_commit_rate = rate;
     }
-    return ring_next;
+  }
+
+  // What choose() decided for a launch.
+  struct launch_choice {
+    bool ring = false;                 // the kernel with the ring and helper warps
+    bool start_on = false;             // helpers ON from the launch's start
+    std::uint64_t slice_threshold = 0;  // the monitor's threshold, bytes per slice
+  };
+
+  // Adaptive mode: whether this launch of `kernel` gets the ring, and how its monitor starts
+  // and decides. Without learning (the paper's switch alone): the first launch gets the ring,
+  // starting OFF so the monitor can turn helpers on, later ones after a launch that persisted
+  // faster than the threshold, starting ON (a launch still running when the next is planned
+  // leaves the choice as it was). With learning (the default; an unmeasured launch is measured
+  // again): Helper warps pay when they shorten commits, which the bandwidth
+  // of the paper's Fig. 6 sweep does not predict for every kernel (on an H100 they won at
+  // 4.5 GB/s on BVH and ATM A1 while the sweep's crossover was 5-8 GB/s), so each kernel is
+  // measured both ways: its first launch with the ring and helpers held on, its second without,
+  // then whichever committed faster, the other measured again every 16th launch. In a ring
+  // launch the monitor still turns helpers off, as the paper's switch does, when a slice
+  // persists under the lower of the calibrated threshold and half the bandwidth this kernel's
+  // ring launch reached.
+  launch_choice choose(const void* kernel) {
+    finish_measurement();
+    kernel_rates& k = kernels[kernel];
+    const std::uint64_t n = k.launches++;
+    launch_choice c;
+    if (!options.learn) {
+      c.ring = ring_next;
+      c.start_on = c.ring && hot;
+      c.slice_threshold = slice_bytes(threshold);
+    } else if (k.ring < 0) {
+      c.ring = c.start_on = true;  // helpers held on: slice threshold 0
+    } else if (k.direct < 0) {
+      c.ring = false;
+    } else {
+      const bool ring_wins = k.ring >= k.direct;
+      c.ring = n % kReprobeEvery == 0 ? !ring_wins : ring_wins;
+      c.start_on = c.ring;
+      c.slice_threshold = slice_bytes(std::min(threshold, k.ring_bandwidth / 2));
+    }
+    measured_kernel = kernel;
+    measured_ring = c.ring;
+    return c;
   }
 
   // One pass by the caller (under the lock the thread also takes); returns the applied seq.
@@ -319,10 +389,15 @@ struct tx_heap::impl {
   std::uint64_t launches = 0;
   std::uint64_t ring_launches = 0;
   double threshold = 0;
-  bool hot = false;        // the last launch measured persisted faster than the threshold
-  bool ring_next = true;   // the next launch gets the ring
+  std::unordered_map<const void*, kernel_rates> kernels;
+  const void* measured_kernel = nullptr;  // the launch being measured: its kernel and kind
+  bool measured_ring = false;
+  bool hot = false;        // the last measured launch persisted faster than the threshold
+  bool ring_next = true;   // without learning: the next launch gets the ring
   bool measuring = false;  // launch_stop was recorded after a launch not yet measured
+  double ring_commit_rate = 0, direct_commit_rate = 0;  // the last measured (tx_stats)
   pinned_buffer<T::log_state> counters_at_start, counters_at_stop;  // logs_state at those events
+  pinned_buffer<std::uint64_t> seq_at_start, seq_at_stop;           // the commit counter
   event launch_start, launch_stop;
 
   std::mutex mutex;  // guards rep, stop, failure
@@ -391,7 +466,7 @@ tx_heap tx_heap::open(pool& p, std::string_view name, const tx_geometry& expecte
 tx_ref tx_heap::ref() const { return tx_ref(impl_->view); }
 
 T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, const void* kernel) {
   impl& st = *impl_;
   const tx_options& o = st.options;
   const bool adaptive = o.mode == tx_mode::adaptive;
@@ -412,24 +487,27 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   require(!has_helpers(o.mode) || st.geometry.log_bytes / T::kChunkBytes <= (1ull << 32),
           "tx_heap::launch: helper warps address logs of at most 2^32 chunks (64 GiB), and " +
               name() + "'s are larger: create the heap with smaller logs");
-  const bool ring = o.mode == tx_mode::helpers || (adaptive && st.choose_ring());
+  const impl::launch_choice choice =
+      adaptive ? st.choose(kernel) : impl::launch_choice{.ring = o.mode == tx_mode::helpers};
+  const bool ring = choice.ring;
   T::launch_plan plan;
   plan.view = st.view;
+  if (adaptive) plan.view.slice_threshold = choice.slice_threshold;
   plan.view.workers_per_block = workers;
   plan.view.ring_chunks = ring ? o.ring_chunks : 0;
   plan.blocks = blocks;
   plan.threads_per_block = workers + (ring ? 32 * o.helper_warps : 0);
   plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks, workers) : 0;
   if (adaptive) {
-    // The monitor starts each launch afresh: helpers ON at once after a launch that needed them.
+    // The monitor starts each launch afresh.
     T::bandwidth_monitor* m = st.monitor.data();
     check_cuda(cudaMemsetAsync(m, 0, T::kMonitorResetBytes, stream),
                "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
-    if (ring && st.hot) {
+    if (choice.start_on) {
       check_cuda(cudaMemsetAsync(&m->on, 1, 1, stream),
                  "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
     }
-    st.snapshot_counters(st.counters_at_start, stream);
+    st.snapshot_counters(st.counters_at_start, st.seq_at_start, stream);
     st.launch_start.record(stream);
   }
   ++st.launches;
@@ -441,7 +519,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
 
 void tx_heap::launched(cudaStream_t stream) {
   if (impl_->options.mode != tx_mode::adaptive) return;
-  impl_->snapshot_counters(impl_->counters_at_stop, stream);
+  impl_->snapshot_counters(impl_->counters_at_stop, impl_->seq_at_stop, stream);
   impl_->launch_stop.record(stream);
   impl_->measuring = true;
 }
@@ -514,6 +592,8 @@ tx_stats tx_heap::stats() const {
   s.slices_off = m.slices_off;
   s.switches = m.switches;
   s.switch_threshold = impl_->threshold;
+  s.ring_commit_rate = impl_->ring_commit_rate;
+  s.direct_commit_rate = impl_->direct_commit_rate;
   s.launches = impl_->launches;
   s.ring_launches = impl_->ring_launches;
   s.persisted_bytes = impl_->persisted_bytes();

@@ -637,14 +637,16 @@ TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
   expect_error(gpm::errc::invalid_argument, [&] { heap.launch(1, 1024, body); });  // + helpers
 }
 
-// A launch gets the ring after one that persisted faster than the threshold (and the first
-// launch always does); without the ring, every commit is direct.
+// Without learning (the paper's switch alone), a launch gets the ring after one that persisted
+// faster than the threshold (and the first launch always does); without the ring, every commit
+// is direct.
 TEST_F(TxHeap, AdaptiveChoosesTheRingPerLaunchFromTheLastLaunchsBandwidth) {
   for (const double threshold : {0.0, 1e30}) {
     const std::string name = threshold == 0 ? "hot" : "cold";
     SCOPED_TRACE(name);
     gpm::tx_options o = small_options(tx_mode::adaptive);
     o.switch_threshold = threshold;
+    o.learn = false;
     auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
     for (int launch = 0; launch < 3; ++launch) run_each(heap, 4, 64, add_and_count{});
     const gpm::tx_stats s = heap.stats();
@@ -665,6 +667,48 @@ TEST_F(TxHeap, AdaptiveChoosesTheRingPerLaunchFromTheLastLaunchsBandwidth) {
     }
     const auto w = contents(heap);
     EXPECT_EQ(w[255], 3 * 256u);
+  }
+}
+
+// Each kernel is learnt: its first launch gets the ring (helpers held on), its second runs
+// without it, later ones take whichever committed faster, and the 16th measures the other kind
+// again. The threshold only steers the monitor inside ring launches.
+TEST_F(TxHeap, AdaptiveLearnsEachKernelsFasterKind) {
+  for (const double threshold : {0.0, 1e30}) {
+    const std::string name = threshold == 0 ? "hot" : "cold";
+    SCOPED_TRACE(name);
+    gpm::tx_options o = small_options(tx_mode::adaptive);
+    o.switch_threshold = threshold;
+    auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
+    const auto ring_launch = [&heap](auto body) {
+      const std::uint64_t before = heap.stats().ring_launches;
+      run_each(heap, 4, 64, body);
+      return heap.stats().ring_launches - before == 1;
+    };
+    EXPECT_TRUE(ring_launch(add_and_count{})) << "the first launch measures the ring";
+    EXPECT_FALSE(ring_launch(add_and_count{})) << "the second measures direct commits";
+    EXPECT_GT(heap.stats().ring_commit_rate, 0);
+    const bool third = ring_launch(add_and_count{});
+    const gpm::tx_stats s = heap.stats();
+    EXPECT_GT(s.direct_commit_rate, 0);
+    EXPECT_EQ(third, s.ring_commit_rate >= s.direct_commit_rate)
+        << s.ring_commit_rate << " vs " << s.direct_commit_rate;
+    EXPECT_EQ(s.switch_threshold, threshold);
+    EXPECT_GT(s.ring_commits, 0u);  // the first launch's helpers persisted records
+    // Another kernel is learnt on its own: its first launch measures the ring again.
+    EXPECT_TRUE(ring_launch(write_own_number{}));
+    // Launches 4 .. 17 of the first kernel: the winner, and at the 17th the other kind, so
+    // both kinds run among them whichever wins.
+    int rings = 0;
+    for (int launch = 3; launch <= 16; ++launch) rings += ring_launch(add_and_count{});
+    EXPECT_GT(rings, 0);
+    EXPECT_LT(rings, 14);
+    const gpm::tx_stats end = heap.stats();
+    EXPECT_EQ(end.launches, 18u);
+    EXPECT_EQ(end.commits, 18 * 256u);
+    EXPECT_EQ(end.durable_seq, 18 * 256u);
+    // write_own_number left 255 in the counter word; 14 add_and_count launches followed
+    EXPECT_EQ(contents(heap)[255], 255 + 14 * 256u);
   }
 }
 

@@ -60,6 +60,9 @@ struct tx_options {
   // by gpm::tx_calibrate(pool) when the heap is opened (once per process)
   std::optional<double> switch_threshold;
   std::uint32_t slice_us = 100;    // adaptive: the bandwidth monitor's time slice, microseconds
+  // adaptive: learn each kernel's faster kind from measured commit rates (tx_heap::launch);
+  // false: the paper's switch alone, each launch's ring chosen by the last launch's bandwidth
+  bool learn = true;
   std::uint32_t max_attempts = 0;  // attempts before run() gives up (0: until it commits)
   std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
   std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
@@ -88,6 +91,10 @@ struct tx_stats {
   std::uint64_t slices_off = 0;
   std::uint64_t switches = 0;
   double switch_threshold = 0;
+  // adaptive: commits per second of the last measured launch with the ring (helpers held on or
+  // switched by the monitor) and without it, of any kernel; 0: none measured yet
+  double ring_commit_rate = 0;
+  double direct_commit_rate = 0;
 };
 
 // The Helper Warps paper's Fig. 6 micro-benchmark (TPDS'20 §5.2), which finds the switching
@@ -149,14 +156,17 @@ class tx_heap {
   // Launches `blocks` blocks of `workers_per_block` worker threads (a multiple of 32), each
   // calling body(tx_ref) with a tx_ref bound to its block. In helpers mode every block gets the
   // helper warps and ring of the options and uses log blockIdx.x (so blocks <= logs). In adaptive
-  // mode so does a launch after one whose persist bandwidth exceeded the threshold (and the
-  // first); the others run without them, committing directly. `body` is a trivially copyable
-  // functor or extended __device__ lambda. Asynchronous, in `stream`.
+  // mode each body type (kernel) is learnt: its first launch gets them with helpers held on, its
+  // second runs without them, and later launches take whichever committed faster, measuring the
+  // other again every 16th launch (with tx_options::learn false: a launch after one whose persist
+  // bandwidth exceeded the threshold, and the first, get them). docs/transactions.md. `body` is
+  // a trivially copyable functor or extended __device__ lambda. Asynchronous, in `stream`.
   template <class Body>
   void launch(std::uint32_t blocks, std::uint32_t workers_per_block, Body body,
               cudaStream_t stream = nullptr) {
-    const detail::tx::launch_plan plan = plan_launch(blocks, workers_per_block, stream);
     const auto kernel = &detail::tx::launch_kernel<Body>;
+    const detail::tx::launch_plan plan =
+        plan_launch(blocks, workers_per_block, stream, reinterpret_cast<const void*>(kernel));
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(plan.shared_bytes)),
                "cudaFuncSetAttribute (the persistence ring's shared memory)");
@@ -189,8 +199,9 @@ class tx_heap {
 
  private:
   explicit tx_heap(std::unique_ptr<impl> impl);
+  // `kernel` names what the launch runs (adaptive mode learns per kernel).
   detail::tx::launch_plan plan_launch(std::uint32_t blocks, std::uint32_t workers,
-                                      cudaStream_t stream);
+                                      cudaStream_t stream, const void* kernel);
   void launched(cudaStream_t stream);  // after the kernel is queued: adaptive bookkeeping
   std::unique_ptr<impl> impl_;
 };
