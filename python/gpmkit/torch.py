@@ -1,0 +1,172 @@
+"""gpmkit.torch: PyTorch state dicts (a model's, an optimizer's, nested in any dict or list)
+checkpointed into a pool through gpmkit.Checkpointer. Each tensor is one chunk, so tensors that did
+not change since the last save are skipped (redundant-chunk elimination), and a crash at any moment
+leaves the last completed save restorable. Tensors in the device's memory (CUDA tensors on a GPU,
+CPU tensors on the emulator) are captured where they are, without a copy; others (an optimizer's
+CPU step counters on a GPU, non-contiguous views) through a contiguous copy on the device. Values
+that are not tensors (hyperparameters, step numbers) are kept as JSON in one more chunk.
+
+    ck = gpmkit.Checkpointer.open_or_create(pool, "train")
+    gpmkit.torch.save(ck, {"model": model.state_dict(), "optim": opt.state_dict(), "step": step})
+    # after a restart, with the model and optimizer built the same way (an optimizer has state
+    # tensors once it has stepped, or after load_state_dict):
+    state = gpmkit.torch.load(ck, {"model": model.state_dict(), "optim": opt.state_dict()})
+    opt.load_state_dict(state["optim"]); step = state["step"]
+
+load() restores into the tensors of the template it is given (model.state_dict()'s share the
+parameters' memory, so the model is restored in place) and returns the saved structure, with the
+template's tensors and the saved values that are not tensors."""
+import json
+
+import torch
+
+from . import Error, backend
+
+_META = "gpmkit.torch.meta"   # the chunk of the JSON description
+_META_BYTES = 1 << 16         # its fixed size: 8 bytes of length, then the JSON
+_TENSOR = "__gpmkit_tensor__"
+
+
+def _device():
+    return torch.device("cuda") if backend() == "cuda" else torch.device("cpu")
+
+
+def _chunk(i):
+    return f"t{i}"
+
+
+def _describe(obj, path, tensors):
+    """The JSON-able description of obj; its tensors appended to `tensors` as (path, tensor)."""
+    if isinstance(obj, torch.Tensor):
+        tensors.append((path, obj))
+        return {_TENSOR: len(tensors) - 1, "shape": list(obj.shape), "dtype": str(obj.dtype)}
+    if isinstance(obj, dict):
+        for k in obj:
+            if not isinstance(k, (str, int)):
+                raise _error(f"key {path}/{k!r}: only str and int keys can be saved")
+        return {"dict": [[k, _describe(v, f"{path}/{k}", tensors)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return {"tuple" if isinstance(obj, tuple) else "list":
+                [_describe(v, f"{path}/{i}", tensors) for i, v in enumerate(obj)]}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return {"value": obj}
+    raise _error(f"key {path}: a {type(obj).__name__} is neither a tensor nor a JSON value")
+
+
+def _rebuild(desc, tensors):
+    if _TENSOR in desc:
+        return tensors[desc[_TENSOR]]
+    if "dict" in desc:
+        return {k: _rebuild(v, tensors) for k, v in desc["dict"]}
+    if "list" in desc:
+        return [_rebuild(v, tensors) for v in desc["list"]]
+    if "tuple" in desc:
+        return tuple(_rebuild(v, tensors) for v in desc["tuple"])
+    return desc["value"]
+
+
+def _error(message, code="invalid_argument"):
+    """A gpmkit.Error with `code`, as the C++ core raises them."""
+    e = Error(message)
+    e.code = code
+    return e
+
+
+def _on_device(t):
+    """t itself when the checkpointer can capture it in place, else a contiguous device copy."""
+    d = t.detach()
+    if d.device == _device() and d.is_contiguous():
+        return d
+    return d.to(_device()).contiguous()
+
+
+def _add(ck, path, name, tensor, group):
+    try:
+        ck.add(name, tensor, group)
+    except Error as e:
+        raise _error(f"key {path}: {e}", getattr(e, "code", "invalid_argument")) from e
+
+
+class _Meta:
+    """The description chunk: a uint8 tensor on the device holding length + JSON."""
+
+    def __init__(self):
+        self.tensor = torch.zeros(_META_BYTES, dtype=torch.uint8, device=_device())
+
+    def write(self, desc):
+        data = json.dumps(desc, separators=(",", ":")).encode()
+        if len(data) > _META_BYTES - 8:
+            raise _error(f"the state dict's description takes {len(data)} bytes, more than "
+                         f"{_META_BYTES - 8}: save fewer values that are not tensors")
+        buf = len(data).to_bytes(8, "little") + data
+        self.tensor[:len(buf)].copy_(torch.frombuffer(bytearray(buf), dtype=torch.uint8))
+
+    def read(self):
+        raw = bytes(self.tensor.cpu().numpy())
+        n = int.from_bytes(raw[:8], "little")
+        if n == 0 or n > _META_BYTES - 8:
+            raise _error("the checkpoint holds no gpmkit.torch description", "corrupt")
+        return json.loads(raw[8:8 + n])
+
+
+def save(ck, state, group=0, wait=True):
+    """Checkpoints `state` (a dict or list nesting tensors and JSON values) into checkpointer
+    `ck`'s `group`: what Checkpointer.save returns, or with wait=False a PendingCheckpoint as soon
+    as the tensors are captured (they may change at once; wait() returns once durable)."""
+    tensors = []
+    desc = _describe(state, "", tensors)
+    meta = _Meta()
+    meta.write(desc)
+    _add(ck, _META, _META, meta.tensor, group)
+    for i, (path, t) in enumerate(tensors):
+        _add(ck, path, _chunk(i), _on_device(t), group)
+    return ck.save({}, group=group, wait=wait)
+
+
+def load(ck, template, group=0):
+    """Restores the last completed save of `group` into the tensors of `template` (the same
+    structure as saved: same keys, shapes and dtypes) and returns the saved structure with those
+    tensors and the saved values that are not tensors. The checkpoint is restored into device
+    buffers first and checked against the template, so a key missing from the template, or a
+    tensor of another shape or dtype, raises Error naming the key and changes no tensor."""
+    meta = _Meta()
+    _add(ck, _META, _META, meta.tensor, group)
+    tensors = []
+    _describe(template, "", tensors)
+    staged = [torch.empty(t.shape, dtype=t.dtype, device=_device()) for _, t in tensors]
+    for i, ((path, _), d) in enumerate(zip(tensors, staged)):
+        _add(ck, path, _chunk(i), d, group)
+    ck.restore(group)
+    desc = meta.read()
+    saved = []
+    _describe_paths(desc, "", saved)
+    paths = [p for p, _ in tensors]
+    saved_paths = [p for p, _ in saved]
+    if saved_paths != paths:
+        # the first template key the save lacks, else the first saved key the template lacks,
+        # else the first out of order
+        differ = ([p for p in paths if p not in saved_paths] +
+                  [p for p in saved_paths if p not in paths] +
+                  [a for a, b in zip(paths, saved_paths) if a != b])
+        raise _error(f"key {differ[0]}: the template's tensors are not the saved ones (saved "
+                     f"{len(saved_paths)}, template {len(paths)}): build it like the saved state")
+    for (path, t), (_, s) in zip(tensors, saved):
+        if list(t.shape) != s["shape"] or str(t.dtype) != s["dtype"]:
+            raise _error(f"key {path}: the template holds {str(t.dtype)} {list(t.shape)}, the "
+                         f"checkpoint {s['dtype']} {s['shape']}")
+    with torch.no_grad():
+        for (_, t), d in zip(tensors, staged):
+            t.copy_(d)
+    return _rebuild(desc, [t for _, t in tensors])
+
+
+def _describe_paths(desc, path, out):
+    """The (path, tensor description) pairs of a saved description, in save order."""
+    if _TENSOR in desc:
+        out.append((path, desc))
+    elif "dict" in desc:
+        for k, v in desc["dict"]:
+            _describe_paths(v, f"{path}/{k}", out)
+    elif "list" in desc or "tuple" in desc:
+        for i, v in enumerate(desc.get("list", desc.get("tuple"))):
+            _describe_paths(v, f"{path}/{i}", out)

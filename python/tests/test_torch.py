@@ -1,0 +1,163 @@
+"""Tests of gpmkit.torch (python/gpmkit/torch.py): a model's and an optimizer's state dicts saved
+into a pool and loaded back in place, in this process and after a restart, unchanged tensors
+skipped, bad templates refused without touching a tensor, and SIGKILLs during a training loop
+that saves every step, after which the loaded model equals one completed save. Run where PyTorch
+is installed: on a GPU with CUDA tensors, on the emulator with CPU tensors."""
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+import gpmkit
+
+torch = pytest.importorskip("torch")
+if gpmkit.backend() == "cuda" and not torch.cuda.is_available():
+    pytest.skip("the cuda build needs a GPU that PyTorch sees", allow_module_level=True)
+import gpmkit.torch as gtorch  # noqa: E402
+
+LAYOUT = "gpmkit.python-test"
+SIZE = 32 << 20
+DEVICE = "cuda" if gpmkit.backend() == "cuda" else "cpu"
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    pm = tempfile.mkdtemp(prefix="gpmkit-torch-test-", dir="/dev/shm")
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    yield {"pm_dir": pm, "snapshot_dir": str(snap)}
+    shutil.rmtree(pm, ignore_errors=True)
+
+
+def make(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).to(DEVICE)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95))
+    return model, opt
+
+
+def train(model, opt, steps, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(32, 8, generator=g).to(DEVICE)
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def params(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_model_and_optimizer_round_trip(dirs):
+    model, opt = make(1)
+    train(model, opt, 3)
+    saved = params(model)
+    saved_avg = [s["exp_avg"].clone() for s in opt.state_dict()["state"].values()]
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.create(pool, "train") as ck:
+            r = gtorch.save(ck, {"model": model.state_dict(), "optim": opt.state_dict(),
+                                 "step": 3, "note": "after warm-up"})
+            assert r["seq"] == 1 and r["chunks"] >= 1 + 4 + 3 * 4
+            train(model, opt, 2)  # moves everything away from the save
+            assert any(not torch.equal(a, b) for a, b in zip(params(model), saved))
+            state = gtorch.load(ck, {"model": model.state_dict(), "optim": opt.state_dict()})
+            assert all(torch.equal(a, b) for a, b in zip(params(model), saved))
+            assert state["step"] == 3 and state["note"] == "after warm-up"
+            assert state["optim"]["param_groups"][0]["betas"] == (0.9, 0.95)
+            opt.load_state_dict(state["optim"])
+            got = [s["exp_avg"] for s in opt.state_dict()["state"].values()]
+            assert all(torch.equal(a, b) for a, b in zip(got, saved_avg))
+    # After a restart: a model built with another seed, loaded from the reopened pool.
+    with gpmkit.Pool.open("p", LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.open(pool, "train") as ck:
+            fresh, fresh_opt = make(2)
+            train(fresh, fresh_opt, 1)  # the optimizer has its state tensors once it stepped
+            gtorch.load(ck, {"model": fresh.state_dict(), "optim": fresh_opt.state_dict()})
+            assert all(torch.equal(a, b) for a, b in zip(params(fresh), saved))
+
+
+def test_unchanged_tensors_are_skipped(dirs):
+    model, _ = make(3)
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.create(pool, "m") as ck:
+            first = gtorch.save(ck, model.state_dict())
+            assert first["copied"] == first["chunks"]
+            redundant = sum(gtorch.save(ck, model.state_dict())["redundant"] for _ in range(4))
+            assert redundant > 0
+            pending = gtorch.save(ck, model.state_dict(), wait=False)
+            assert pending.wait()["seq"] == 6
+
+
+def test_bad_templates_name_the_key_and_change_nothing(dirs):
+    model, _ = make(4)
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.create(pool, "m") as ck:
+            with pytest.raises(gpmkit.Error) as e:
+                gtorch.load(ck, model.state_dict())
+            assert e.value.code == "not_found"  # nothing saved yet
+            gtorch.save(ck, model.state_dict())
+            other = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                        torch.nn.Linear(16, 5)).to(DEVICE)
+            before = params(other)
+            with pytest.raises(gpmkit.Error) as e:
+                gtorch.load(ck, other.state_dict())
+            assert e.value.code == "invalid_argument" and "2.weight" in str(e.value)
+            assert all(torch.equal(a, b) for a, b in zip(params(other), before))
+            renamed = {("w." + k): v for k, v in model.state_dict().items()}
+            with pytest.raises(gpmkit.Error) as e:
+                gtorch.load(ck, renamed)
+            assert e.value.code == "invalid_argument" and "w.0.weight" in str(e.value)
+            with pytest.raises(gpmkit.Error) as e:
+                gtorch.save(ck, {"model": model.state_dict(), "bad": object()})
+            assert e.value.code == "invalid_argument" and "/bad" in str(e.value)
+
+
+CHILD = textwrap.dedent("""
+    import sys, torch, gpmkit, gpmkit.torch as gtorch
+    pm, snap, device = sys.argv[1], sys.argv[2], sys.argv[3]
+    pool = gpmkit.Pool.open("p", "%s", pm_dir=pm, snapshot_dir=snap)
+    ck = gpmkit.Checkpointer.open(pool, "ck")
+    model = torch.nn.Linear(256, 256).to(device)
+    step = 0
+    while True:
+        step += 1
+        with torch.no_grad():
+            model.weight.fill_(step)
+            model.bias.fill_(-step)
+        gtorch.save(ck, {"model": model.state_dict(), "step": step})
+        print(step, flush=True)   # acknowledged: durable
+""" % LAYOUT)
+
+
+def test_a_killed_training_loop_loads_one_completed_save(dirs):
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        gpmkit.Checkpointer.create(pool, "ck").close()
+    rng = random.Random(7)
+    for trial in range(3):
+        child = subprocess.Popen([sys.executable, "-c", CHILD, dirs["pm_dir"],
+                                  dirs["snapshot_dir"], DEVICE], stdout=subprocess.PIPE,
+                                 text=True)
+        acked = 0
+        for _ in range(rng.randint(2, 20)):
+            acked = int(child.stdout.readline())
+        os.kill(child.pid, signal.SIGKILL)
+        rest = child.stdout.read().split()
+        child.wait()
+        acked = int(rest[-1]) if rest else acked
+        with gpmkit.Pool.open("p", LAYOUT, **dirs) as pool:
+            with gpmkit.Checkpointer.open(pool, "ck") as ck:
+                model = torch.nn.Linear(256, 256).to(DEVICE)
+                state = gtorch.load(ck, {"model": model.state_dict()})
+                step = state["step"]
+                assert torch.all(model.weight == step) and torch.all(model.bias == -step), \
+                    f"trial {trial}: torn"
+                assert acked <= step <= acked + 1, f"trial {trial}: step {step}, acked {acked}"
