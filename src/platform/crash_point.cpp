@@ -1,5 +1,6 @@
 // Injected crash points (see crash_point.hpp): the armed point from the environment, the host's
-// crash_point, and on the CUDA backend the record and watching thread of kernels' crash points.
+// crash_point (where an armed crash-image checker explores first, crash_image.hpp), and on the
+// CUDA backend the record and watching thread of kernels' crash points.
 #include <gpm/platform/crash_point.hpp>
 
 #include <signal.h>
@@ -12,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <gpm/platform/crash_image.hpp>
+#include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
 namespace gpm {
@@ -44,6 +47,10 @@ std::atomic<long> hits{0};
 }  // namespace
 
 void crash_point(const char* name) {
+  if (detail::durability_model* m =
+          detail::armed_durability_model.load(std::memory_order_relaxed)) {
+    detail::model_crash_point(*m, name);
+  }
   armed* a = state();
   if (a == nullptr || a->name != name) return;
   if (hits.fetch_add(1, std::memory_order_relaxed) + 1 >= a->remaining) {

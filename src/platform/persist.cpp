@@ -1,5 +1,6 @@
 // Host side of the persistence primitives (see persist.hpp): cache-line write-back for
-// power-fail-durable mappings, a fence for everything else.
+// power-fail-durable mappings, a fence for everything else, and the armed crash-image checker's
+// durability model told what became durable.
 #include <gpm/platform/persist.hpp>
 
 #include <algorithm>
@@ -71,6 +72,9 @@ void host_persist_range(const void* p, std::size_t len) {
     }
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);  // sfence-ordered on x86
+  if (durability_model* m = armed_durability_model.load(std::memory_order_relaxed)) {
+    model_persist_range(*m, p, len);
+  }
 }
 
 void register_power_fail_range(const void* p, std::size_t len) {
@@ -97,6 +101,10 @@ void write_back(const void* p, std::size_t len) {
     detail::write_back(b, b + len);
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (detail::durability_model* m =
+          detail::armed_durability_model.load(std::memory_order_relaxed)) {
+    detail::model_persist_range(*m, p, len);
+  }
 }
 
 }  // namespace gpm

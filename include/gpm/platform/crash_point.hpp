@@ -1,8 +1,9 @@
 // Injected crash points for crash tests. Library and test code mark the steps of a persistent
 // protocol with gpm::crash_point("name"); a process started with
 //   GPMKIT_CRASH_POINT=name      (or name:n for the n-th time it is reached)
-// kills itself with SIGKILL there, exactly like an external kill at that instant. Unarmed, a
-// crash point costs one relaxed load. crash_point is host code only; kernel_crash_point marks a
+// kills itself with SIGKILL there, exactly like an external kill at that instant. A crash-image
+// checker armed in the process (crash_image.hpp) explores crash images there first. Unarmed, a
+// crash point costs two relaxed loads. crash_point is host code only; kernel_crash_point marks a
 // step of a protocol that kernels run. On the host backend a kernel's crash point kills the process
 // at once, like crash_point. A GPU thread cannot kill its process: there the thread that reaches
 // the armed point makes its stores reach the host, raises a flag in mapped host memory and stops

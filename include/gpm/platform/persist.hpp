@@ -5,6 +5,8 @@
 //                           which returns once the stores have reached host memory)
 //   gpm::persist(p, len)    the same, naming the range; on the host, for pools on device-DAX
 //                           (power-fail durable), it also writes the range's cache lines back
+//   gpm::persist_at(site, p, len)  persist(p, len) at a named persist site of a protocol, so
+//                           that the crash-image checker (crash_image.hpp) can disable it
 //   gpm::write_back(p, len) host only: writes the range's cache lines back to memory (clwb,
 //                           else clflushopt, else clflush), then fences, whatever the mapping;
 //                           what a CPU persisting GPU-written data does on PM platforms (the
@@ -33,6 +35,17 @@ void host_persist_range(const void* p, std::size_t len);
 // Mappings whose host stores must be written back from the CPU caches to be durable.
 void register_power_fail_range(const void* p, std::size_t len);
 void unregister_power_fail_range(const void* p);
+
+// The crash-image checker's durability model while one is armed (crash_image.hpp), else null:
+// what the checker costs host code when none is armed is one relaxed load of this pointer.
+struct durability_model;
+extern std::atomic<durability_model*> armed_durability_model;
+// A fence: every line of the checked range that differs from its durable copy becomes durable.
+void model_persist_all(durability_model& m);
+// The lines covering [p, p + len) inside the checked range become durable.
+void model_persist_range(durability_model& m, const void* p, std::size_t len);
+// Counts a hit of persist site `site`; true if the checker disables it.
+bool model_site_disabled(durability_model& m, const char* site);
 }  // namespace detail
 
 // Host code only (see above).
@@ -43,6 +56,10 @@ GPM_HOST_DEVICE inline void persist() {
   __threadfence_system();
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (detail::durability_model* m =
+          detail::armed_durability_model.load(std::memory_order_relaxed)) {
+    detail::model_persist_all(*m);
+  }
 #if GPM_BACKEND_HOST
   emu::detail::atomic_point();  // a kernel on the emulator may be overtaken here, as on a GPU
 #endif
@@ -60,6 +77,19 @@ GPM_HOST_DEVICE inline void persist(const void* p, std::size_t len) {
   emu::detail::atomic_point();
 #endif
 #endif
+}
+
+// persist(p, len) at the persist site `site` ("module.operation.what"); with the crash-image
+// checker armed and told to disable this site, it does nothing, as if the call were deleted.
+GPM_HOST_DEVICE inline void persist_at(const char* site, const void* p, std::size_t len) {
+#if !GPM_IN_GPU_CODE
+  if (detail::durability_model* m =
+          detail::armed_durability_model.load(std::memory_order_relaxed)) {
+    if (detail::model_site_disabled(*m, site)) return;
+  }
+#endif
+  (void)site;
+  persist(p, len);
 }
 
 }  // namespace gpm
