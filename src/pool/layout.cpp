@@ -67,7 +67,7 @@ void format_pool(char* base, std::uint64_t bytes, std::string_view layout,
   r.flags = fmt::kFlagCleanShutdown;
   r.checksum = root_checksum(r);
   std::memcpy(base + fmt::kRootOffset, &r, sizeof r);
-  persist(base, fmt::kDirectoryOffset);
+  persist_at("pool.create.header", base, fmt::kDirectoryOffset);
 }
 
 bool check_header(const char* base, std::uint64_t file_bytes, std::string_view layout,
@@ -139,7 +139,7 @@ void write_root(char* base, root_state& current, fmt::root_record next) {
   const int slot = 1 - current.slot;
   char* dst = base + fmt::kRootOffset + slot * fmt::kRootSlotBytes;
   std::memcpy(dst, &next, sizeof next);
-  persist(dst, sizeof next);
+  persist_at("pool.root.write", dst, sizeof next);
   current = root_state{next, slot};
 }
 

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <thread>
 
+#include <gpm/platform/crash_image.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
@@ -153,6 +154,7 @@ int open_existing(const std::string& path, int flags) {
 char* map_shared(int fd, std::uint64_t bytes, bool writable, const std::string& path) {
   void* p = mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw_error(errc::io, sys_error("cannot map", path));
+  crash_image_mapped(p, bytes);  // a crash-image checker may be waiting for this pool
   return static_cast<char*>(p);
 }
 
@@ -161,7 +163,10 @@ char* map_shared(int fd, std::uint64_t bytes, bool writable, const std::string& 
 mapping::~mapping() {
   if (device != nullptr) cudaHostUnregister(host);
   if (kind == backing_kind::dax_device && host != nullptr) unregister_power_fail_range(host);
-  if (host != nullptr) munmap(host, bytes);
+  if (host != nullptr) {
+    crash_image_unmapped(host);
+    munmap(host, bytes);
+  }
   if (fd >= 0) ::close(fd);
 }
 

@@ -2,6 +2,17 @@
 // pending operation: announce (root), act (entry), retire (root); recovery finishes or undoes an
 // announced operation, so after a crash an object exists entirely or not at all and, because
 // free space is derived from the directory, no space leaks.
+//
+// The protocol's persist sites (gpm::persist_at; docs/crash-checking.md names the test that
+// catches the removal of each):
+//   pool.create.header   the header and first root record of a new pool (layout.cpp)
+//   pool.root.write      every root record update: announce, retire, open, close, set_root
+//                        (layout.cpp)
+//   pool.allocate.zero   a new object's bytes, zeroed
+//   pool.allocate.entry  a new object's directory entry
+//   pool.free.entry      a freed object's directory entry, cleared
+//   pool.recover.entry   recovery clearing the entry of an interrupted operation
+//   pool.restore.image   a pool file restored from its snapshot
 #include <gpm/pool/pool.hpp>
 
 #include <sys/stat.h>
@@ -139,7 +150,7 @@ struct pool::impl {
       what = r.pending == fmt::op_allocate ? "an allocation interrupted by a crash was undone"
                                            : "a free interrupted by a crash was completed";
       std::memset(&e, 0, sizeof e);
-      persist(&e, sizeof e);
+      persist_at("pool.recover.entry", &e, sizeof e);
     }
     crash_point("pool.recover.fixed");
     update_root([](fmt::root_record& n) {
@@ -274,7 +285,7 @@ snapshot_result restore_file(const std::string& path, const pool_options& o,
     // The image was taken from an open pool, so it says "not cleanly closed" and modules run
     // their recovery on it, exactly as after a crash.
     const snapshot_result r = store.restore_into(map->host);
-    persist(map->host, m->pool_bytes);
+    persist_at("pool.restore.image", map->host, m->pool_bytes);
     detail::publish(*map, path);
     return r;
   } catch (...) {
@@ -666,7 +677,7 @@ std::uint64_t pool::allocate(std::string_view name, std::uint64_t bytes, std::ui
   });
   crash_point("pool.allocate.announced");
   std::memset(p.base() + *where, 0, extent);
-  persist(p.base() + *where, extent);
+  persist_at("pool.allocate.zero", p.base() + *where, extent);
   fmt::directory_entry e{};
   std::memcpy(e.name, name.data(), name.size());
   e.offset = *where;
@@ -681,7 +692,7 @@ std::uint64_t pool::allocate(std::string_view name, std::uint64_t bytes, std::ui
   std::memcpy(&dst, &e, offsetof(fmt::directory_entry, checksum));
   crash_point("pool.allocate.entry_torn");
   dst.checksum = e.checksum;
-  persist(&dst, sizeof dst);
+  persist_at("pool.allocate.entry", &dst, sizeof dst);
   crash_point("pool.allocate.entry_written");
   p.update_root([](fmt::root_record& n) {
     n.pending = fmt::op_none;
@@ -749,7 +760,7 @@ void pool::free(std::string_view name) {
   crash_point("pool.free.announced");
   fmt::directory_entry& e = p.entries()[*i];
   std::memset(&e, 0, sizeof e);
-  persist(&e, sizeof e);
+  persist_at("pool.free.entry", &e, sizeof e);
   crash_point("pool.free.entry_cleared");
   p.update_root([](fmt::root_record& n) {
     n.pending = fmt::op_none;
