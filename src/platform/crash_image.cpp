@@ -27,15 +27,15 @@ namespace {
 constexpr std::size_t kLine = 64;
 constexpr std::size_t kMaxExhaustiveLines = 20;
 
-// True on a thread that is checking crash images: the recovery it runs persists into the image
-// file, not the checked range, and the crash points it reaches are not explored again.
-thread_local bool exploring = false;
-
 }  // namespace
 
 struct durability_model {
   crash_image_check check;
   crash_image_options options;
+  // True while crash images are checked: the check's recovery, on this thread or in kernels on
+  // others, persists into and maps the image file, not the checked range, and the crash points
+  // it reaches are not explored again; every hook ignores what happens meanwhile.
+  std::atomic<bool> exploring{false};
   std::mutex mutex;      // guards everything below
   char* base = nullptr;  // the checked range; null before it is adopted and once unmapped
   std::size_t bytes = 0;
@@ -146,7 +146,7 @@ struct durability_model {
 };
 
 void model_persist_range(durability_model& m, const void* p, std::size_t len) {
-  if (exploring || len == 0) return;
+  if (m.exploring.load(std::memory_order_acquire) || len == 0) return;
   const std::lock_guard lock(m.mutex);
   const auto b = reinterpret_cast<std::uintptr_t>(p);
   const auto lo = reinterpret_cast<std::uintptr_t>(m.base);
@@ -160,28 +160,27 @@ void model_persist_range(durability_model& m, const void* p, std::size_t len) {
 }
 
 void model_persist_all(durability_model& m) {
-  if (exploring) return;
+  if (m.exploring.load(std::memory_order_acquire)) return;
   const std::lock_guard lock(m.mutex);
   std::memcpy(m.durable.data(), m.base, m.bytes);
 }
 
 bool model_site_disabled(durability_model& m, const char* site) {
-  if (exploring) return false;
+  if (m.exploring.load(std::memory_order_acquire)) return false;
   const std::lock_guard lock(m.mutex);
   ++m.stats.site_hits[site];
   return m.options.disabled_site == site;
 }
 
 void model_crash_point(durability_model& m, const char* name) {
-  if (exploring) return;
-  exploring = true;
+  if (m.exploring.exchange(true, std::memory_order_acq_rel)) return;
   try {
     m.explore(name);
   } catch (...) {
-    exploring = false;
+    m.exploring.store(false, std::memory_order_release);
     throw;
   }
-  exploring = false;
+  m.exploring.store(false, std::memory_order_release);
 }
 
 }  // namespace gpm::detail
@@ -258,7 +257,7 @@ crash_image_stats crash_image_checker::stats() const {
 
 void crash_image_mapped(void* p, std::size_t bytes) {
   detail::durability_model* m = detail::armed_durability_model.load(std::memory_order_relaxed);
-  if (m == nullptr || detail::exploring) return;  // the image file the check maps is not adopted
+  if (m == nullptr || m->exploring.load(std::memory_order_acquire)) return;  // an image file
   const std::lock_guard lock(m->mutex);
   if (!m->adopts) return;
   m->adopts = false;
@@ -269,7 +268,7 @@ void crash_image_mapped(void* p, std::size_t bytes) {
 
 void crash_image_unmapped(const void* p) {
   detail::durability_model* m = detail::armed_durability_model.load(std::memory_order_relaxed);
-  if (m == nullptr || detail::exploring) return;  // the check unmaps only image files
+  if (m == nullptr || m->exploring.load(std::memory_order_acquire)) return;  // an image file
   const std::lock_guard lock(m->mutex);
   if (m->base != p) return;
   m->base = nullptr;

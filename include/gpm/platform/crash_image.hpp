@@ -21,7 +21,9 @@
 //
 // Model limits: a line holds its last persisted value or its current one, never an intermediate
 // store; persists order nothing across threads beyond the lines they name. Arm and disarm while
-// no other thread persists into the range. Unarmed, every hook costs one relaxed load. Host code.
+// no other thread persists into the range; while images are checked (inside a crash point), the
+// hooks ignore every thread, so the check's recovery may run kernels. Unarmed, every hook costs
+// one relaxed load. Host code.
 #pragma once
 
 #include <cstddef>
