@@ -4,6 +4,7 @@
 #include <gpm/platform/crash_image.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,13 @@ constexpr std::size_t kMaxExhaustiveLines = 20;
 
 }  // namespace
 
+// A file by its device and inode: what the model follows across mappings.
+struct file_id {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const file_id&) const = default;
+};
+
 struct durability_model {
   crash_image_check check;
   crash_image_options options;
@@ -39,9 +47,10 @@ struct durability_model {
   std::mutex mutex;      // guards everything below
   char* base = nullptr;  // the checked range; null before it is adopted and once unmapped
   std::size_t bytes = 0;
-  bool adopts = false;        // waits for the next crash_image_mapped range
-  std::vector<char> durable;  // D, the image a crash would leave
-  std::vector<char> image;    // the crash image being written
+  bool adopts = false;          // waits for the next crash_image_mapped range
+  std::optional<file_id> file;  // the adopted range's file, followed when it is mapped again
+  std::vector<char> durable;    // D, the image a crash would leave
+  std::vector<char> image;      // the crash image being written
   std::mt19937_64 rng;
   std::map<std::string, std::uint64_t, std::less<>> point_hits;
   crash_image_stats stats;
@@ -162,6 +171,7 @@ void model_persist_range(durability_model& m, const void* p, std::size_t len) {
 void model_persist_all(durability_model& m) {
   if (m.exploring.load(std::memory_order_acquire)) return;
   const std::lock_guard lock(m.mutex);
+  if (m.base == nullptr) return;
   std::memcpy(m.durable.data(), m.base, m.bytes);
 }
 
@@ -255,15 +265,25 @@ crash_image_stats crash_image_checker::stats() const {
   return model_->stats;
 }
 
-void crash_image_mapped(void* p, std::size_t bytes) {
+void crash_image_mapped(void* p, std::size_t bytes, int fd) {
   detail::durability_model* m = detail::armed_durability_model.load(std::memory_order_relaxed);
   if (m == nullptr || m->exploring.load(std::memory_order_acquire)) return;  // an image file
+  std::optional<detail::file_id> file;
+  if (struct stat st{}; fd >= 0 && ::fstat(fd, &st) == 0)
+    file = detail::file_id{st.st_dev, st.st_ino};
   const std::lock_guard lock(m->mutex);
-  if (!m->adopts) return;
-  m->adopts = false;
+  if (m->base != nullptr) return;  // one range at a time
+  if (m->adopts) {
+    m->adopts = false;
+    m->file = file;
+    m->durable.assign(static_cast<char*>(p), static_cast<char*>(p) + bytes);
+  } else if (!file || m->file != file || m->durable.size() != bytes) {
+    return;
+  }
+  // The adopted file, or the file it follows mapped again: its durable image is what the model
+  // kept, and whatever the mapping shows beyond it is still dirty.
   m->base = static_cast<char*>(p);
   m->bytes = bytes;
-  m->durable.assign(m->base, m->base + bytes);
 }
 
 void crash_image_unmapped(const void* p) {
@@ -273,7 +293,7 @@ void crash_image_unmapped(const void* p) {
   if (m->base != p) return;
   m->base = nullptr;
   m->bytes = 0;
-  m->durable.clear();
+  if (!m->file) m->durable.clear();  // kept for a file mapped again
 }
 
 }  // namespace gpm

@@ -154,7 +154,7 @@ int open_existing(const std::string& path, int flags) {
 char* map_shared(int fd, std::uint64_t bytes, bool writable, const std::string& path) {
   void* p = mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw_error(errc::io, sys_error("cannot map", path));
-  crash_image_mapped(p, bytes);  // a crash-image checker may be waiting for this pool
+  crash_image_mapped(p, bytes, fd);  // a crash-image checker may be waiting for this pool
   return static_cast<char*>(p);
 }
 

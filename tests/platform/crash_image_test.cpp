@@ -7,6 +7,10 @@
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/persist.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstring>
 #include <fstream>
@@ -201,6 +205,42 @@ TEST(CrashImage, AdoptsTheNextMappingUntilItIsUnmapped) {
   gpm::crash_image_unmapped(b.bytes.data());
   gpm::crash_point("t.point");
   EXPECT_EQ(log.images.size(), 2u);
+}
+
+// A file mapped twice: the checker follows the file it adopted, with the durable image it kept.
+TEST(CrashImage, FollowsTheAdoptedFileWhenItIsMappedAgain) {
+  image_log log("crash-image-follow");
+  const std::string path = log.options().image_path + ".data";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, kLine * kLines), 0);
+  auto map = [fd] {
+    return static_cast<char*>(
+        ::mmap(nullptr, kLine * kLines, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  };
+  gpm::crash_image_checker checker(log.check(), log.options());
+  char* first = map();
+  gpm::crash_image_mapped(first, kLine * kLines, fd);
+  first[0] = 'a';
+  gpm::persist(first, 1);
+  first[kLine] = 'b';  // never persisted
+  gpm::crash_image_unmapped(first);
+  ::munmap(first, kLine * kLines);
+  buffer other;  // another range, not a file: not adopted
+  gpm::crash_image_mapped(other.bytes.data(), other.bytes.size());
+  gpm::crash_point("t.point");
+  EXPECT_TRUE(log.images.empty()) << "nothing is mapped";
+  gpm::crash_image_unmapped(other.bytes.data());
+  char* second = map();
+  gpm::crash_image_mapped(second, kLine * kLines, fd);
+  gpm::crash_point("t.point");
+  ASSERT_EQ(log.images.size(), 2u);  // line 1 is still dirty
+  EXPECT_EQ(line_byte(log.images[0], 0), 'a');
+  EXPECT_EQ(line_byte(log.images[0], 1), 0);
+  EXPECT_EQ(line_byte(log.images[1], 1), 'b');
+  gpm::crash_image_unmapped(second);
+  ::munmap(second, kLine * kLines);
+  ::close(fd);
 }
 
 TEST(CrashImage, ArmingErrors) {

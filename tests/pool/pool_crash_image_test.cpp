@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -225,7 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Allocator, PoolPersistSite,
                            return n;
                          });
 
-// ---- recovery's own persist ------------------------------------------------------------------
+// ---- the persists of recovery and of a restore --------------------------------------------
 
 // Allocates one object; the parent kills it at its crash point, with the entry half written.
 GPM_CRASH_SCENARIO(allocate_one) {
@@ -236,15 +237,32 @@ GPM_CRASH_SCENARIO(allocate_one) {
   return 0;
 }
 
-// Crashes a real process with a torn directory entry, then recovers the pool under a checker
-// that adopts its mapping as open() maps it, and runs the workload on the recovered pool.
-run_result check_recovery(const std::string& disabled_site) {
-  gpm::test::scratch_dirs d("crash-image-recover");
+// A pool whose directory operation a real crash interrupted (a torn entry): open() recovers it.
+gpm::pool_options crash_mid_allocation(const gpm::test::scratch_dirs& d) {
   const gpm::pool_options o = options_for(d);
   gpm::pool::create(kPool, kPoolBytes, kLayout, o).close();
   const gpm::test::child_result child = gpm::test::run_child(
       "allocate_one", d.args(kPool, 1), gpm::test::kill_at("pool.allocate.entry_torn"));
   EXPECT_TRUE(child.killed) << child.describe();
+  return o;
+}
+
+// A pool lost from tmpfs (a reboot) with a snapshot on disk: open() restores it.
+gpm::pool_options lost_with_snapshot(const gpm::test::scratch_dirs& d) {
+  gpm::pool_options o = options_for(d);
+  gpm::pool::create(kPool, kPoolBytes, kLayout, o).snapshot();
+  std::filesystem::remove(d.pool_path(kPool));
+  o.restore_from_snapshot = true;
+  return o;
+}
+
+// Prepares the pool with `prepare`, then opens it under a checker that adopts its mapping as
+// open() makes it (so recovery's or the restore's persists are checked) and runs the workload.
+run_result check_reopened(gpm::pool_options (*prepare)(const gpm::test::scratch_dirs&),
+                          const std::string& disabled_site) {
+  gpm::test::scratch_dirs d("crash-image-reopen");
+  const gpm::pool_options open_options = prepare(d);
+  const gpm::pool_options o = options_for(d);
   pool_model m;
   gpm::crash_image_options co;
   co.image_path = d.pool_path("image.pool");
@@ -253,24 +271,37 @@ run_result check_recovery(const std::string& disabled_site) {
   gpm::crash_image_checker checker(
       [&](const std::string& image) { return check_image(image, o, m); }, co);
   {
-    gpm::pool p = gpm::pool::open(kPool, kLayout, o);
+    gpm::pool p = gpm::pool::open(kPool, kLayout, open_options);
     run_workload(p, m, 2, 20);
   }
   return {checker.failure(), checker.stats()};
 }
 
-TEST(PoolCrashImage, RecoveryPersistsWhatItRepairs) {
-  const run_result r = check_recovery("");
-  ASSERT_FALSE(r.failure) << r.failure->describe();
-  EXPECT_TRUE(r.stats.site_hits.contains("pool.recover.entry"));
-  EXPECT_GT(r.stats.images, 0u);
+struct reopen_case {
+  const char* site;
+  gpm::pool_options (*prepare)(const gpm::test::scratch_dirs&);
+};
+
+class PoolReopenPersistSite : public ::testing::TestWithParam<reopen_case> {};
+
+TEST_P(PoolReopenPersistSite, IsEnoughAndItsRemovalIsCaught) {
+  const char* site = GetParam().site;
+  const run_result with = check_reopened(GetParam().prepare, "");
+  ASSERT_FALSE(with.failure) << with.failure->describe();
+  EXPECT_TRUE(with.stats.site_hits.contains(site)) << site << " was never reached";
+  EXPECT_GT(with.stats.images, 0u);
+  const run_result without = check_reopened(GetParam().prepare, site);
+  ASSERT_TRUE(without.failure) << "no crash image failed without " << site;
+  std::printf("without %s: %s\n", site, without.failure->describe().c_str());
 }
 
-TEST(PoolCrashImage, RemovalOfRecoverysPersistIsCaught) {
-  const run_result r = check_recovery("pool.recover.entry");
-  EXPECT_TRUE(r.stats.site_hits.contains("pool.recover.entry"));
-  ASSERT_TRUE(r.failure) << "no crash image failed without pool.recover.entry";
-  std::printf("without pool.recover.entry: %s\n", r.failure->describe().c_str());
-}
+INSTANTIATE_TEST_SUITE_P(Pool, PoolReopenPersistSite,
+                         ::testing::Values(reopen_case{"pool.recover.entry", crash_mid_allocation},
+                                           reopen_case{"pool.restore.image", lost_with_snapshot}),
+                         [](const auto& info) {
+                           std::string n = info.param.site;
+                           for (char& c : n) c = c == '.' ? '_' : c;
+                           return n;
+                         });
 
 }  // namespace

@@ -83,7 +83,8 @@ class crash_image_checker {
   crash_image_checker(void* base, std::size_t bytes, crash_image_check check,
                       crash_image_options options);
   // Arms the checker on the next range a layer reports with crash_image_mapped (pool::create and
-  // pool::open report their mapping as soon as it exists): its content then counts as durable.
+  // pool::open report their mapping as soon as it exists): its content then counts as durable,
+  // and the checker follows its file across later mappings.
   crash_image_checker(crash_image_check check, crash_image_options options);
   ~crash_image_checker();  // disarms
   crash_image_checker(const crash_image_checker&) = delete;
@@ -101,9 +102,11 @@ class crash_image_checker {
 };
 
 // For layers that map persistent files (the pool): an armed checker that waits for a range
-// adopts [p, p + bytes); one that checks a range stops when it is unmapped. Unarmed, each costs
-// one relaxed load.
-void crash_image_mapped(void* p, std::size_t bytes);
+// adopts [p, p + bytes), the mapping of file descriptor `fd`; one that checks a range stops when
+// it is unmapped, and takes it up again when the file it adopted (the same device and inode,
+// e.g. a pool closed and opened again, or a restored pool once published) is mapped again with
+// the same size, its durable image unchanged. Unarmed, each costs one relaxed load.
+void crash_image_mapped(void* p, std::size_t bytes, int fd = -1);
 void crash_image_unmapped(const void* p);
 
 }  // namespace gpm
