@@ -76,6 +76,7 @@ struct chunk_state {
 }  // namespace
 
 struct checkpointer::impl {
+  object_claim claim;  // the checkpoint's object, for the handle's life (declared first: last out)
   pool* p = nullptr;
   std::string name;
   checkpoint_options options;
@@ -326,6 +327,7 @@ void validate_checkpoint_name(std::string_view name) {
 std::unique_ptr<checkpointer::impl> attach(pool& p, std::string_view name,
                                            checkpoint_options options, std::uint64_t offset) {
   auto m = std::make_unique<checkpointer::impl>();
+  m->claim = p.claim(checkpointer::impl::object_name(name), "a checkpointer");
   m->p = &p;
   m->name = std::string(name);
   m->options = std::move(options);

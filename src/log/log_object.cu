@@ -87,6 +87,7 @@ log_object log_object::create(pool& p, std::string_view name, const header& h) {
   o.pool_ = &p;
   o.name_ = std::string(name);
   o.offset_ = p.allocate(name, h.common.object_bytes, line_bytes);
+  o.claim_ = p.claim(name, "a log");
   o.head_ = h;
   o.head_.common = format::make_header(kKind, h.common.object_bytes);
   format::seal_header(&o.head_);
@@ -144,6 +145,7 @@ log_object log_object::open(pool& p, std::string_view name, kind k) {
                     "); it cannot be used");
   }
   log_object o;
+  o.claim_ = p.claim(name, "a log");
   o.pool_ = &p;
   o.name_ = std::string(name);
   o.offset_ = obj.offset;

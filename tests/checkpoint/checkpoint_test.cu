@@ -216,6 +216,8 @@ TEST_F(CheckpointTest, ErrorsSayWhatIsWrong) {
   EXPECT_EQ(error_of([&] { cp.add("z", z.data(), z.size()); }), gpm::errc::out_of_memory);
   EXPECT_EQ(error_of([&] { gpm::checkpointer::create(p, "e", quiet()); }),
             gpm::errc::already_exists);
+  // A second handle of an open checkpoint would flip its records under the first: refused.
+  EXPECT_EQ(error_of([&] { gpm::checkpointer::open(p, "e", quiet()); }), gpm::errc::busy);
   EXPECT_EQ(error_of([&] { gpm::checkpointer::open(p, "absent", quiet()); }), gpm::errc::not_found);
   EXPECT_EQ(error_of([&] { gpm::checkpointer::create(p, std::string(40, 'n'), quiet()); }),
             gpm::errc::invalid_argument);

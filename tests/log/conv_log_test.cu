@@ -187,6 +187,16 @@ TEST(ConvLog, OpenChecksKindAndCreateChecksArguments) {
         << e.what();
   }
   EXPECT_THROW(gpm::hcl_log::open(p, "meta"), gpm::error);
+  {  // a log is open once per process: a second handle would clear or recover it under the first
+    const gpm::conv_log first = gpm::conv_log::open(p, "meta");
+    try {
+      gpm::conv_log::open(p, "meta");
+      FAIL() << "opened an open log again";
+    } catch (const gpm::error& e) {
+      EXPECT_EQ(e.code(), gpm::errc::busy) << e.what();
+    }
+  }
+  gpm::conv_log::open(p, "meta");  // released with the first handle
   EXPECT_THROW(gpm::conv_log::create(p, "x", 0, 64), gpm::error);
   EXPECT_THROW(gpm::conv_log::create(p, "x", 2, 4), gpm::error);
   // Geometries whose sizes pass 64 bits are refused, never wrapped to a small object.

@@ -339,6 +339,9 @@ TYPED_TEST(UndoTx, OpenValidatesTheBatchRecord) {
   *h = good;
   p.allocate("small", 64);
   expect_open_error("small", gpm::errc::corrupt, "too small");
+  // The fixture's handle holds the log: a second handle is refused until it is gone.
+  expect_open_error("tx", gpm::errc::busy, "open already in this process");
+  this->tx_.reset();
   EXPECT_NO_THROW(tx_type::open(p, "tx"));
 }
 

@@ -225,7 +225,8 @@ TEST_F(KvsTest, ConventionalUndoRestoresTheTableAndIsIdempotent) {
   EXPECT_TRUE(u.recover());
   EXPECT_TRUE(table_equals(before));
   EXPECT_FALSE(u.active());
-  // Reopened from the pool: the same record and log.
+  // Reopened from the pool (after the first handle is gone): the same record and log.
+  { const gpm::conv_undo_tx gone = std::move(u); }
   gpm::conv_undo_tx again = gpm::conv_undo_tx::open(*pool_, "undo");
   EXPECT_FALSE(again.recover());
 }

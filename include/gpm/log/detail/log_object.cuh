@@ -61,7 +61,8 @@ struct log_view {
 };
 static_assert(std::is_trivially_copyable_v<log_view>);
 
-// The host side of a log object. Holds a reference to its pool, which must outlive it.
+// The host side of a log object (move-only: it claims its pool object). Holds a reference to
+// its pool, which must outlive it.
 class log_object {
  public:
   log_object() = default;
@@ -95,6 +96,7 @@ class log_object {
  private:
   std::uint64_t* host_tail(std::uint64_t stream) const;
 
+  object_claim claim_;  // the object's, for the handle's life: a second handle is refused
   pool* pool_ = nullptr;
   std::string name_;
   std::uint64_t offset_ = 0;
