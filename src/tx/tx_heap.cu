@@ -288,6 +288,7 @@ struct tx_heap::impl {
     double direct = -1;          // and without it
     double ring_bandwidth = 0;   // bytes/s persisted in that ring launch
     std::uint64_t launches = 0;  // planned so far
+    std::uint64_t ring_at = 0, direct_at = 0;  // the last launch (0, 1, ...) of each kind
   };
   static constexpr std::uint64_t kReprobeEvery = 16;
 
@@ -329,11 +330,11 @@ struct tx_heap::impl {
   // starting OFF so the monitor can turn helpers on, later ones after a launch that persisted
   // faster than the threshold, starting ON (a launch still running when the next is planned
   // leaves the choice as it was). With learning (the default; an unmeasured launch is measured
-  // again): Helper warps pay when they shorten commits, which the bandwidth
-  // of the paper's Fig. 6 sweep does not predict for every kernel (on an H100 they won at
-  // 4.5 GB/s on BVH and ATM A1 while the sweep's crossover was 5-8 GB/s), so each kernel is
-  // measured both ways: its first launch with the ring and helpers held on, its second without,
-  // then whichever committed faster, the other measured again every 16th launch. In a ring
+  // again): helper warps pay when they shorten commits, which the bandwidth of the paper's
+  // Fig. 6 sweep does not predict for every kernel (on an H100 they won at 4.5 GB/s on BVH and
+  // ATM A1 while the sweep's crossover was 5-8 GB/s), so each kernel is measured both ways: its
+  // first launch with the ring and helpers held on, its second without, then whichever
+  // committed faster, the other measured again once it has not run for 16 launches. In a ring
   // launch the monitor still turns helpers off, as the paper's switch does, when a slice
   // persists under the lower of the calibrated threshold and half the bandwidth this kernel's
   // ring launch reached.
@@ -351,11 +352,15 @@ struct tx_heap::impl {
     } else if (k.direct < 0) {
       c.ring = false;
     } else {
+      // The faster kind, unless the other has not run for kReprobeEvery launches: its rate may
+      // be stale (the load or the data changed), so it is measured again.
       const bool ring_wins = k.ring >= k.direct;
-      c.ring = n % kReprobeEvery == 0 ? !ring_wins : ring_wins;
+      const std::uint64_t other_at = ring_wins ? k.direct_at : k.ring_at;
+      c.ring = n - other_at >= kReprobeEvery ? !ring_wins : ring_wins;
       c.start_on = c.ring;
       c.slice_threshold = slice_bytes(std::min(threshold, k.ring_bandwidth / 2));
     }
+    (c.ring ? k.ring_at : k.direct_at) = n;
     measured_kernel = kernel;
     measured_ring = c.ring;
     return c;
