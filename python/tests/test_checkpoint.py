@@ -5,11 +5,9 @@ chunk, and SIGKILLs at random moments of a save loop, after which the restored a
 completed checkpoint, never a mix."""
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import pytest
@@ -26,14 +24,6 @@ xp = device_arrays()
 pytestmark = pytest.mark.skipif(xp is None, reason="the cuda build's arrays are PyTorch CUDA "
                                 "tensors, and PyTorch (or a GPU it sees) is missing")
 
-
-@pytest.fixture
-def dirs(tmp_path):
-    pm = tempfile.mkdtemp(prefix="gpmkit-python-test-", dir="/dev/shm")
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    yield {"pm_dir": pm, "snapshot_dir": str(snap)}
-    shutil.rmtree(pm, ignore_errors=True)
 
 
 def test_save_and_restore(dirs):

@@ -2,11 +2,9 @@
 Python, arrays that view them without a copy, persistence across a process crash (SIGKILL) and a
 snapshot restore, and every bad input as a gpmkit.Error carrying its code and message."""
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import numpy as np
@@ -17,16 +15,6 @@ import gpmkit
 LAYOUT = "gpmkit.python-test"
 SIZE = 4 << 20
 
-
-@pytest.fixture
-def dirs(tmp_path):
-    """Pools in a fresh directory of /dev/shm (a GPU maps pools in tmpfs only), snapshots on
-    disk; both removed afterwards."""
-    pm = tempfile.mkdtemp(prefix="gpmkit-python-test-", dir="/dev/shm")
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    yield {"pm_dir": pm, "snapshot_dir": str(snap)}
-    shutil.rmtree(pm, ignore_errors=True)
 
 
 def test_backend_and_device():

@@ -5,11 +5,9 @@ that saves every step, after which the loaded model equals one completed save. R
 is installed: on a GPU with CUDA tensors, on the emulator with CPU tensors."""
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import pytest
@@ -25,14 +23,6 @@ LAYOUT = "gpmkit.python-test"
 SIZE = 32 << 20
 DEVICE = "cuda" if gpmkit.backend() == "cuda" else "cpu"
 
-
-@pytest.fixture
-def dirs(tmp_path):
-    pm = tempfile.mkdtemp(prefix="gpmkit-torch-test-", dir="/dev/shm")
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    yield {"pm_dir": pm, "snapshot_dir": str(snap)}
-    shutil.rmtree(pm, ignore_errors=True)
 
 
 def make(seed):
