@@ -14,3 +14,4 @@ def dirs(tmp_path):
     snap.mkdir()
     yield {"pm_dir": pm, "snapshot_dir": str(snap)}
     shutil.rmtree(pm, ignore_errors=True)
+

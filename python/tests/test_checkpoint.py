@@ -5,8 +5,6 @@ chunk, and SIGKILLs at random moments of a save loop, after which the restored a
 completed checkpoint, never a mix."""
 import os
 import random
-import signal
-import subprocess
 import sys
 import textwrap
 
@@ -18,6 +16,7 @@ LAYOUT = "gpmkit.python-test"
 SIZE = 16 << 20
 
 sys.path.insert(0, os.path.dirname(__file__))
+from crash_child import kill_after_acks  # noqa: E402
 from device_arrays import device_arrays  # noqa: E402
 
 xp = device_arrays()
@@ -115,16 +114,8 @@ def test_a_killed_save_loop_restores_one_completed_checkpoint(dirs):
         gpmkit.Checkpointer.create(pool, "ck").close()
     rng = random.Random(22)
     for trial in range(4):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, dirs["pm_dir"],
-                                  dirs["snapshot_dir"], os.path.dirname(__file__)],
-                                 stdout=subprocess.PIPE, text=True)
-        acked = 0
-        for _ in range(rng.randint(2, 30)):
-            acked = int(child.stdout.readline())
-        os.kill(child.pid, signal.SIGKILL)
-        rest = child.stdout.read().split()  # lines printed before the kill landed
-        child.wait()
-        acked = int(rest[-1]) if rest else acked
+        acked = kill_after_acks(CHILD, [dirs["pm_dir"], dirs["snapshot_dir"],
+                                        os.path.dirname(__file__)], rng.randint(2, 30))
         with gpmkit.Pool.open("p", LAYOUT, **dirs) as pool:
             with gpmkit.Checkpointer.open(pool, "ck") as ck:
                 a = xp.zeros(1 << 16, "int64")

@@ -5,8 +5,6 @@ that saves every step, after which the loaded model equals one completed save. R
 is installed: on a GPU with CUDA tensors, on the emulator with CPU tensors."""
 import os
 import random
-import signal
-import subprocess
 import sys
 import textwrap
 
@@ -18,6 +16,9 @@ torch = pytest.importorskip("torch")
 if gpmkit.backend() == "cuda" and not torch.cuda.is_available():
     pytest.skip("the cuda build needs a GPU that PyTorch sees", allow_module_level=True)
 import gpmkit.torch as gtorch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crash_child import kill_after_acks  # noqa: E402
 
 LAYOUT = "gpmkit.python-test"
 SIZE = 32 << 20
@@ -133,16 +134,8 @@ def test_a_killed_training_loop_loads_one_completed_save(dirs):
         gpmkit.Checkpointer.create(pool, "ck").close()
     rng = random.Random(7)
     for trial in range(3):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, dirs["pm_dir"],
-                                  dirs["snapshot_dir"], DEVICE], stdout=subprocess.PIPE,
-                                 text=True)
-        acked = 0
-        for _ in range(rng.randint(2, 20)):
-            acked = int(child.stdout.readline())
-        os.kill(child.pid, signal.SIGKILL)
-        rest = child.stdout.read().split()
-        child.wait()
-        acked = int(rest[-1]) if rest else acked
+        acked = kill_after_acks(CHILD, [dirs["pm_dir"], dirs["snapshot_dir"], DEVICE],
+                                rng.randint(2, 20))
         with gpmkit.Pool.open("p", LAYOUT, **dirs) as pool:
             with gpmkit.Checkpointer.open(pool, "ck") as ck:
                 model = torch.nn.Linear(256, 256).to(DEVICE)
