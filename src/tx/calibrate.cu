@@ -51,46 +51,31 @@ struct measured {
   double bandwidth = 0;
 };
 
-// Launches of `threads` writers on the scratch heap, opened in one mode: a warm-up launch, then
-// a timed one (time()).
-class point_runner {
- public:
-  point_runner(pool& p, tx_mode mode, const tx_calibration& c, std::uint64_t threads)
-      : heap_(open(p, mode, c)),
-        workers_(static_cast<std::uint32_t>(threads < c.workers_per_block ? threads
-                                                                           : c.workers_per_block)),
-        blocks_(static_cast<std::uint32_t>(threads / workers_)),
-        body_{c.writes, c.reps} {
-    heap_.launch(blocks_, workers_, body_, stream_);
-    heap_.sync(stream_);
-  }
-  measured time() {
-    const std::uint64_t before = heap_.stats().persisted_bytes;
-    event start, stop;
-    start.record(stream_);
-    heap_.launch(blocks_, workers_, body_, stream_);
-    stop.record(stream_);
-    heap_.sync(stream_);
-    measured m;
-    m.seconds = static_cast<double>(stop.elapsed_ms_since(start)) * 1e-3;
-    const auto bytes = static_cast<double>(heap_.stats().persisted_bytes - before);
-    m.bandwidth = m.seconds > 0 ? bytes / m.seconds : 0;
-    return m;
-  }
-
- private:
-  static tx_heap open(pool& p, tx_mode mode, const tx_calibration& c) {
-    tx_options o;
-    o.mode = mode;
-    o.max_threads = c.max_threads;
-    return tx_heap::open(p, kScratch, o);
-  }
-  tx_heap heap_;
-  std::uint32_t workers_;
-  std::uint32_t blocks_;
-  write_test body_;
-  stream stream_;
-};
+// One launch of `threads` writers on the scratch heap in `mode`, after a warm-up launch.
+measured run_point(pool& p, tx_mode mode, const tx_calibration& c, std::uint64_t threads) {
+  tx_options o;
+  o.mode = mode;
+  o.max_threads = c.max_threads;
+  tx_heap heap = tx_heap::open(p, kScratch, o);
+  const std::uint32_t workers =
+      static_cast<std::uint32_t>(threads < c.workers_per_block ? threads : c.workers_per_block);
+  const auto blocks = static_cast<std::uint32_t>(threads / workers);
+  const write_test body{c.writes, c.reps};
+  stream s;
+  heap.launch(blocks, workers, body, s);
+  heap.sync(s);
+  const std::uint64_t before = heap.stats().persisted_bytes;
+  event start, stop;
+  start.record(s);
+  heap.launch(blocks, workers, body, s);
+  stop.record(s);
+  heap.sync(s);
+  measured m;
+  m.seconds = static_cast<double>(stop.elapsed_ms_since(start)) * 1e-3;
+  const auto bytes = static_cast<double>(heap.stats().persisted_bytes - before);
+  m.bandwidth = m.seconds > 0 ? bytes / m.seconds : 0;
+  return m;
+}
 
 // The median launch of `runs` by time (the upper one of an even count).
 measured median(std::vector<measured> runs) {
@@ -136,8 +121,8 @@ tx_calibration_result tx_calibrate_sweep(pool& p, const tx_calibration& c) {
     // time.
     std::vector<measured> direct_runs, helpers_runs;
     for (std::uint32_t i = 0; i < c.repeats; ++i) {
-      direct_runs.push_back(point_runner(p, tx_mode::direct, c, whole).time());
-      helpers_runs.push_back(point_runner(p, tx_mode::helpers, c, whole).time());
+      direct_runs.push_back(run_point(p, tx_mode::direct, c, whole));
+      helpers_runs.push_back(run_point(p, tx_mode::helpers, c, whole));
     }
     const measured direct = median(direct_runs);
     const measured helpers = median(helpers_runs);
