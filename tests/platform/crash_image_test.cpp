@@ -187,6 +187,24 @@ TEST(CrashImage, ADisabledPersistSiteDoesNothing) {
   EXPECT_EQ(s.site_hits.at("t.site.on"), 1u);
 }
 
+// The fence form of a site: disabled, it leaves every dirty line dirty; enabled, none.
+TEST(CrashImage, ADisabledFenceSiteDoesNothing) {
+  buffer b;
+  image_log log("crash-image-fence-site");
+  gpm::crash_image_options o = log.options();
+  o.disabled_site = "t.fence.off";
+  gpm::crash_image_checker checker(b.bytes.data(), b.bytes.size(), log.check(), o);
+  b.line(2)[0] = 'h';
+  gpm::persist_at("t.fence.off");
+  gpm::crash_point("t.point");
+  ASSERT_EQ(log.images.size(), 2u);  // line 2 lost, line 2 kept
+  gpm::persist_at("t.fence.on");
+  gpm::crash_point("t.point");
+  ASSERT_EQ(log.images.size(), 3u);  // nothing dirty: the durable image alone
+  EXPECT_EQ(line_byte(log.images[2], 2), 'h');
+  EXPECT_EQ(checker.stats().site_hits.at("t.fence.off"), 1u);
+}
+
 TEST(CrashImage, AdoptsTheNextMappingUntilItIsUnmapped) {
   buffer b;
   image_log log("crash-image-adopt");

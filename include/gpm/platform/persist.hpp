@@ -7,6 +7,9 @@
 //                           (power-fail durable), it also writes the range's cache lines back
 //   gpm::persist_at(site, p, len)  persist(p, len) at a named persist site of a protocol, so
 //                           that the crash-image checker (crash_image.hpp) can disable it
+//   gpm::persist_at(site)   persist() at a named persist site (a fence naming no range). Prefer
+//                           the ranged form where the protocol knows what it makes durable: the
+//                           checker models a fence naming no range as making every line durable
 //   gpm::write_back(p, len) host only: writes the range's cache lines back to memory (clwb,
 //                           else clflushopt, else clflush), then fences, whatever the mapping;
 //                           what a CPU persisting GPU-written data does on PM platforms (the
@@ -79,17 +82,29 @@ GPM_HOST_DEVICE inline void persist(const void* p, std::size_t len) {
 #endif
 }
 
+namespace detail {
+// Whether an armed crash-image checker disables persist site `site` (counting the hit); on a GPU
+// never.
+GPM_HOST_DEVICE inline bool site_disabled(const char* site) {
+#if GPM_IN_GPU_CODE
+  (void)site;
+  return false;
+#else
+  durability_model* m = armed_durability_model.load(std::memory_order_relaxed);
+  return m != nullptr && model_site_disabled(*m, site);
+#endif
+}
+}  // namespace detail
+
 // persist(p, len) at the persist site `site` ("module.operation.what"); with the crash-image
 // checker armed and told to disable this site, it does nothing, as if the call were deleted.
 GPM_HOST_DEVICE inline void persist_at(const char* site, const void* p, std::size_t len) {
-#if !GPM_IN_GPU_CODE
-  if (detail::durability_model* m =
-          detail::armed_durability_model.load(std::memory_order_relaxed)) {
-    if (detail::model_site_disabled(*m, site)) return;
-  }
-#endif
-  (void)site;
-  persist(p, len);
+  if (!detail::site_disabled(site)) persist(p, len);
+}
+
+// persist() at the persist site `site`; disabled like the ranged form.
+GPM_HOST_DEVICE inline void persist_at(const char* site) {
+  if (!detail::site_disabled(site)) persist();
 }
 
 }  // namespace gpm
