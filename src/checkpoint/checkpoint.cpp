@@ -3,6 +3,16 @@
 // reference (the working copy), waits until those bytes are in host memory, then writes the other
 // commit record with the new slots and digests and persists it: the atomic flip. Nothing the
 // record in force references is ever overwritten, so a crash at any moment leaves it restorable.
+//
+// The protocol's persist sites (gpm::persist_at; docs/crash-checking.md names the test that
+// catches the removal of each):
+//   checkpoint.create.header  a new checkpoint's header
+//   checkpoint.add.entry      a new chunk's table entry, which makes the chunk exist
+//   checkpoint.copy.working   a changed chunk's working copy once its copy has completed, on both
+//                             copy paths (the copy kernel's stores or the DMA are in host memory
+//                             then; on device-DAX pools this also writes back CPU caches)
+//   checkpoint.record.write   the commit record not in force, with the new slots and digests:
+//                             the flip (record_store.cpp)
 #include <gpm/checkpoint/checkpoint.hpp>
 
 #include <algorithm>
@@ -280,7 +290,7 @@ struct checkpointer::impl {
         digest[i] = finish(i);
         // The bytes are in host memory (the copy's stream has completed); on device-DAX pools
         // this also writes back what a CPU cache may hold.
-        persist(copy_host(i, slot[i]), c.entry->bytes);
+        persist_at("checkpoint.copy.working", copy_host(i, slot[i]), c.entry->bytes);
         next[i] = {digest[i], r.seq, r.seq, slot[i], 0};
         ++r.copied;
         r.bytes_copied += c.entry->bytes;
@@ -366,7 +376,7 @@ checkpointer checkpointer::create(pool& p, std::string_view name, checkpoint_opt
   format::seal_header(&h);
   auto* dst = p.host_ptr<fmt::header>(offset);
   std::memcpy(dst, &h, sizeof h);
-  persist(dst, sizeof h);
+  persist_at("checkpoint.create.header", dst, sizeof h);
   // A crash before this point leaves an object whose header fails validation; open says so.
   auto m = attach(p, name, std::move(options), offset);
   m->records.load();
@@ -482,7 +492,7 @@ void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t by
   e.checksum = entry_checksum(e);
   fmt::chunk_entry& slot = m.records.table()[index];
   std::memcpy(&slot, &e, sizeof e);
-  persist(&slot, sizeof slot);
+  persist_at("checkpoint.add.entry", &slot, sizeof slot);
   // A torn earlier registration left nothing committed.
   m.records.current[index] = fmt::record_entry{};
   chunk_state& c = m.chunks[index];

@@ -81,7 +81,7 @@ void record_store::commit(const std::vector<fmt::record_entry>& next, std::uint6
   std::memcpy(rec, &h, sizeof h);  // checksum still zero: invalid until the next store
   h.checksum = record_checksum(rec);
   std::memcpy(rec, &h, sizeof h);
-  persist(rec, header->record_bytes);
+  persist_at("checkpoint.record.write", rec, header->record_bytes);
   crash_point("checkpoint.committed");
   previous = std::move(current);
   previous_valid = true;
