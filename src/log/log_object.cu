@@ -1,6 +1,20 @@
 // The host side shared by hcl_log and conv_log: building, writing and validating the header,
 // the generation (truncation), per-stream tails, and turning the device fault record into a
 // gpm::error. Nothing here knows how entries are laid out inside a stream.
+//
+// The log's persist sites (gpm::persist_at; docs/crash-checking.md), caught when removed by
+// tests/log/log_crash_image_test.cu:
+//   log.create.generation       a new log's first generation, before its header
+//   log.create.header           a new log's header, last: until it is durable open() refuses it
+//   log.append.entry            an entry's chunks and trailer, before its tail (stream.cuh)
+//   log.append.tail             the tail that publishes an appended entry (stream.cuh)
+//   log.remove.tail             the tail that drops the newest entry (stream.cuh)
+//   log.clear_stream.tail       a kernel's truncation of its stream (stream.cuh)
+//   log.clear_stream.host_tail  the host's truncation of one stream
+//   log.clear.generation        the host's truncation of every stream: generation + 1
+//   log.clear.wrapped_tail      a tail rewritten empty when the generation's tag wraps around
+// open() releasing conv_log's partition locks and clear_faults() persist nothing: neither the
+// locks nor the fault record is recovery state (open() resets both), so a crash may lose them.
 #include <gpm/log/detail/log_object.cuh>
 
 #include <atomic>
@@ -9,6 +23,7 @@
 #include <sstream>
 
 #include <gpm/platform/checked_math.hpp>
+#include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/pool.hpp>
 
@@ -95,9 +110,9 @@ log_object log_object::create(pool& p, std::string_view name, const header& h) {
   // Generation first, header last: until the header is durable, open() rejects the object.
   auto* st = reinterpret_cast<state*>(base + state_offset);
   word(st->generation).store(1);
-  persist(st, sizeof(state));
+  persist_at("log.create.generation", st, sizeof(state));
   std::memcpy(base, &o.head_, sizeof o.head_);
-  persist(base, sizeof o.head_);
+  persist_at("log.create.header", base, sizeof o.head_);
   return o;
 }
 
@@ -153,13 +168,25 @@ log_object log_object::open(pool& p, std::string_view name, kind k) {
   if (o.generation() == 0) {
     throw_error(errc::corrupt, label + " has generation 0, which no log ever has; it is damaged");
   }
-  // A crash may have left partition locks held and faults recorded; neither is persistent state.
+  // A crash between a tag wrap's generation store and its rewrite of the live tails
+  // (next_generation) left tails tagged ahead of the generation: they read empty now but would
+  // come back before the next wrap. Finish the rewrite. Like the resets below it is not
+  // persisted: every open() finishes it again.
+  const std::uint64_t tag = o.generation() & tail_tag_mask;
+  for (std::uint64_t s = 0; s < h.streams; ++s) {
+    std::uint64_t* t = o.host_tail(s);
+    const std::uint64_t w = word(*t).load();
+    if ((w >> tail_used_bits) > tag && (w & tail_used_mask) != 0) {
+      word(*t).store(tail_word(o.generation(), 0));
+    }
+  }
+  // A crash may have left partition locks held and faults recorded; neither is persistent state,
+  // so their reset is not persisted: every open() resets them again.
   if (k == kind::conv) {
     for (std::uint64_t s = 0; s < h.streams; ++s) {
       reinterpret_cast<partition_control*>(base + h.control_offset + s * h.control_stride)->lock =
           0;
     }
-    persist(base + h.control_offset, h.data_offset - h.control_offset);
   }
   o.clear_faults();
   return o;
@@ -209,14 +236,19 @@ void log_object::next_generation() {
       std::uint64_t* t = host_tail(s);
       if (only_dead && (word(*t).load() >> tail_used_bits) == (g & tail_tag_mask)) continue;
       word(*t).store(tail_word(next, 0));
-      persist(t, sizeof *t);
+      persist_at("log.clear.wrapped_tail", t, sizeof *t);
     }
   };
   if (wraps) rewrite_tails(true);
   auto* st = pool_->host_ptr<state>(offset_ + state_offset);
   word(st->generation).store(next);
-  persist(&st->generation, sizeof st->generation);
-  if (wraps) rewrite_tails(false);
+  persist_at("log.clear.generation", &st->generation, sizeof st->generation);
+  if (wraps) {
+    // Live tails still carry the old tag here: a crash now leaves them to open(), which finishes
+    // the rewrite.
+    crash_point("log.clear.tag_wrapped");
+    rewrite_tails(false);
+  }
 }
 
 std::uint64_t log_object::used_chunks(std::uint64_t stream) const {
@@ -226,7 +258,7 @@ std::uint64_t log_object::used_chunks(std::uint64_t stream) const {
 void log_object::clear_stream(std::uint64_t stream) {
   std::uint64_t* t = host_tail(stream);
   word(*t).store(tail_word(generation(), 0));
-  persist(t, sizeof *t);
+  persist_at("log.clear_stream.host_tail", t, sizeof *t);
 }
 
 bool log_object::is_empty() const {
@@ -244,8 +276,7 @@ fault_record log_object::faults() const {
 
 void log_object::clear_faults() {
   char* f = pool_->host_ptr<char>(offset_ + fault_offset);
-  std::memset(f, 0, sizeof(fault_record));
-  persist(f, sizeof(fault_record));
+  std::memset(f, 0, sizeof(fault_record));  // not persisted: open() resets the record
 }
 
 void log_object::check_faults(const std::string& what, const std::string& geometry_hint) const {

@@ -7,6 +7,16 @@
 // A crash between any two steps leaves a state recover() handles: an active mark always comes
 // with a log holding exactly the batch's undo entries, and rolling back twice restores the same
 // bytes, because the log is truncated only after the mark is cleared.
+//
+// Persist sites (gpm::persist_at; docs/crash-checking.md), caught when removed by
+// tests/log/log_crash_image_test.cu (the log's own sites are listed in log_object.cu):
+//   undo_tx.create.header    a new batch record's header, last: until durable, open() refuses it
+//   undo_tx.begin.mark       the active mark, after the log is truncated and before any update
+//   undo_tx.update.data      an updated range, before commit's mark can cover it (undo_tx.cuh)
+//   undo_tx.commit.mark      the cleared mark and committed count, before the log is truncated
+//   undo_tx.roll_back.data   each range recovery restored, before recover() clears the mark
+//                            (undo_tx.cuh)
+//   undo_tx.recover.mark     the cleared mark once a batch is undone, before the log is truncated
 #include <gpm/log/undo_tx.cuh>
 
 #include <atomic>
@@ -56,7 +66,7 @@ basic_undo_tx<Log> basic_undo_tx<Log>::create(pool& p, std::string_view name,
   // The mark is zero (allocation zero-fills); the header goes last so that open() rejects a
   // record whose creation a crash interrupted.
   std::memcpy(base, &h, sizeof h);
-  persist(base, sizeof h);
+  persist_at("undo_tx.create.header", base, sizeof h);
   return basic_undo_tx(p, std::string(name), off, std::move(log));
 }
 
@@ -74,9 +84,9 @@ std::uint64_t* basic_undo_tx<Log>::mark() const {
 }
 
 template <class Log>
-void basic_undo_tx<Log>::set_mark(std::uint64_t value) {
+void basic_undo_tx<Log>::set_mark(std::uint64_t value, const char* site) {
   std::atomic_ref<std::uint64_t>(*mark()).store(value);
-  persist(mark(), sizeof(std::uint64_t));
+  persist_at(site, mark(), sizeof(std::uint64_t));
 }
 
 template <class Log>
@@ -101,7 +111,7 @@ void basic_undo_tx<Log>::begin() {
   log_.clear();
   log_.clear_faults();
   crash_point("undo_tx.begin.log_cleared");
-  set_mark((committed() << 1) | 1);
+  set_mark((committed() << 1) | 1, "undo_tx.begin.mark");
 }
 
 template <class Log>
@@ -110,7 +120,7 @@ void basic_undo_tx<Log>::commit() {
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before undo_tx::commit");
   // A failed save means some update of the batch was skipped: the batch must not commit.
   log_.check_faults();
-  set_mark((committed() + 1) << 1);
+  set_mark((committed() + 1) << 1, "undo_tx.commit.mark");
   crash_point("undo_tx.commit.unmarked");
   log_.clear();
 }
@@ -126,7 +136,7 @@ bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
   log_.check_faults();
   crash_point("undo_tx.recover.rolled_back");
-  set_mark(committed() << 1);
+  set_mark(committed() << 1, "undo_tx.recover.mark");
   crash_point("undo_tx.recover.unmarked");
   log_.clear();
   return true;

@@ -321,6 +321,27 @@ TEST(HclLog, TagWrapAroundNeverRevivesOldTails) {
   EXPECT_TRUE(log.is_empty()) << "a tail from an older generation matched the wrapped tag";
 }
 
+// A crash between a wrap's generation store and the rewrite of the live tails leaves tails of the
+// last tag before the wrap: open() rewrites them, else 2^24 - 1 clears later they would match.
+TEST(HclLog, OpenFinishesAWrapACrashInterrupted) {
+  gpm::test::scratch_pool sp("hcl-wrap-crash");
+  const std::uint64_t wrap = std::uint64_t{1} << (64 - L::tail_used_bits);
+  {
+    gpm::hcl_log log = gpm::hcl_log::create(sp.get(), "log", {1, 32, 256});
+    const raw_log raw(sp.get(), "log");
+    raw.state->generation = wrap - 1;
+    gpm::device_buffer<std::uint32_t> status(32);
+    gpm::launch(insert_entries, 1, 32, 0, nullptr, log.ref(), 4u, 1u, status.data());
+    expect_all(gpm::test::statuses(status), 0, "insert");
+    raw.state->generation = wrap;  // the clear's generation store, and then the crash
+  }
+  gpm::hcl_log log = gpm::hcl_log::open(sp.reopen(), "log");
+  EXPECT_TRUE(log.is_empty());
+  const raw_log raw(sp.get(), "log");
+  raw.state->generation = 2 * wrap - 1;  // as 2^24 - 1 clears would leave it
+  EXPECT_TRUE(log.is_empty()) << "a tail from before the wrap came back";
+}
+
 TEST(HclLog, ReopenAfterCloseKeepsEntries) {
   gpm::test::scratch_pool sp("hcl-reopen");
   const std::uint32_t bytes = 40;

@@ -126,8 +126,10 @@ struct undo_streams<conv_log> {
 inline constexpr std::uint64_t undo_record_chunks = 4;
 
 // Rolls back one stream, newest entry first, restoring each entry's old bytes into the pool
-// and persisting them; the stream itself is left as it is. corrupt: an entry failed its
-// checksum or names bytes outside the pool (the stream stops before applying it).
+// and persisting them (each entry's range, which is what recover() relies on before it clears
+// the mark; on a GPU one __threadfence_system per entry); the stream itself is left as it is.
+// corrupt: an entry failed its checksum or names bytes outside the pool (the stream stops before
+// applying it).
 template <class Layout>
 __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
                                        const pool_ref& pool) {
@@ -161,9 +163,9 @@ __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
         target[pos + i] = static_cast<unsigned char>(c >> (8 * i));
       }
     });
+    gpm::persist_at("undo_tx.roll_back.data", target, bytes);
     end = e.begin;
   }
-  gpm::persist();
   return log_status::ok;
 }
 
@@ -202,7 +204,7 @@ class basic_undo_tx_ref {
     const log_status st = save(p, sizeof(T));
     if (st != log_status::ok) return st;
     *p = value;
-    gpm::persist(p, sizeof(T));
+    gpm::persist_at("undo_tx.update.data", p, sizeof(T));
     return log_status::ok;
   }
 
@@ -283,7 +285,7 @@ class basic_undo_tx {
  private:
   basic_undo_tx(pool& p, std::string name, std::uint64_t record_offset, Log log);
   std::uint64_t* mark() const;
-  void set_mark(std::uint64_t value);
+  void set_mark(std::uint64_t value, const char* site);  // stores and persists at `site`
 
   pool* pool_;
   std::string name_;

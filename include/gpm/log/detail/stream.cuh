@@ -7,7 +7,8 @@
 // Insert protocol (the paper's, §5.2): write the entry's chunks, persist them, then store and
 // persist the tail. The tail is the sentinel: an entry past the tail does not exist, so a crash
 // mid-insert leaves the log as it was. The checksum catches what the protocol cannot: media
-// corruption, or a tail whose generation tag wrapped around.
+// corruption, or a tail whose generation tag wrapped around. Each persist is a named persist site
+// (listed in src/log/log_object.cu) that the crash-image checker can disable.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,9 @@ struct striped_layout {
   GPM_HOST_DEVICE std::uint32_t* chunk(std::uint64_t k) const {
     return reinterpret_cast<std::uint32_t*>(warp_base + k * line_bytes + lane * chunk_bytes);
   }
-  GPM_HOST_DEVICE void persist_chunks(std::uint64_t first, std::uint64_t end) const {
-    gpm::persist(warp_base + first * line_bytes, (end - first) * line_bytes);
+  GPM_HOST_DEVICE void persist_chunks(const char* site, std::uint64_t first,
+                                      std::uint64_t end) const {
+    gpm::persist_at(site, warp_base + first * line_bytes, (end - first) * line_bytes);
   }
 };
 
@@ -38,8 +40,9 @@ struct packed_layout {
   std::uint32_t* base;
 
   GPM_HOST_DEVICE std::uint32_t* chunk(std::uint64_t k) const { return base + k; }
-  GPM_HOST_DEVICE void persist_chunks(std::uint64_t first, std::uint64_t end) const {
-    gpm::persist(base + first, (end - first) * chunk_bytes);
+  GPM_HOST_DEVICE void persist_chunks(const char* site, std::uint64_t first,
+                                      std::uint64_t end) const {
+    gpm::persist_at(site, base + first, (end - first) * chunk_bytes);
   }
 };
 
@@ -89,10 +92,11 @@ GPM_HOST_DEVICE inline std::uint64_t load_used(const stream_ref& s) {
   return tail_used(word, s.generation);
 }
 
-GPM_HOST_DEVICE inline void store_used(const stream_ref& s, std::uint64_t used) {
+// Publishes the stream's new tail and persists it at the caller's persist site.
+GPM_HOST_DEVICE inline void store_used(const stream_ref& s, std::uint64_t used, const char* site) {
   atomic_ref<std::uint64_t, pool_scope>(*s.tail).store(tail_word(s.generation, used),
                                                        memory_order_relaxed);
-  gpm::persist(s.tail, sizeof(std::uint64_t));
+  gpm::persist_at(site, s.tail, sizeof(std::uint64_t));
 }
 
 template <class Layout, class Source>
@@ -111,8 +115,9 @@ GPM_HOST_DEVICE log_status append(const Layout& at, const stream_ref& s, const S
   *at.chunk(used + n) = static_cast<std::uint32_t>(bytes);
   *at.chunk(used + n + 1) = static_cast<std::uint32_t>(h);
   *at.chunk(used + n + 2) = static_cast<std::uint32_t>(h >> 32);
-  at.persist_chunks(used, used + n + trailer_chunks);  // the entry is durable before its tail
-  store_used(s, used + n + trailer_chunks);
+  // The entry is durable before its tail.
+  at.persist_chunks("log.append.entry", used, used + n + trailer_chunks);
+  store_used(s, used + n + trailer_chunks, "log.append.tail");
   return log_status::ok;
 }
 
@@ -191,10 +196,12 @@ GPM_HOST_DEVICE log_status remove_newest(const Layout& at, const stream_ref& s,
   const entry e = entry_ending_at(at, s, load_used(s));
   if (e.status != log_status::ok) return e.status;
   if (e.bytes != bytes) return log_status::size_mismatch;
-  store_used(s, e.begin);
+  store_used(s, e.begin, "log.remove.tail");
   return log_status::ok;
 }
 
-GPM_HOST_DEVICE inline void clear_stream(const stream_ref& s) { store_used(s, 0); }
+GPM_HOST_DEVICE inline void clear_stream(const stream_ref& s) {
+  store_used(s, 0, "log.clear_stream.tail");
+}
 
 }  // namespace gpm::detail::log
