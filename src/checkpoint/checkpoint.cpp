@@ -10,7 +10,8 @@
 //   checkpoint.add.entry      a new chunk's table entry, which makes the chunk exist
 //   checkpoint.copy.working   a changed chunk's working copy once its copy has completed, on both
 //                             copy paths (the copy kernel's stores or the DMA are in host memory
-//                             then; on device-DAX pools this also writes back CPU caches)
+//                             then; on device-DAX pools this also writes back CPU caches); the
+//                             copy kernel has no persist of its own (kernels.cu)
 //   checkpoint.record.write   the commit record not in force, with the new slots and digests:
 //                             the flip (record_store.cpp)
 #include <gpm/checkpoint/checkpoint.hpp>

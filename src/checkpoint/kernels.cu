@@ -6,7 +6,6 @@
 
 #include <gpm/checkpoint/digest.hpp>
 #include <gpm/platform/kernel.cuh>
-#include <gpm/platform/persist.hpp>
 
 namespace gpm::checkpoint_detail {
 
@@ -15,6 +14,9 @@ namespace {
 // Every thread digests (and copies) 16-byte pairs of words in a grid-stride loop when both
 // pointers allow 16-byte accesses (the widest PCIe store), single words otherwise; the last
 // partial word is read byte by byte. Sums are reduced per warp and added atomically once per warp.
+// The copy does not persist: the checkpoint persists the copy's range from the host once the
+// stream has completed, on both copy paths (checkpoint.copy.working), and nothing relies on the
+// copy being durable earlier, so a fence here would only delay the kernel's end.
 template <bool Copy>
 __global__ void digest_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t bytes,
                               unsigned long long* sum, bool wide) {
@@ -47,7 +49,6 @@ __global__ void digest_kernel(unsigned char* dst, const unsigned char* src, std:
     }
     local += chunk_digest_term(v, full_words);
   }
-  if constexpr (Copy) gpm::persist();  // this thread's stores are in host memory from here
   for (int offset = 16; offset > 0; offset /= 2) {
     local += __shfl_down_sync(0xffffffffu, local, offset);
   }

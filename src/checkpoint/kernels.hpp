@@ -18,8 +18,8 @@ unsigned blocks_for(std::uint64_t bytes, int multiprocessors);
 void enqueue_digest(const void* src, std::uint64_t bytes, unsigned long long* sum,
                     int multiprocessors, cudaStream_t s);
 
-// Copies [src, +bytes) into `dst` (the GPU's view of pool memory, 8-byte aligned) with GPU stores,
-// persisting them, and adds the digest terms to *sum, on `s`.
+// Copies [src, +bytes) into `dst` (the GPU's view of pool memory, 8-byte aligned) with GPU stores
+// and adds the digest terms to *sum, on `s`. The caller persists the copy once `s` has completed.
 void enqueue_copy_digest(void* dst, const void* src, std::uint64_t bytes, unsigned long long* sum,
                          int multiprocessors, cudaStream_t s);
 

@@ -30,7 +30,7 @@ namespace gpm {
 // How chunk bytes travel from GPU memory into the pool.
 enum class copy_path {
   automatic,   // measure both on the first checkpoint and keep the faster
-  gpu_stores,  // a kernel stores into the mapped pool and persists (GPM), checksumming on the way
+  gpu_stores,  // a kernel stores into the mapped pool (GPM), checksumming on the way
   dma,         // cudaMemcpyAsync into the pool (the copy engines), checksummed by a kernel
 };
 std::string_view to_string(copy_path p) noexcept;
