@@ -65,7 +65,7 @@ void write_state(table_record& r, table_state s) {
   s.checksum = state_checksum(s);
   table_state& slot = r.state[s.seq % 2];
   slot = s;
-  persist(&slot, sizeof slot);
+  persist_at("gphash.state.write", &slot, sizeof slot);
 }
 
 }  // namespace gpm::format::hash

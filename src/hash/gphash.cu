@@ -2,6 +2,19 @@
 // recovery, using its owned parts: the volatile value allocator (value_area) and BktCache
 // (bucket_cache). Explicitly instantiated for the key types, so users compile only the device
 // view.
+//
+// The table's persist sites (gpm::persist_at; tests/hash/gphash_crash_image_test.cu catches the
+// removal of each; docs/crash-checking.md has the table). In the engine (engine.cuh) unless named:
+//   gphash.create.record   a new table's header and first state record (here)
+//   gphash.state.write     every state record update: resize start and commit (format.cpp)
+//   gphash.value.write     a value cell filled (key record and value), by every lane
+//   gphash.insert.claim    a claimed slot's value offset and key words, before publication
+//   gphash.insert.publish  the published fingerprint word, before the insert is acknowledged
+//   gphash.update.swap     the valid copy's value offset after the update's CAS
+//   gphash.erase.clear     the erased copy's fingerprint word, cleared
+//   gphash.recover.dedupe  recovery clearing a duplicate copy (kernels.cuh)
+// Two clears are not persisted, since no crash can make their loss visible (kernels.cuh):
+// recovery's clearing of INSERTING slots and a rehash's clearing of an item's copy below.
 #include <gpm/hash/gphash.cuh>
 
 #include <algorithm>
@@ -518,7 +531,7 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
   s.seq = 1;
   s.checksum = state_checksum(s);
   record->state[1] = s;
-  persist(record, sizeof *record);
+  persist_at("gphash.create.record", record, sizeof *record);
   m->record = record;
   m->state = s;
   m->device_base = p.ref().base;

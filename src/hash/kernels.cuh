@@ -75,9 +75,10 @@ __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long lon
     const slot_ref slot = slot_at(v, level, i / v.slots, static_cast<std::uint32_t>(i % v.slots));
     const std::uint64_t word = load_word(&slot[0]);
     if constexpr (Op == scan_op::clear_inserting) {
+      // Not persisted: a durable INSERTING is only ever cleared again by the next recovery (no
+      // reader gives it a meaning), and the slot's next insert persists the word as it publishes.
       if (word == kInserting) {
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
-        gpm::persist();
         atomicAdd(count, 1ull);
       }
     } else if constexpr (Op == scan_op::count_items) {
@@ -113,7 +114,9 @@ __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long l
     const probe_result r = probe(v, tile, key, h, img.word, false);
     if (r.match != copy_rank(level, bucket, s) && tile.thread_rank() == 0) {
       atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
-      gpm::persist();
+      // Durable before the operations that follow: once they erase or update the valid copy,
+      // a duplicate that survived a crash would bring back the old item.
+      persist_at(v, "gphash.recover.dedupe", &slot[0], sizeof slot[0]);
       atomicAdd(removed, 1ull);
     }
   }
@@ -141,8 +144,9 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
     if (tile.thread_rank() == 0) {
       if (st == hash_status::inserted || st == hash_status::exists) {
         kernel_crash_point(all.crash, "gphash.rehash.copied");
+        // Not persisted: until the resize commits, recovery resumes the rehash, which finds the
+        // copy above and clears this one again; once it commits, the level is dropped and freed.
         atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(kEmpty);
-        gpm::persist();
         if (st == hash_status::exists) atomicAdd(&counts[1], 1ull);
       } else {
         atomicAdd(&counts[0], 1ull);

@@ -10,6 +10,7 @@
 // as one contiguous run and the other words only of a slot whose fingerprint matches.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -80,10 +81,14 @@ struct table_view {
   kernel_crash_ref crash;
 };
 
-// Makes the calling thread's earlier pool stores durable (FAST'25's persist), unless the view is
-// a volatile copy.
-__device__ inline void persist(const table_view& v) {
-  if (v.persistent) gpm::persist();
+// FAST'25's persist at the persist site `site` (the sites are listed in src/hash/gphash.cu),
+// unless the view is a volatile copy. On a GPU it is __threadfence_system(), which makes all of
+// the calling thread's earlier pool stores durable; [p, p + len) names the lines the protocol
+// relies on, which is what the crash-image checker makes durable (docs/crash-checking.md). The
+// range is not computed on a GPU, where it is unused.
+__device__ inline void persist_at(const table_view& v, const char* site, const void* p,
+                                  std::size_t len) {
+  if (v.persistent) gpm::persist_at(site, p, len);
 }
 
 // ---- slot layout ---------------------------------------------------------------------------
@@ -438,15 +443,15 @@ __device__ inline void retire_cell(const table_view& v, std::uint64_t off) {
   atomicOr(reinterpret_cast<unsigned long long*>(&v.retired[cell / 64]), 1ull << (cell % 64));
 }
 
-// Copies a value with every lane of the tile; `durable`: into the pool, made durable before any
-// lane publishes.
+// Copies a value with every lane of the tile. With `cell`, the copy goes into that pool cell
+// (after its key record), and every lane makes the whole cell durable before any lane publishes.
 template <class Tile>
 __device__ inline void copy_value(const table_view& v, const Tile& t, void* dst, const void* src,
-                                  bool durable) {
+                                  const char* cell = nullptr) {
   auto* d = static_cast<std::uint64_t*>(dst);
   const auto* s = static_cast<const std::uint64_t*>(src);
   for (std::uint32_t i = t.thread_rank(); i < v.value_bytes / 8; i += t.size()) d[i] = s[i];
-  if (durable) persist(v);
+  if (cell != nullptr) persist_at(v, "gphash.value.write", cell, v.cell_bytes);
   t.sync();
 }
 
@@ -584,7 +589,7 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
     kernel_crash_point(v.crash, "gphash.update.prepared");
     const bool ok =
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected, cell);
-    persist(v);
+    persist_at(v, "gphash.update.swap", &slot[1], sizeof slot[1]);
     if (ok) {
       retire_cell(v, r.match_value);
       cache_refresh(v, at.level, at.bucket, at.slot);
@@ -609,7 +614,7 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   cell = t.shfl(cell, 0);
   if (cell != 0) {
     key_ops<Key>::write_record(v, t, v.base + cell, key);
-    copy_value(v, t, v.base + cell + v.key_area, value, true);
+    copy_value(v, t, v.base + cell + v.key_area, value, v.base + cell);
   }
   return cell;
 }
@@ -672,7 +677,11 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
         atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(cell, memory_order_relaxed);
         key_ops<Key>::store_key(slot, key);
         kernel_crash_point(v.crash, "gphash.insert.claimed");
-        persist(v);  // the item is durable before it becomes visible
+        // The item is durable before it becomes visible: its value offset and key words (one
+        // range from word 1 to the last key word, which also spans other slots' words).
+        const char* item = reinterpret_cast<const char*>(&slot[1]);
+        persist_at(v, "gphash.insert.claim", item,
+                   reinterpret_cast<const char*>(&slot[v.slot_words - 1] + 1) - item);
       }
     }
     if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;
@@ -691,7 +700,8 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     }
     if (t.thread_rank() == 0) {
       state.store(w, memory_order_release);
-      persist(v);  // the publication is durable before the operation is acknowledged
+      // The publication is durable before the operation is acknowledged.
+      persist_at(v, "gphash.insert.publish", &slot[0], sizeof slot[0]);
       kernel_crash_point(v.crash, "gphash.insert.published");
       cache_refresh(v, at.level, at.bucket, at.slot);
     }
@@ -720,7 +730,7 @@ __device__ hash_status find(const table_view& v, const Tile& t, const Key& key, 
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), false);
   if (r.match == 0) return hash_status::not_found;
-  if (out != nullptr) copy_value(v, t, out, v.base + r.match_value + v.key_area, false);
+  if (out != nullptr) copy_value(v, t, out, v.base + r.match_value + v.key_area);
   return hash_status::found;
 }
 
@@ -736,10 +746,10 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
     bool ok = false;
     if (t.thread_rank() == 0) {
       const location at = location_of_rank(r.match);
+      const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
       std::uint64_t expected = w;
-      ok = atomic_ref<std::uint64_t, pool_scope>(slot_at(v, at.level, at.bucket, at.slot)[0])
-               .compare_exchange_strong(expected, kEmpty);
-      persist(v);
+      ok = atomic_ref<std::uint64_t, pool_scope>(slot[0]).compare_exchange_strong(expected, kEmpty);
+      persist_at(v, "gphash.erase.clear", &slot[0], sizeof slot[0]);
       if (ok) {
         retire_cell(v, r.match_value);
         cache_refresh(v, at.level, at.bucket, at.slot);
