@@ -373,8 +373,15 @@ INSTANTIATE_TEST_SUITE_P(Logs, LogPersistSite, ::testing::ValuesIn(kLogSites),
 constexpr std::uint32_t kElems = 8 * kStreams;  // element i belongs to thread i % kStreams
 constexpr std::uint32_t kKernelsPerBatch = 2;
 
-gpm::hcl_geometry undo_shape(gpm::hcl_log*) { return {kBlocks, kThreads, 512}; }
-gpm::conv_partitions undo_shape(gpm::conv_log*) { return {kPartitions, 2048}; }
+// Room for a whole batch: every element a thread owns saved by every kernel; a partition of a
+// conv_undo_tx holds the saves of one block's threads (block b logs to partition b).
+constexpr std::uint64_t kThreadBatchBytes =
+    kKernelsPerBatch * (kElems / kStreams) * gpm::undo_tx::entry_footprint(sizeof(std::uint64_t));
+static_assert(kPartitions == kBlocks);
+gpm::hcl_geometry undo_shape(gpm::hcl_log*) { return {kBlocks, kThreads, kThreadBatchBytes}; }
+gpm::conv_partitions undo_shape(gpm::conv_log*) {
+  return {kPartitions, kThreads * kThreadBatchBytes};
+}
 
 // Whether kernel k of batch b updates element i, and to what.
 __host__ __device__ std::uint64_t update_key(std::uint64_t seed, std::uint64_t b, std::uint32_t k,
