@@ -80,8 +80,8 @@ __global__ void bfs_init(out_array<std::uint32_t> cost, out_array<std::uint8_t> 
     put<kToPool>(mask1, v, std::uint8_t{0});
   }
   if constexpr (kPersist) {
-    gpm::persist();
-    gpm::publish_when_grid_done(blocks_done, progress, 1);
+    gpm::persist_at("native.bfs.init");  // this thread's stores are scattered: no one range
+    gpm::publish_when_grid_done(blocks_done, progress, 1, "native.bfs.publish");
   }
 }
 
@@ -111,8 +111,9 @@ __global__ void bfs_level(const std::uint64_t* row, const std::uint32_t* col, st
   if (claimed != 0) atomicAdd(&counters[0], static_cast<unsigned long long>(claimed));
   if (stored != 0) atomicAdd(&counters[1], static_cast<unsigned long long>(stored));
   if constexpr (kPersist) {
-    gpm::persist();  // this thread's costs and mask bits are durable before the level's word
-    gpm::publish_when_grid_done(blocks_done, progress, word);
+    // This thread's costs and mask bits (scattered: no one range) are durable before the word.
+    gpm::persist_at("native.bfs.level");
+    gpm::publish_when_grid_done(blocks_done, progress, word, "native.bfs.publish");
   }
 }
 

@@ -11,6 +11,17 @@
 //                                         cap-fs, cpu, against the d2h_memcpy ceiling)
 //
 // Sizes default to small problems; the gpmbench workloads size them per backend.
+//
+// The persist sites of the gpm way (gpm::persist_at; docs/crash-checking.md names the test that
+// catches each one's removal, tests/workloads/native_crash_image_test.cu):
+//   native.store.header            a new run's header (native_store.cpp)
+//   native.bfs.init, native.bfs.level      each thread's costs and mask bits (fences: a thread's
+//                                          stores are scattered over the arrays)
+//   native.srad.init, native.srad.coefficient, native.srad.image   each thread's pixels (fences)
+//   native.prefix_sum.value, native.prefix_sum.last_value, native.prefix_sum.record
+//                                  a subarray's sums, its last sum, then its record (ranged)
+//   native.bfs.publish, native.srad.publish, native.prefix_sum.publish
+//                                  the progress word the grid's last block publishes
 #pragma once
 
 #include <cstdint>

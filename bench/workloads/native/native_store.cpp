@@ -101,7 +101,7 @@ run_store run_store::create(gpm::pool& p, std::string_view workload,
   const std::uint64_t off = p.allocate(object_name(workload, "header"), sizeof(run_header), 128);
   auto* stored = p.host_ptr<run_header>(off);
   std::memcpy(stored, &h, sizeof h);
-  gpm::persist(stored, sizeof h);
+  gpm::persist_at("native.store.header", stored, sizeof h);
   return s;
 }
 

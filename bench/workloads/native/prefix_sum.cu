@@ -67,14 +67,19 @@ __device__ inline void commit_block(const out_array<std::uint32_t>& values,
   const bool last = threadIdx.x == kScanBlock - 1;
   if (!last) {
     put<kToPool>(values, i, v);
-    if constexpr (kPersist) gpm::persist();
+    if constexpr (kPersist) gpm::persist_at("native.prefix_sum.value", &values.pool[i], sizeof v);
   }
   __syncthreads();  // every other thread's value is durable
   if (last) {
     put<kToPool>(values, i, v);
-    if constexpr (kPersist) gpm::persist();  // the last value before the record that covers it
+    // The last value before the record that covers it.
+    if constexpr (kPersist) {
+      gpm::persist_at("native.prefix_sum.last_value", &values.pool[i], sizeof v);
+    }
     put<kToPool>(records, block, kBlockDone | v);
-    if constexpr (kPersist) gpm::persist();
+    if constexpr (kPersist) {
+      gpm::persist_at("native.prefix_sum.record", &records.pool[block], sizeof(std::uint64_t));
+    }
   }
 }
 
@@ -100,7 +105,9 @@ __global__ void ps_partial(const std::uint32_t* in, std::uint64_t blocks,
     commit_block<kToPool, kPersist>(partial, records, b, scan[t]);
     if (t == 0) atomicAdd(&counters[0], 1ull);
   }
-  if constexpr (kPersist) gpm::publish_when_grid_done(blocks_done, progress, kPartialsWord);
+  if constexpr (kPersist) {
+    gpm::publish_when_grid_done(blocks_done, progress, kPartialsWord, "native.prefix_sum.publish");
+  }
 }
 
 // One block per array: offsets[b] = the sum of the array's subarrays before b (wrapping).
@@ -142,7 +149,9 @@ __global__ void ps_final(const std::uint32_t* partial, const std::uint32_t* offs
                                     partial[b * kScanBlock + threadIdx.x] + offsets[b]);
     if (threadIdx.x == 0) atomicAdd(&counters[0], 1ull);
   }
-  if constexpr (kPersist) gpm::publish_when_grid_done(blocks_done, progress, kFinalsWord);
+  if constexpr (kPersist) {
+    gpm::publish_when_grid_done(blocks_done, progress, kFinalsWord, "native.prefix_sum.publish");
+  }
 }
 
 // The CPU's commit of one subarray in the same order: values but the last, written back; the

@@ -103,8 +103,8 @@ __global__ void srad_init(out_array<float> image, std::uint64_t pixels, std::uin
     put<kToPool>(image, i, initial_pixel(i, cols, seed));
   }
   if constexpr (kPersist) {
-    gpm::persist();
-    gpm::publish_when_grid_done(blocks_done, progress, 1);
+    gpm::persist_at("native.srad.init");  // a grid-stride loop's pixels: no one range
+    gpm::publish_when_grid_done(blocks_done, progress, 1, "native.srad.publish");
   }
 }
 
@@ -140,7 +140,9 @@ __global__ void srad_coefficients(const float* j, std::uint64_t rows, std::uint6
   for (std::uint64_t i : gpm::grid_stride(rows * cols)) {
     put<kToPool>(coef, i, coefficient_at(j, i / cols, i % cols, rows, cols, q));
   }
-  if constexpr (kPersist) gpm::persist();  // before the kernel ends, hence before the publish
+  // Before the kernel ends, hence before the publish. Recovery never reads the coefficients (an
+  // interrupted iteration is run again from its image): they are a durable result, as in the paper.
+  if constexpr (kPersist) gpm::persist_at("native.srad.coefficient");
 }
 
 template <bool kToPool, bool kPersist>
@@ -151,8 +153,8 @@ __global__ void srad_update(const float* j, const float* coef, std::uint64_t row
     put<kToPool>(next, i, updated_at(j, coef, i / cols, i % cols, rows, cols, lambda));
   }
   if constexpr (kPersist) {
-    gpm::persist();
-    gpm::publish_when_grid_done(blocks_done, progress, word);
+    gpm::persist_at("native.srad.image");
+    gpm::publish_when_grid_done(blocks_done, progress, word, "native.srad.publish");
   }
 }
 
