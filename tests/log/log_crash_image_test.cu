@@ -11,7 +11,7 @@
 //    the protocol has published (active, committed count), recovers, and requires the array to be
 //    the state the committed batches left.
 // With every persist site present no image fails; with any one of the module's sites disabled (a
-// mutation: the persist deleted), some image must fail. /work/notes' table lists who catches what.
+// mutation: the persist deleted), some image must fail; docs/crash-checking.md holds the table.
 // Trials: GPMKIT_CRASH_TRIALS workloads with different seeds (2 by default, more in crash-long).
 #include <gpm/log/conv_log.cuh>
 #include <gpm/log/hcl_log.cuh>
