@@ -1,18 +1,20 @@
-// Crash-image tests of the native-persistence workloads (bfs, srad, prefix_sum) in the gpm way,
-// whose kernels persist their results and the grid's last block publishes the progress word
+// Crash-image tests of the native-persistence workloads (bfs, srad, prefix_sum): the gpm way,
+// whose kernels persist their results and whose grid's last block publishes the progress word,
+// and the baselines (cpu, gpm-ndp, cap-mm), whose host makes each step durable
 // (gpm/platform/crash_image.hpp, docs/crash-checking.md). A small run goes under the checker,
-// which adopts its pool as the run creates it; after every step the run reports durable, the test
-// crashes it (the crash point workload.step_durable) and the checker writes each crash image (the
-// persisted lines plus any subset of the unpersisted ones). The check is the workload's own
-// recovery: it resumes the run on the image to its end (run_bfs, run_srad, run_prefix_sum with
-// resume = true) and requires
+// which adopts its pool as the run creates it. The run is crashed after each step's kernels
+// (native.step.computed: in gpm-ndp the step's results are stored but not yet written back) and
+// after each step it reports durable (workload.step_durable, from its progress callback); there
+// the checker writes each crash image (the persisted lines plus any subset of the unpersisted
+// ones). The check is the workload's own recovery: it resumes the run on the image to its end
+// (run_bfs, run_srad, run_prefix_sum with resume = true) and requires
 //   - every progress word the run published to be durable (the image's word is the live one),
 //   - nothing reported durable to be lost (the resumed run starts at or after it),
 //   - only missing work to be redone (steps run = steps of the run - steps found durable),
 //   - the final output to equal an uninterrupted run's, bit for bit (so the results of the steps
 //     found durable were complete).
-// With every persist site present no image fails; with any one of the native sites disabled (a
-// mutation: the persist deleted), some image fails, except native.srad.coefficient, which
+// With every persist site present no image fails; with any one of the gpm way's sites disabled
+// (a mutation: the persist deleted), some image fails, except native.srad.coefficient, which
 // recovery does not need (see its test). Trials: GPMKIT_CRASH_TRIALS problems with different
 // seeds (2 by default, more in crash-long).
 #include <fcntl.h>
@@ -149,9 +151,10 @@ struct run_result {
 };
 
 // Runs workload `c` the way `how` on problem `seed` under a checker (with `disabled_site`
-// disabled), crashing it after every step it reports durable.
+// disabled, `random_images` images where the dirty lines are too many for every subset), crashing
+// it after each step's kernels and after each step it reports durable.
 run_result check_run(const native_case& c, std::uint64_t seed, way how,
-                     const std::string& disabled_site = "") {
+                     const std::string& disabled_site = "", std::size_t random_images = 8) {
   gpm::test::scratch_dirs ref_dirs(std::string("native-image-ref-") + c.workload);
   const run_summary ref = c.run(kPool, options_for(ref_dirs), seed, how, false, {});
 
@@ -160,7 +163,8 @@ run_result check_run(const native_case& c, std::uint64_t seed, way how,
   run_model m;
   gpm::crash_image_options co;
   co.image_path = d.pool_path("image.pool");
-  co.crash_points = {kCrashPoint};
+  co.crash_points = {kCrashPoint, "native.step.computed"};
+  co.random_images = random_images;
   co.seed = seed;
   co.disabled_site = disabled_site;
   const std::string live = d.pool_path(kPool);
@@ -192,7 +196,7 @@ TEST_P(NativeCrashImage, EveryImageResumes) {
   const int trials = gpm::test::crash_trials(2);
   for (int t = 0; t < trials; ++t) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
-    const run_result r = check_run(c, seed, how);
+    const run_result r = check_run(c, seed, how, "", trials > 2 ? 64 : 8);
     ASSERT_FALSE(r.failure) << c.workload << " seed " << seed << ": " << r.failure->describe();
     EXPECT_GT(r.stats.explorations, 1u) << "seed " << seed;
     EXPECT_GE(r.stats.images, r.stats.explorations) << "seed " << seed;

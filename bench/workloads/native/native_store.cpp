@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/object_header.hpp>
@@ -186,6 +187,8 @@ cpu_team& sink::team() {
 
 void sink::commit(cudaStream_t s, const std::vector<array_range>& ranges, std::uint64_t word) {
   gpm::check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (native step)");
+  // The step is computed; in the baselines its results are not durable yet (crash-image tests).
+  gpm::crash_point("native.step.computed");
   switch (way_) {
     case way::gpm: return;  // the kernel persisted its stores and published the word itself
     case way::cpu:

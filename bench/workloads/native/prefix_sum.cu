@@ -4,7 +4,9 @@
 //   1. partial sums: the block scans its subarray; every thread but the last stores and persists
 //      its sum, the block waits at a barrier, then the last thread stores and persists its sum
 //      and then the subarray's record (its sum, tagged done). A record marks a complete subarray,
-//      so after a crash only subarrays without one are computed again.
+//      so after a crash only subarrays without one are computed again. Kernels that do not persist
+//      (gpm-ndp, cap-mm) tag their records stored instead: such a record may outlive a crash
+//      without its sums until the phase's word is published, so a resume forgets it before that.
 //   2. offsets: each subarray's offset within its array, from the records (GPU memory only: cheap
 //      to recompute, so never persisted).
 //   3. final sums: partial sum + offset, committed per subarray in the same order.
@@ -32,8 +34,11 @@ namespace {
 
 enum ps_array : int { kPartial, kPartialDone, kFinal, kFinalDone };
 constexpr std::uint64_t kBlockDone = 1ull << 32;  // a record: kBlockDone | the subarray's sum
-constexpr std::uint64_t kPartialsWord = 2;        // every partial sum is durable
-constexpr std::uint64_t kFinalsWord = 3;          // every final sum is durable
+// A record stored by a kernel that does not persist: kBlockStored | the subarray's sum. Its sums
+// and it are durable together only once the phase's word is published.
+constexpr std::uint64_t kBlockStored = 2ull << 32;
+constexpr std::uint64_t kPartialsWord = 2;  // every partial sum is durable
+constexpr std::uint64_t kFinalsWord = 3;    // every final sum is durable
 
 std::vector<array_spec> ps_arrays(std::uint64_t elements) {
   const std::uint64_t blocks = elements / kScanBlock;
@@ -76,7 +81,7 @@ __device__ inline void commit_block(const out_array<std::uint32_t>& values,
     if constexpr (kPersist) {
       gpm::persist_at("native.prefix_sum.last_value", &values.pool[i], sizeof v);
     }
-    put<kToPool>(records, block, kBlockDone | v);
+    put<kToPool>(records, block, (kPersist ? kBlockDone : kBlockStored) | v);
     if constexpr (kPersist) {
       gpm::persist_at("native.prefix_sum.record", &records.pool[block], sizeof(std::uint64_t));
     }
@@ -167,6 +172,16 @@ void cpu_commit_block(std::uint32_t* values, std::uint64_t* records, std::uint64
   gpm::write_back(records + block, sizeof(std::uint64_t));
 }
 
+// Clears the records of a phase whose word was not published that a kernel stored without
+// persisting: a crash may have kept them without their sums (on power loss, or whenever lines
+// reach the medium in another order than stored). Not persisted: one that comes back after
+// another crash is forgotten again.
+void forget_stored_records(std::uint64_t* records, std::uint64_t blocks) {
+  std::replace_if(
+      records, records + blocks, [](std::uint64_t r) { return (r & kBlockStored) != 0; },
+      std::uint64_t{0});
+}
+
 std::uint64_t count_done(const std::uint64_t* records, std::uint64_t blocks) {
   return static_cast<std::uint64_t>(
       std::count_if(records, records + blocks, [](std::uint64_t r) { return r != 0; }));
@@ -197,6 +212,8 @@ class ps_run {
     run_summary r;
     const std::uint64_t bytes_before = out.bytes_persisted();
     std::uint64_t word = st.progress();
+    if (word < kPartialsWord) forget_stored_records(st.host<std::uint64_t>(kPartialDone), blocks_);
+    if (word < kFinalsWord) forget_stored_records(st.host<std::uint64_t>(kFinalDone), blocks_);
     r.steps_total = 2 * blocks_;
     r.steps_at_start = count_done(st.host<std::uint64_t>(kPartialDone), blocks_) +
                        count_done(st.host<std::uint64_t>(kFinalDone), blocks_);
