@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -70,11 +69,16 @@ gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
   return o;
 }
 
-const std::vector<std::string> kCrashPoints = {
-    "gphash.insert.claimed",   "gphash.insert.published", "gphash.update.prepared",
-    "gphash.rehash.copied",    "gphash.resize.begin",     "gphash.resize.allocated",
-    "gphash.resize.started",   "gphash.resize.rehashed",  "gphash.resize.committed",
-    "gphash.recover.cleared",  "gphash.recover.deduplicated", "workload.between_ops",
+// The crash points explored: the host steps of resize and recovery and a crash between two
+// batches, and (where a test asks for them) the protocol's steps inside kernels.
+const std::vector<std::string> kHostCrashPoints = {
+    "gphash.resize.begin",    "gphash.resize.allocated", "gphash.resize.started",
+    "gphash.resize.rehashed", "gphash.resize.committed", "gphash.recover.cleared",
+    "gphash.recover.deduplicated", "workload.between_ops",
+};
+const std::vector<std::string> kKernelCrashPoints = {
+    "gphash.insert.claimed", "gphash.insert.published", "gphash.update.prepared",
+    "gphash.rehash.copied",
 };
 
 // The persist sites the batches reach (gphash.recover.dedupe needs a table with duplicates).
@@ -148,8 +152,9 @@ class image_checks {
       : m_(m), o_(std::move(o)), kept_path_(std::move(kept_path)) {}
 
   std::string operator()(const std::string& image) {
-    std::ifstream in(image, std::ios::binary);
-    std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::ifstream in(image, std::ios::binary | std::ios::ate);
+    std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
+    in.seekg(0).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     const bool fresh = seen_.insert({m_.step, std::hash<std::string>{}(bytes)}).second;
     if (std::this_thread::get_id() != host_) {
       ++kernel_images_;
@@ -214,8 +219,8 @@ void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint
   }
 }
 
-// `batches` random batches of up to kBatch distinct keys, versions from `first_version` on;
-// inserts dominate, so the table grows through several resizes.
+// `batches` random batches of up to kBatch distinct keys, versions from `first_version` on. The
+// first four insert, and inserts dominate, so that even a short run resizes the table.
 template <class Key>
 void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int batches,
                  std::uint64_t first_version = 1) {
@@ -225,7 +230,7 @@ void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int ba
   std::iota(space.begin(), space.end(), 0);
   for (int b = 0; b < batches; ++b) {
     const std::uint64_t r = rng() % 10;
-    const op o = r < 4 ? op::insert : r < 6 ? op::upsert : r < 8 ? op::update : op::erase;
+    const op o = b < 4 || r < 4 ? op::insert : r < 6 ? op::upsert : r < 8 ? op::update : op::erase;
     std::shuffle(space.begin(), space.end(), rng);
     const std::vector<std::uint64_t> keys(space.begin(), space.begin() + 1 + rng() % kBatch);
     run_batch(d, m, o, keys, first_version + b);
@@ -241,31 +246,42 @@ struct run_result {
   std::uint64_t checked = 0;        // distinct images (for their model) recovered and checked
 };
 
+// How a run explores: which persist site it disables (none: ""), whether it explores the crash
+// points inside kernels too, and how many images per crash point.
+struct exploration {
+  std::string disabled_site;
+  bool in_kernels = true;
+  std::size_t exhaustive_lines = 6;
+  std::size_t random_images = 6;
+};
+
 gpm::crash_image_options checker_options(const gpm::test::scratch_dirs& d, std::uint64_t seed,
-                                         const std::string& disabled_site,
-                                         std::size_t exhaustive_lines, std::size_t random_images) {
+                                         const exploration& e) {
   gpm::crash_image_options co;
   co.image_path = d.pool_path("image.pool");
-  co.crash_points = kCrashPoints;
-  co.exhaustive_lines = exhaustive_lines;
-  co.random_images = random_images;
+  co.crash_points = kHostCrashPoints;
+  if (e.in_kernels) {
+    co.crash_points.insert(co.crash_points.end(), kKernelCrashPoints.begin(),
+                           kKernelCrashPoints.end());
+  }
+  co.exhaustive_lines = e.exhaustive_lines;
+  co.random_images = e.random_images;
   co.seed = seed;
-  co.disabled_site = disabled_site;
+  co.disabled_site = e.disabled_site;
   return co;
 }
 
 // Arms a checker that adopts the pool's mapping from its creation, creates the table and runs
 // the batches.
 template <class Key>
-run_result check_workload(std::uint64_t seed, int batches, const std::string& disabled_site = "",
-                          std::size_t exhaustive_lines = 6, std::size_t random_images = 6) {
+run_result check_workload(std::uint64_t seed, int batches, const exploration& e) {
   gpm::test::scratch_dirs d("gphash-image");
   const gpm::pool_options o = options_for(d);
   table_model m;
   image_checks<Key> checks(m, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker(
       [&](const std::string& image) { return checks(image); },
-      checker_options(d, seed, disabled_site, exhaustive_lines, random_images));
+      checker_options(d, seed, e));
   {
     gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, o);
     auto t = gpm::gphash<Key>::create(p, kTable, kConfig, table_options());
@@ -311,14 +327,19 @@ void print_stats(const char* what, std::uint64_t seed, const run_result& r) {
               static_cast<unsigned long long>(r.checked), r.stats.most_dirty_lines);
 }
 
+// `ci_trials` seeds in CI (GPMKIT_CRASH_TRIALS more, with longer runs and more images).
 template <class Key>
-void every_image_recovers(const char* what) {
-  const int trials = gpm::test::crash_trials(2);
+void every_image_recovers(const char* what, int ci_trials) {
+  const int trials = gpm::test::crash_trials(ci_trials);
   const bool long_run = trials > 2;
   for (int t = 0; t < trials; ++t) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
-    const run_result r = check_workload<Key>(seed, long_run ? 60 : 24, "", long_run ? 8 : 6,
-                                             long_run ? 16 : 6);
+    exploration e;
+    if (long_run) {
+      e.exhaustive_lines = 8;
+      e.random_images = 16;
+    }
+    const run_result r = check_workload<Key>(seed, long_run ? 48 : 12, e);
     ASSERT_FALSE(r.failure) << what << ", seed " << seed << ": " << r.failure->describe();
     EXPECT_GT(r.kernel_images, 0u) << what << ", seed " << seed;
     for (const char* site : kWorkloadSites) {
@@ -329,19 +350,21 @@ void every_image_recovers(const char* what) {
 }
 
 TEST_F(GphashCrashImageTest, EveryImageOfTheTableRecovers) {
-  every_image_recovers<std::uint64_t>("8-byte keys");
+  every_image_recovers<std::uint64_t>("8-byte keys", 2);
 }
 
 TEST_F(GphashCrashImageTest, EveryImageOfATableOf32ByteKeysRecovers) {
-  every_image_recovers<gpm::key32>("32-byte keys");
+  every_image_recovers<gpm::key32>("32-byte keys", 1);
 }
 
-// Deleting any one persist of the table's protocol must be caught.
+// Deleting any one persist of the table's protocol must be caught. The host crash points
+// suffice to catch each (and cost a tenth of the images).
 class GphashPersistSite : public GphashCrashImageTest,
                           public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(GphashPersistSite, RemovalIsCaught) {
-  const run_result r = check_workload<std::uint64_t>(1, 24, GetParam());
+  const run_result r =
+      check_workload<std::uint64_t>(1, 24, {.disabled_site = GetParam(), .in_kernels = false});
   EXPECT_TRUE(r.stats.site_hits.contains(GetParam())) << "the workload never reached the site";
   ASSERT_TRUE(r.failure) << "no crash image failed without " << GetParam() << " ("
                          << r.stats.images << " images)";
@@ -394,7 +417,7 @@ std::uint64_t table_with_duplicates(const gpm::test::scratch_dirs& d, table_mode
 
 // Opens the table with duplicates under a checker that adopts the pool's mapping as open() makes
 // it, so recovery's persists are checked; then erases every key (a duplicate that survived would
-// bring its key back) and runs random batches.
+// bring its key back) and runs random batches. Host crash points only: recovery's are host code.
 run_result check_recovered_duplicates(const std::string& disabled_site) {
   gpm::test::scratch_dirs d("gphash-image-dup");
   table_model m;
@@ -403,7 +426,7 @@ run_result check_recovered_duplicates(const std::string& disabled_site) {
   const gpm::pool_options o = options_for(d);
   image_checks<std::uint64_t> checks(m, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
-                                   checker_options(d, 2, disabled_site, 6, 6));
+                                   checker_options(d, 2, {.disabled_site = disabled_site, .in_kernels = false}));
   {
     gpm::pool p = gpm::pool::open(kPool, kLayout, o);
     auto t = gpm::gphash<std::uint64_t>::open(p, kTable, table_options());
