@@ -383,12 +383,14 @@ std::vector<std::uint64_t> duplicated_keys() {
   return keys;
 }
 
-// A table holding duplicate copies of its keys, as one written before inserts checked for
-// conflicts could: each item of the top level (1) copied into a free slot of level 0. That level's
-// one bucket is a candidate of every key, and a copy below the top ranks below the original,
-// which stays the valid copy; the copy also lies on another cache line, so that only recovery's
-// own persist makes its clearing durable. Returns the copies made.
-std::uint64_t table_with_duplicates(const gpm::test::scratch_dirs& d, table_model& m) {
+// A table for recovery to repair. It holds duplicate copies of its keys, as one written before
+// inserts checked for conflicts could: each item of the top level (1) copied into a free slot of
+// level 0. That level's one bucket is a candidate of every key, and a copy below the top ranks
+// below the original, which stays the valid copy; the copy also lies on another cache line, so
+// that only recovery's own persist makes its clearing durable. It also holds a slot left
+// INSERTING (with a value offset that is no cell), which recovery clears without persisting: the
+// images after it show that this is enough. Returns the copies made.
+std::uint64_t table_to_repair(const gpm::test::scratch_dirs& d, table_model& m) {
   gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, options_for(d));
   {
     auto t = gpm::gphash<std::uint64_t>::create(p, kTable, kConfig, table_options());
@@ -401,27 +403,34 @@ std::uint64_t table_with_duplicates(const gpm::test::scratch_dirs& d, table_mode
   auto* below = p.host_ptr<std::uint64_t>(p.find(std::string(kTable) + ".L0")->offset);
   std::uint64_t copies = 0;
   int free_slot = 0;
+  bool claimed = false;
   for (int b = 0; b < 2; ++b) {
-    const std::uint64_t* bucket = top + 2 * kSlots * b;
+    std::uint64_t* bucket = top + 2 * kSlots * b;
     for (int s = 0; s < kSlots; ++s) {
+      if (bucket[s] == 0 && !claimed) {
+        bucket[s] = ~0ull;
+        bucket[kSlots + s] = 1;
+        claimed = true;
+      }
       if (bucket[s] == 0 || bucket[s] == ~0ull) continue;
       while (free_slot < kSlots && below[free_slot] != 0) ++free_slot;
-      if (free_slot == kSlots) return copies;
+      if (free_slot == kSlots) break;
       below[free_slot] = bucket[s];
       below[kSlots + free_slot] = bucket[kSlots + s];
       ++copies;
     }
   }
+  EXPECT_TRUE(claimed);
   return copies;
 }
 
-// Opens the table with duplicates under a checker that adopts the pool's mapping as open() makes
+// Opens the table to repair under a checker that adopts the pool's mapping as open() makes
 // it, so recovery's persists are checked; then erases every key (a duplicate that survived would
 // bring its key back) and runs random batches. Host crash points only: recovery's are host code.
 run_result check_recovered_duplicates(const std::string& disabled_site) {
   gpm::test::scratch_dirs d("gphash-image-dup");
   table_model m;
-  const std::uint64_t copies = table_with_duplicates(d, m);
+  const std::uint64_t copies = table_to_repair(d, m);
   EXPECT_GT(copies, 0u);
   const gpm::pool_options o = options_for(d);
   image_checks<std::uint64_t> checks(m, o, d.pool_path("kept.pool"));
@@ -431,6 +440,7 @@ run_result check_recovered_duplicates(const std::string& disabled_site) {
     gpm::pool p = gpm::pool::open(kPool, kLayout, o);
     auto t = gpm::gphash<std::uint64_t>::open(p, kTable, table_options());
     EXPECT_EQ(t.last_recovery().duplicates_removed, copies);
+    EXPECT_EQ(t.last_recovery().inserting_cleared, 1u);
     driver<std::uint64_t> drv(t);
     run_batch(drv, m, op::erase, duplicated_keys(), 2);
     run_batches(t, m, 2, 8, 3);
