@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gpmkit's build needs on Debian/Ubuntu, and nothing that is already there:
 # a C++20 compiler, CMake >= 3.25, Ninja, GoogleTest, Google Benchmark, Python's plotting
-# package for benchmark reports, and what the Python package needs (Python's headers, nanobind,
-# NumPy, pytest). Safe to run repeatedly. The CUDA toolkit is not installed here:
+# package for benchmark reports, what the Python package needs (Python's headers, nanobind,
+# NumPy, pytest) and PyTorch for its gpmkit.torch and gpmkit.dcp tests. Safe to run repeatedly. The CUDA toolkit is not installed here:
 # the host backend needs none.
 set -euo pipefail
 
@@ -38,4 +38,12 @@ if ! python3 -c 'import nanobind, numpy, pytest' 2>/dev/null; then
   echo "install-deps: installing nanobind, numpy and pytest (the Python package and its tests)"
   python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../python/requirements.txt" \
     || echo "install-deps: the Python package's requirements are unavailable; it will not be built"
+fi
+
+if ! python3 -c 'import torch' 2>/dev/null; then
+  # PyPI's wheel, the only one reachable here: it brings CUDA's libraries (about 5 GB installed,
+  # about 4 minutes on the CI machine) and runs on the CPU where there is no GPU.
+  echo "install-deps: installing PyTorch (the gpmkit.torch and gpmkit.dcp tests)"
+  python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../python/requirements-torch.txt" \
+    || echo "install-deps: PyTorch unavailable; the gpmkit.torch and gpmkit.dcp tests will be skipped"
 fi

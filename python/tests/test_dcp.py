@@ -1,0 +1,223 @@
+"""Tests of gpmkit.dcp (python/gpmkit/dcp.py), the torch.distributed.checkpoint storage backend:
+dcp.save / dcp.async_save / dcp.load of a model's and an optimizer's state through pools, two
+ranks over gloo writing their shards into pools of their own, a save that fails before its commit
+leaving the previous checkpoint the latest, bad checkpoints refused with errors naming them, and
+SIGKILLs during a loop of saves after which the latest checkpoint loads whole."""
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import gpmkit
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if gpmkit.backend() == "cuda" and not torch.cuda.is_available():
+    pytest.skip("the cuda build needs a GPU that PyTorch sees", allow_module_level=True)
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from torch.distributed.checkpoint.api import CheckpointException  # noqa: E402
+
+from gpmkit.dcp import METADATA, PoolReader, PoolWriter, latest  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crash_child import kill_after_acks  # noqa: E402
+
+DEVICE = "cuda" if gpmkit.backend() == "cuda" else "cpu"
+
+
+def make(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).to(DEVICE)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(32, 8, device=DEVICE)
+    model(x).square().mean().backward()
+    opt.step()
+    return model, opt
+
+
+def state_of(model, opt, step):
+    return {"model": model.state_dict(), "optim": opt.state_dict(), "step": step,
+            "note": f"after step {step}"}
+
+
+def assert_same(a, b):
+    for (ka, va), (kb, vb) in zip(a.items(), b.items()):
+        assert ka == kb
+        assert torch.equal(va, vb), ka
+
+
+def error_of(call):
+    """The exception call() raises, unwrapped from DCP's CheckpointException (which carries each
+    rank's exception; it derives from BaseException)."""
+    with pytest.raises(BaseException) as e:
+        call()
+    err = e.value
+    if isinstance(err, CheckpointException):
+        err = next(iter(err.failures.values()))[0]
+    return err
+
+
+def gpmkit_error(call, code, text):
+    err = error_of(call)
+    assert isinstance(err, gpmkit.Error), repr(err)
+    assert err.code == code and text in str(err), f"{err.code}: {err}"
+    return err
+
+
+def metadata_error(path, code, text):
+    """Reading the checkpoint at `path` fails with gpmkit.Error `code` saying `text`, and
+    dcp.load passes the message on (inside its own exception)."""
+    gpmkit_error(lambda: PoolReader(path).read_metadata(), code, text)
+    assert text in str(error_of(lambda: dcp.load({"x": torch.zeros(1)},
+                                                 storage_reader=PoolReader(path))))
+
+
+@pytest.fixture
+def root(dirs):
+    return os.path.join(dirs["pm_dir"], "ckpt")
+
+
+def test_save_and_load_a_model_and_its_optimizer(root, dirs):
+    model, opt = make(1)
+    dcp.save(state_of(model, opt, 7),
+             storage_writer=PoolWriter(f"{root}/step-7", snapshot_dir=dirs["snapshot_dir"]))
+    other, other_opt = make(2)
+    target = state_of(other, other_opt, 0)
+    dcp.load(target, storage_reader=PoolReader(f"{root}/step-7",
+                                               snapshot_dir=dirs["snapshot_dir"]))
+    assert_same(other.state_dict(), model.state_dict())
+    assert target["step"] == 7 and target["note"] == "after step 7"
+    saved = opt.state_dict()["state"]
+    for k, v in target["optim"]["state"].items():
+        assert torch.equal(v["exp_avg"], saved[k]["exp_avg"])
+    assert sorted(os.listdir(f"{root}/step-7")) == [METADATA, "rank-0.pool"]
+
+
+def test_async_save_then_load(root, dirs):
+    dist.init_process_group("gloo", init_method=f"file://{dirs['snapshot_dir']}/pg",
+                            rank=0, world_size=1)
+    try:
+        model, opt = make(3)
+        f = dcp.async_save(state_of(model, opt, 1),
+                           storage_writer=PoolWriter(f"{root}/a", snapshot_dir=dirs["snapshot_dir"]))
+        f.result()
+        other, other_opt = make(4)
+        dcp.load(state_of(other, other_opt, 0), storage_reader=PoolReader(f"{root}/a"))
+        assert_same(other.state_dict(), model.state_dict())
+    finally:
+        dist.destroy_process_group()
+
+
+class _DiesBeforeCommit(PoolWriter):
+    def finish(self, metadata, results):
+        raise RuntimeError("killed before the commit")
+
+
+def test_a_save_that_dies_before_its_commit_is_not_a_checkpoint(root, dirs):
+    model, opt = make(5)
+    dcp.save(state_of(model, opt, 1), storage_writer=PoolWriter(f"{root}/step-1"))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1)
+    err = error_of(lambda: dcp.save(state_of(model, opt, 2),
+                                    storage_writer=_DiesBeforeCommit(f"{root}/step-2")))
+    assert "before the commit" in str(err)
+    assert os.path.exists(f"{root}/step-2/rank-0.pool")  # written, never committed
+    assert latest(root) == f"{root}/step-1"
+    metadata_error(f"{root}/step-2", "not_found", "no committed gpmkit.dcp checkpoint")
+
+
+def test_bad_checkpoints_are_refused_with_their_names(root, dirs):
+    model, opt = make(6)
+    state = state_of(model, opt, 1)
+    dcp.save(state, storage_writer=PoolWriter(f"{root}/good"))
+    gpmkit_error(lambda: dcp.save(state, storage_writer=PoolWriter(f"{root}/good")),
+                 "already_exists", "already holds a committed checkpoint")
+    dcp.save(state, storage_writer=PoolWriter(f"{root}/good", overwrite=True))
+
+    # A damaged metadata file.
+    os.makedirs(f"{root}/bad")
+    with open(f"{root}/good/{METADATA}", "rb") as f:
+        blob = bytearray(f.read())
+    blob[len(blob) // 2] ^= 0x40
+    with open(f"{root}/bad/{METADATA}", "wb") as f:
+        f.write(blob)
+    metadata_error(f"{root}/bad", "corrupt", "damaged")
+    with open(f"{root}/bad/{METADATA}", "wb") as f:
+        f.write(b"not ours at all, just some text")
+    metadata_error(f"{root}/bad", "corrupt", "not a gpmkit.dcp metadata file")
+
+    # The metadata of one checkpoint with the pool of a smaller one.
+    small = {"model": torch.nn.Linear(2, 2).to(DEVICE).state_dict()}
+    dcp.save(small, storage_writer=PoolWriter(f"{root}/small"))
+    os.remove(f"{root}/good/rank-0.pool")
+    os.rename(f"{root}/small/rank-0.pool", f"{root}/good/rank-0.pool")
+    gpmkit_error(lambda: dcp.load(state, storage_reader=PoolReader(f"{root}/good")),
+                 "corrupt", "item ")
+
+    # A state dict whose tensor has another shape than the saved one: DCP's planner refuses it
+    # before anything is read.
+    dcp.save({"w": torch.zeros(4, device=DEVICE)}, storage_writer=PoolWriter(f"{root}/w"))
+    err = error_of(lambda: dcp.load({"w": torch.zeros(5, device=DEVICE)},
+                                    storage_reader=PoolReader(f"{root}/w")))
+    assert "w" in str(err)
+
+
+RANK = textwrap.dedent("""
+    import os, sys, torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
+    from gpmkit.dcp import PoolReader, PoolWriter
+    rank, store, root, device = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    mine = torch.arange(1000, dtype=torch.float32, device=device) + 1000 * rank
+    shared = torch.linspace(0, 1, 257, device=device)
+    dcp.save({f"rank{rank}": mine, "shared": shared}, storage_writer=PoolWriter(root))
+    dist.barrier()
+    back = {f"rank{rank}": torch.zeros_like(mine), "shared": torch.zeros_like(shared)}
+    dcp.load(back, storage_reader=PoolReader(root))
+    assert torch.equal(back[f"rank{rank}"], mine) and torch.equal(back["shared"], shared)
+    dist.destroy_process_group()
+    print("ok", rank)
+""")
+
+
+def test_two_ranks_write_their_shards_into_pools_of_their_own(root, dirs):
+    store = os.path.join(dirs["snapshot_dir"], "store")
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), store, f"{root}/two", DEVICE],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    for r, (p, out) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0 and f"ok {r}" in out, out
+    names = sorted(os.listdir(f"{root}/two"))
+    assert names == sorted([METADATA, "rank-0.pool", "rank-1.pool"]), names
+
+
+CHILD = textwrap.dedent("""
+    import sys, torch, torch.distributed.checkpoint as dcp
+    from gpmkit.dcp import PoolWriter
+    root, device = sys.argv[1], sys.argv[2]
+    w = torch.zeros(64, 64, device=device)
+    for step in range(1, 1000):
+        w.fill_(step)
+        dcp.save({"w": w, "step": step}, storage_writer=PoolWriter(f"{root}/step-{step}"))
+        print(step, flush=True)
+""")
+
+
+def test_sigkill_during_saves_leaves_the_latest_checkpoint_whole(root):
+    rng = random.Random(11)
+    for trial in range(3):
+        trial_root = f"{root}/trial-{trial}"
+        acked = kill_after_acks(CHILD, [trial_root, DEVICE], rng.randint(1, 6))
+        path = latest(trial_root)
+        assert path is not None, f"trial {trial}: nothing committed after {acked} acks"
+        state = {"w": torch.zeros(64, 64, device=DEVICE), "step": 0}
+        dcp.load(state, storage_reader=PoolReader(path))
+        step = state["step"]
+        assert path.endswith(f"step-{step}"), f"trial {trial}: {path} holds step {step}"
+        assert torch.all(state["w"] == step), f"trial {trial}: torn"
+        assert acked <= step <= acked + 1, f"trial {trial}: step {step}, acked {acked}"
