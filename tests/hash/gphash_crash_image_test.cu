@@ -50,9 +50,9 @@ constexpr char kLayout[] = "gphash-image";
 constexpr char kPool[] = "kv.pool";
 constexpr char kTable[] = "kv";
 constexpr std::uint64_t kPoolBytes = 256 << 10;
-constexpr std::uint64_t kKeys = 96;           // the key space; the table starts with 24 slots
-constexpr std::uint32_t kValueBytes = 16;     // key index and version (hash_test_util's values)
-constexpr std::size_t kBatch = 8;             // keys per batch at most: one block of the kernels
+constexpr std::uint64_t kKeys = 96;        // the key space; the table starts with 24 slots
+constexpr std::uint32_t kValueBytes = 16;  // key index and version (hash_test_util's values)
+constexpr std::size_t kBatch = 8;          // keys per batch at most: one block of the kernels
 constexpr gpm::gphash_config kConfig{.value_bytes = kValueBytes, .top_level = 1};
 
 gpm::gphash_options table_options() {
@@ -72,18 +72,20 @@ gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
 // The crash points explored: the host steps of resize and recovery and a crash between two
 // batches, and (where a test asks for them) the protocol's steps inside kernels.
 const std::vector<std::string> kHostCrashPoints = {
-    "gphash.resize.begin",    "gphash.resize.allocated", "gphash.resize.started",
-    "gphash.resize.rehashed", "gphash.resize.committed", "gphash.recover.cleared",
+    "gphash.resize.begin",         "gphash.resize.allocated", "gphash.resize.started",
+    "gphash.resize.rehashed",      "gphash.resize.committed", "gphash.recover.cleared",
     "gphash.recover.deduplicated", "workload.between_ops",
 };
 const std::vector<std::string> kKernelCrashPoints = {
-    "gphash.insert.claimed", "gphash.insert.published", "gphash.update.prepared",
+    "gphash.insert.claimed",
+    "gphash.insert.published",
+    "gphash.update.prepared",
     "gphash.rehash.copied",
 };
 
 // The persist sites the batches reach (gphash.recover.dedupe needs a table with duplicates).
 const std::vector<const char*> kWorkloadSites = {
-    "gphash.create.record", "gphash.state.write",   "gphash.value.write", "gphash.insert.claim",
+    "gphash.create.record",  "gphash.state.write", "gphash.value.write", "gphash.insert.claim",
     "gphash.insert.publish", "gphash.update.swap", "gphash.erase.clear",
 };
 
@@ -96,7 +98,7 @@ std::string describe(const std::optional<std::uint64_t>& state) {
 struct table_model {
   model acked;
   std::map<std::uint64_t, std::optional<std::uint64_t>> pending;  // key -> state after the batch
-  std::string doing;                                                // the batch, for messages
+  std::string doing;                                              // the batch, for messages
   std::uint64_t step = 0;  // changes with the model: an image and a step name one check
 };
 
@@ -134,8 +136,8 @@ std::string check_table(const std::string& image, const gpm::pool_options& o,
   const gpm::gphash_check c = t.check();
   if (!c.ok) return c.problems.empty() ? "INSERTING slots after recovery" : c.problems.front();
   if (c.items != present) {
-    return "the table holds " + std::to_string(c.items) + " items but " +
-           std::to_string(present) + " keys are found";
+    return "the table holds " + std::to_string(c.items) + " items but " + std::to_string(present) +
+           " keys are found";
   }
   return "";
 }
@@ -209,13 +211,14 @@ void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint
   }
   static const char* const kOps[] = {"insert", "upsert", "update", "erase"};
   m.doing = std::string(kOps[static_cast<int>(o)]) + " batch " + std::to_string(version);
-  const std::vector<hash_status> got = d.run(o, keys, std::vector<std::uint64_t>(keys.size(), version));
+  const std::vector<hash_status> got =
+      d.run(o, keys, std::vector<std::uint64_t>(keys.size(), version));
   m.acked = std::move(after);
   m.pending.clear();
   ++m.step;
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    ASSERT_EQ(got[i], want[i]) << m.doing << ", key " << keys[i] << ": "
-                               << gpm::to_string(got[i]) << ", not " << gpm::to_string(want[i]);
+    ASSERT_EQ(got[i], want[i]) << m.doing << ", key " << keys[i] << ": " << gpm::to_string(got[i])
+                               << ", not " << gpm::to_string(want[i]);
   }
 }
 
@@ -279,9 +282,8 @@ run_result check_workload(std::uint64_t seed, int batches, const exploration& e)
   const gpm::pool_options o = options_for(d);
   table_model m;
   image_checks<Key> checks(m, o, d.pool_path("kept.pool"));
-  gpm::crash_image_checker checker(
-      [&](const std::string& image) { return checks(image); },
-      checker_options(d, seed, e));
+  gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
+                                   checker_options(d, seed, e));
   {
     gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, o);
     auto t = gpm::gphash<Key>::create(p, kTable, kConfig, table_options());
@@ -318,13 +320,14 @@ std::string test_name(const char* site) {
 }
 
 void print_stats(const char* what, std::uint64_t seed, const run_result& r) {
-  std::printf("%s, seed %llu: %llu crash points explored, %llu images (%llu inside kernels, "
-              "%llu distinct ones checked), at most %zu dirty lines\n",
-              what, static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(r.stats.explorations),
-              static_cast<unsigned long long>(r.stats.images),
-              static_cast<unsigned long long>(r.kernel_images),
-              static_cast<unsigned long long>(r.checked), r.stats.most_dirty_lines);
+  std::printf(
+      "%s, seed %llu: %llu crash points explored, %llu images (%llu inside kernels, "
+      "%llu distinct ones checked), at most %zu dirty lines\n",
+      what, static_cast<unsigned long long>(seed),
+      static_cast<unsigned long long>(r.stats.explorations),
+      static_cast<unsigned long long>(r.stats.images),
+      static_cast<unsigned long long>(r.kernel_images), static_cast<unsigned long long>(r.checked),
+      r.stats.most_dirty_lines);
 }
 
 // `ci_trials` seeds in CI (GPMKIT_CRASH_TRIALS more, with longer runs and more images).
@@ -357,6 +360,10 @@ TEST_F(GphashCrashImageTest, EveryImageOfATableOf32ByteKeysRecovers) {
   every_image_recovers<gpm::key32>("32-byte keys", 1);
 }
 
+TEST_F(GphashCrashImageTest, EveryImageOfATableOfVariableLengthKeysRecovers) {
+  every_image_recovers<gpm::varkey>("variable-length keys", 1);
+}
+
 // Deleting any one persist of the table's protocol must be caught. The host crash points
 // suffice to catch each (and cost a tenth of the images).
 class GphashPersistSite : public GphashCrashImageTest,
@@ -366,8 +373,8 @@ TEST_P(GphashPersistSite, RemovalIsCaught) {
   const run_result r =
       check_workload<std::uint64_t>(1, 24, {.disabled_site = GetParam(), .in_kernels = false});
   EXPECT_TRUE(r.stats.site_hits.contains(GetParam())) << "the workload never reached the site";
-  ASSERT_TRUE(r.failure) << "no crash image failed without " << GetParam() << " ("
-                         << r.stats.images << " images)";
+  ASSERT_TRUE(r.failure) << "no crash image failed without " << GetParam() << " (" << r.stats.images
+                         << " images)";
   std::printf("without %s: %s\n", GetParam(), r.failure->describe().c_str());
 }
 
@@ -434,8 +441,9 @@ run_result check_recovered_duplicates(const std::string& disabled_site) {
   EXPECT_GT(copies, 0u);
   const gpm::pool_options o = options_for(d);
   image_checks<std::uint64_t> checks(m, o, d.pool_path("kept.pool"));
-  gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
-                                   checker_options(d, 2, {.disabled_site = disabled_site, .in_kernels = false}));
+  gpm::crash_image_checker checker(
+      [&](const std::string& image) { return checks(image); },
+      checker_options(d, 2, {.disabled_site = disabled_site, .in_kernels = false}));
   {
     gpm::pool p = gpm::pool::open(kPool, kLayout, o);
     auto t = gpm::gphash<std::uint64_t>::open(p, kTable, table_options());
