@@ -223,7 +223,9 @@ void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint
 }
 
 // `batches` random batches of up to kBatch distinct keys, versions from `first_version` on. The
-// first four insert, and inserts dominate, so that even a short run resizes the table.
+// first four insert and the next four update, erase, upsert and insert, so that even a short run
+// resizes the table and runs every operation; then inserts dominate. Updates and erases take
+// keys that are present first.
 template <class Key>
 void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int batches,
                  std::uint64_t first_version = 1) {
@@ -231,10 +233,20 @@ void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int ba
   std::mt19937_64 rng(seed);
   std::vector<std::uint64_t> space(kKeys);
   std::iota(space.begin(), space.end(), 0);
+  constexpr op kEach[] = {op::update, op::erase, op::upsert, op::insert};
   for (int b = 0; b < batches; ++b) {
     const std::uint64_t r = rng() % 10;
-    const op o = b < 4 || r < 4 ? op::insert : r < 6 ? op::upsert : r < 8 ? op::update : op::erase;
+    const op o = b < 4   ? op::insert
+                 : b < 8 ? kEach[b - 4]
+                 : r < 4 ? op::insert
+                 : r < 6 ? op::upsert
+                 : r < 8 ? op::update
+                         : op::erase;
     std::shuffle(space.begin(), space.end(), rng);
+    if (o == op::update || o == op::erase) {
+      std::stable_partition(space.begin(), space.end(),
+                            [&](std::uint64_t k) { return m.acked.get(k).has_value(); });
+    }
     const std::vector<std::uint64_t> keys(space.begin(), space.begin() + 1 + rng() % kBatch);
     run_batch(d, m, o, keys, first_version + b);
     if (::testing::Test::HasFatalFailure()) return;
