@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ooc import ooc_sections
 from suite import suite_sections, wrap_title
+from torch_ckpt import torch_sections
 from tx import tx_sections
 
 SCHEMA = "gpmkit.bench/1"
@@ -311,6 +312,7 @@ def main():
     lines += suite_sections(plt, records, out.parent, describe_machine)
     lines += tx_sections(records, describe_machine)
     lines += ooc_sections(records, describe_machine)
+    lines += torch_sections(records, describe_machine)
     for workload in sorted(by_workload):
         lines += workload_section(plt, workload, by_workload[workload], out.parent)
     out.write_text("\n".join(lines))
