@@ -164,8 +164,10 @@ class Mode:
         self.pool = self.ck = None
         if name.startswith("gpmkit") and name != "gpmkit-dcp":
             size = (2 * state_bytes(trainer.state()) + (256 << 20)) // 4096 * 4096
+            # the checkpointer keeps two copies of each chunk, a named object each
             self.pool = gpmkit.Pool.create("ckpt.pool", size, "gpmkit.torch-bench",
-                                           pm_dir=dirs["shm"], snapshot_dir=dirs["disk"])
+                                           pm_dir=dirs["shm"], snapshot_dir=dirs["disk"],
+                                           directory_capacity=2 * 4096 + 8)
             self.ck = gpmkit.Checkpointer.create(self.pool, "train", max_chunks=4096)
 
     def path(self, n):
