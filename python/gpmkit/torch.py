@@ -17,6 +17,7 @@ load() restores into the tensors of the template it is given (model.state_dict()
 parameters' memory, so the model is restored in place) and returns the saved structure, with the
 template's tensors and the saved values that are not tensors."""
 import json
+import weakref
 
 import torch
 
@@ -74,7 +75,7 @@ def _error(message, code="invalid_argument"):
 
 def _on_device(t):
     """t itself when the checkpointer can capture it in place, else a contiguous device copy."""
-    d = t.detach()
+    d = t.detach() if t.requires_grad else t  # state_dict()'s tensors are detached already
     if d.device == _device() and d.is_contiguous():
         return d
     return d.to(_device()).contiguous()
@@ -92,14 +93,18 @@ class _Meta:
 
     def __init__(self):
         self.tensor = torch.zeros(_META_BYTES, dtype=torch.uint8, device=_device())
+        self.written = None
 
     def write(self, desc):
         data = json.dumps(desc, separators=(",", ":")).encode()
         if len(data) > _META_BYTES - 8:
             raise _error(f"the state dict's description takes {len(data)} bytes, more than "
                          f"{_META_BYTES - 8}: save fewer values that are not tensors")
+        if data == self.written:
+            return  # unchanged since this checkpointer's last save: no copy, and a skipped chunk
         buf = len(data).to_bytes(8, "little") + data
         self.tensor[:len(buf)].copy_(torch.frombuffer(bytearray(buf), dtype=torch.uint8))
+        self.written = data
 
     def read(self):
         raw = bytes(self.tensor.cpu().numpy())
@@ -109,13 +114,24 @@ class _Meta:
         return json.loads(raw[8:8 + n])
 
 
+# Each checkpointer's description chunk per group, kept between saves.
+_metas = weakref.WeakKeyDictionary()
+
+
+def _meta_of(ck, group):
+    per_group = _metas.setdefault(ck, {})
+    if group not in per_group:
+        per_group[group] = _Meta()
+    return per_group[group]
+
+
 def save(ck, state, group=0, wait=True):
     """Checkpoints `state` (a dict or list nesting tensors and JSON values) into checkpointer
     `ck`'s `group`: what Checkpointer.save returns, or with wait=False a PendingCheckpoint as soon
     as the tensors are captured (they may change at once; wait() returns once durable)."""
     tensors = []
     desc = _describe(state, "", tensors)
-    meta = _Meta()
+    meta = _meta_of(ck, group)
     meta.write(desc)
     _add(ck, _META, _META, meta.tensor, group)
     for i, (path, t) in enumerate(tensors):
