@@ -24,7 +24,7 @@ import torch
 from . import Error, backend
 
 _META = "gpmkit.torch.meta"   # the chunk of the JSON description
-_META_BYTES = 1 << 16         # its fixed size: 8 bytes of length, then the JSON
+_META_MIN = 1 << 16           # its smallest size: 8 bytes of length, then the JSON
 _TENSOR = "__gpmkit_tensor__"
 
 
@@ -89,17 +89,27 @@ def _add(ck, path, name, tensor, group):
 
 
 class _Meta:
-    """The description chunk: a uint8 tensor on the device holding length + JSON."""
+    """The description chunk: a uint8 tensor on the device holding length + JSON. A chunk keeps
+    its size from its first save, so it is made twice as large as the first description needs
+    (at least 64 KiB), leaving room for the structure to grow."""
 
-    def __init__(self):
-        self.tensor = torch.zeros(_META_BYTES, dtype=torch.uint8, device=_device())
+    def __init__(self, nbytes):
+        self.tensor = torch.zeros(nbytes, dtype=torch.uint8, device=_device())
         self.written = None
 
-    def write(self, desc):
-        data = json.dumps(desc, separators=(",", ":")).encode()
-        if len(data) > _META_BYTES - 8:
-            raise _error(f"the state dict's description takes {len(data)} bytes, more than "
-                         f"{_META_BYTES - 8}: save fewer values that are not tensors")
+    @staticmethod
+    def size_for(data):
+        n = _META_MIN
+        while n < 2 * (len(data) + 8):
+            n *= 2
+        return n
+
+    def write(self, data):
+        room = self.tensor.numel() - 8
+        if len(data) > room:
+            raise _error(f"the state dict's description takes {len(data)} bytes, more than the "
+                         f"{room} this checkpoint's first save left room for: save the values "
+                         "that are not tensors elsewhere, or start a new checkpoint")
         if data == self.written:
             return  # unchanged since this checkpointer's last save: no copy, and a skipped chunk
         buf = len(data).to_bytes(8, "little") + data
@@ -109,7 +119,7 @@ class _Meta:
     def read(self):
         raw = bytes(self.tensor.cpu().numpy())
         n = int.from_bytes(raw[:8], "little")
-        if n == 0 or n > _META_BYTES - 8:
+        if n == 0 or n > len(raw) - 8:
             raise _error("the checkpoint holds no gpmkit.torch description", "corrupt")
         return json.loads(raw[8:8 + n])
 
@@ -118,10 +128,18 @@ class _Meta:
 _metas = weakref.WeakKeyDictionary()
 
 
-def _meta_of(ck, group):
+def _saved_meta_bytes(ck, group):
+    """The size of the group's description chunk in the checkpoint, None if it has none."""
+    for c in ck.chunks():
+        if c["name"] == _META and c["group"] == group:
+            return c["bytes"]
+    return None
+
+
+def _meta_for_save(ck, group, data):
     per_group = _metas.setdefault(ck, {})
     if group not in per_group:
-        per_group[group] = _Meta()
+        per_group[group] = _Meta(_saved_meta_bytes(ck, group) or _Meta.size_for(data))
     return per_group[group]
 
 
@@ -130,9 +148,9 @@ def save(ck, state, group=0, wait=True):
     `ck`'s `group`: what Checkpointer.save returns, or with wait=False a PendingCheckpoint as soon
     as the tensors are captured (they may change at once; wait() returns once durable)."""
     tensors = []
-    desc = _describe(state, "", tensors)
-    meta = _meta_of(ck, group)
-    meta.write(desc)
+    data = json.dumps(_describe(state, "", tensors), separators=(",", ":")).encode()
+    meta = _meta_for_save(ck, group, data)
+    meta.write(data)
     _add(ck, _META, _META, meta.tensor, group)
     for i, (path, t) in enumerate(tensors):
         _add(ck, path, _chunk(i), _on_device(t), group)
@@ -145,7 +163,7 @@ def load(ck, template, group=0):
     tensors and the saved values that are not tensors. The checkpoint is restored into device
     buffers first and checked against the template, so a key missing from the template, or a
     tensor of another shape or dtype, raises Error naming the key and changes no tensor."""
-    meta = _Meta()
+    meta = _Meta(_saved_meta_bytes(ck, group) or _META_MIN)
     _add(ck, _META, _META, meta.tensor, group)
     tensors = []
     _describe(template, "", tensors)

@@ -144,3 +144,21 @@ def test_a_killed_training_loop_loads_one_completed_save(dirs):
                 assert torch.all(model.weight == step) and torch.all(model.bias == -step), \
                     f"trial {trial}: torn"
                 assert acked <= step <= acked + 1, f"trial {trial}: step {step}, acked {acked}"
+
+
+def test_a_large_description_gets_a_large_chunk_and_growth_past_it_is_refused(dirs):
+    # An optimizer over thousands of parameters describes itself in more than 64 KiB.
+    state = {"w": torch.arange(4.0, device=DEVICE), "ids": list(range(20000))}
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.create(pool, "big") as ck:
+            gtorch.save(ck, state)
+            state["ids"].append(-1)  # grows, within the room the first save left
+            gtorch.save(ck, state)
+            state["ids"] += list(range(100000))  # more than twice the first
+            with pytest.raises(gpmkit.Error, match="first save left room for"):
+                gtorch.save(ck, state)
+    with gpmkit.Pool.open("p", LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.open(pool, "big") as ck:
+            back = gtorch.load(ck, {"w": torch.zeros(4, device=DEVICE)})
+            assert back["ids"][-1] == -1 and len(back["ids"]) == 20001
+            assert torch.equal(back["w"], torch.arange(4.0, device=DEVICE))
