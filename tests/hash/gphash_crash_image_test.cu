@@ -222,10 +222,10 @@ void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint
   }
 }
 
-// `batches` random batches of up to kBatch distinct keys, versions from `first_version` on. The
-// first four insert and the next four update, erase, upsert and insert, so that even a short run
-// resizes the table and runs every operation; then inserts dominate. Updates and erases take
-// keys that are present first.
+// `batches` batches of up to kBatch distinct keys, versions from `first_version` on. The first
+// four insert keys 0 to 31, more than the table's 24 slots, so that even a short run resizes it;
+// the next four update, erase, upsert and insert, so that it runs every operation; then random
+// batches, mostly inserts. Updates and erases take keys that are present first.
 template <class Key>
 void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int batches,
                  std::uint64_t first_version = 1) {
@@ -247,7 +247,11 @@ void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int ba
       std::stable_partition(space.begin(), space.end(),
                             [&](std::uint64_t k) { return m.acked.get(k).has_value(); });
     }
-    const std::vector<std::uint64_t> keys(space.begin(), space.begin() + 1 + rng() % kBatch);
+    std::vector<std::uint64_t> keys(space.begin(), space.begin() + 1 + rng() % kBatch);
+    if (b < 4) {
+      keys.resize(kBatch);
+      std::iota(keys.begin(), keys.end(), b * kBatch);
+    }
     run_batch(d, m, o, keys, first_version + b);
     if (::testing::Test::HasFatalFailure()) return;
   }
