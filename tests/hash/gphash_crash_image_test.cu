@@ -15,7 +15,8 @@
 // of that moment, and checked at the next crash point in host code (a batch's end at the latest).
 // The emulator runs one block at a time (one worker, and a batch fits one block), so no other GPU
 // thread stores or persists while the checker reads the table.
-// Trials: GPMKIT_CRASH_TRIALS workloads with different seeds (2 by default, more in crash-long).
+// Trials: GPMKIT_CRASH_TRIALS workloads of each key kind with different seeds (by default 2 of
+// 8-byte keys and 1 of each other kind; crash-long runs 10 of each, longer and with more images).
 #include <gpm/config.hpp>
 #include <gpm/hash/gphash.cuh>
 #include <gpm/platform/crash_image.hpp>
