@@ -388,14 +388,9 @@ checkpointer checkpointer::create(pool& p, std::string_view name, checkpoint_opt
 
 checkpointer checkpointer::open(pool& p, std::string_view name, checkpoint_options options) {
   validate_checkpoint_name(name);
-  const auto obj = p.find(impl::object_name(name));
-  if (!obj) {
-    throw_error(errc::not_found, "pool " + p.path() + " holds no checkpoint named \"" +
-                                     std::string(name) + "\"; create it first.");
-  }
   const std::string who = "checkpoint \"" + std::string(name) + "\" in " + p.path();
-  const auto* h = p.host_ptr<fmt::header>(obj->offset);
-  format::validate_header(h, obj->bytes, fmt::kKind, who);
+  const pool_object obj = p.open_object(impl::object_name(name), fmt::kKind, who);
+  const auto* h = p.host_ptr<fmt::header>(obj.offset);
   if (h->max_chunks == 0 || h->max_chunks > fmt::kMaxChunksLimit ||
       h->table_offset != sizeof(fmt::header) ||
       h->records_offset !=
@@ -407,7 +402,7 @@ checkpointer checkpointer::open(pool& p, std::string_view name, checkpoint_optio
                                    ": the header's sizes or name do not match its capacity and "
                                    "the checkpoint's name; the checkpoint is damaged.");
   }
-  auto m = attach(p, name, std::move(options), obj->offset);
+  auto m = attach(p, name, std::move(options), obj.offset);
   m->records.load();
   m->load_table();
   finish_attach(*m);

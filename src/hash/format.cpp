@@ -15,9 +15,7 @@ std::uint64_t state_checksum(const table_state& s) {
   return checksum64(&s, offsetof(table_state, checksum)) ^ 0x5354415445ull;
 }
 
-void validate_table_header(const void* record, std::uint64_t available, std::uint32_t key_bytes,
-                           const std::string& what) {
-  format::validate_header(record, available, kKind, what);
+void check_table_geometry(const void* record, std::uint32_t key_bytes, const std::string& what) {
   table_header h;
   std::memcpy(&h, record, sizeof h);
   const bool geometry_ok =

@@ -542,19 +542,14 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
 template <class Key>
 gphash<Key> gphash<Key>::open(pool& p, const std::string& name, const gphash_options& options) {
   validate_options(options);
-  const auto o = p.find(name);
-  if (!o) {
-    throw_error(errc::not_found, "gphash::open: pool " + p.path() +
-                                     " holds no GPHash table named '" + name +
-                                     "': create it first");
-  }
   auto m = std::make_unique<impl>();
-  m->claim = p.claim(name, "a gphash");
   m->owner = &p;
   m->name = name;
   m->options = options;
-  validate_table_header(p.host_ptr<char>(o->offset), o->bytes, impl::key_bytes(), m->what());
-  m->record = p.host_ptr<table_record>(o->offset);
+  const pool_object o = p.open_object(name, kKind, m->what());
+  m->claim = p.claim(name, "a gphash");
+  check_table_geometry(p.host_ptr<char>(o.offset), impl::key_bytes(), m->what());
+  m->record = p.host_ptr<table_record>(o.offset);
   const table_header& h = m->record->header;
   m->config.hash_count = h.hash_count;
   m->config.level_count = h.level_count;

@@ -116,27 +116,10 @@ log_object log_object::create(pool& p, std::string_view name, const header& h) {
   return o;
 }
 
-record_site find_record(pool& p, std::string_view name, std::uint64_t min_bytes,
-                        const std::string& what) {
-  const auto obj = p.find(name);
-  if (!obj) {
-    throw_error(errc::not_found, "pool " + p.path() + " holds no object named '" +
-                                     std::string(name) + "'; create the " + what + " first");
-  }
-  record_site site{*obj, what + " '" + std::string(name) + "' in pool " + p.path()};
-  if (obj->bytes < min_bytes) {
-    throw_error(errc::corrupt, site.label + " is " + std::to_string(obj->bytes) +
-                                   " bytes, too small to be one; it is not one, or damaged");
-  }
-  return site;
-}
-
 log_object log_object::open(pool& p, std::string_view name, kind k) {
-  const record_site site = find_record(p, name, control_offset, "log");
-  const auto& obj = site.object;
-  const std::string& label = site.label;
+  const std::string label = "log '" + std::string(name) + "' in pool " + p.path();
+  const pool_object obj = p.open_object(name, kKind, label);
   char* base = p.host_ptr<char>(obj.offset);
-  format::validate_header(base, obj.bytes, kKind, label);
   header h;
   std::memcpy(&h, base, sizeof h);
   if (h.kind != static_cast<std::uint32_t>(k)) {

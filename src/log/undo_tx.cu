@@ -72,10 +72,13 @@ basic_undo_tx<Log> basic_undo_tx<Log>::create(pool& p, std::string_view name,
 
 template <class Log>
 basic_undo_tx<Log> basic_undo_tx<Log>::open(pool& p, std::string_view name) {
-  const L::record_site site = L::find_record(p, name, L::undo_record_bytes, "undo_tx");
-  format::validate_header(p.host_ptr<char>(site.object.offset), site.object.bytes,
-                          L::kUndoRecordKind, site.label);
-  return basic_undo_tx(p, std::string(name), site.object.offset, Log::open(p, log_name(name)));
+  const std::string what = "undo_tx '" + std::string(name) + "' in pool " + p.path();
+  const pool_object record = p.open_object(name, L::kUndoRecordKind, what);
+  if (record.bytes != L::undo_record_bytes) {
+    throw_error(errc::corrupt, what + " is " + std::to_string(record.bytes) + " bytes, not " +
+                                   std::to_string(L::undo_record_bytes) + "; it is damaged");
+  }
+  return basic_undo_tx(p, std::string(name), record.offset, Log::open(p, log_name(name)));
 }
 
 template <class Log>

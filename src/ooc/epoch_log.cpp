@@ -29,40 +29,9 @@ std::string epoch_log_path(const std::string& path, std::uint64_t offset) {
 
 namespace gpm::detail::ooc {
 
+using namespace gpm::format::ooc;
+
 namespace {
-
-constexpr std::uint64_t kHeaderPage = 4096;
-// Each root slot in a sector of its own, so that a torn write of one never touches the other.
-constexpr std::uint64_t kRootAt[2] = {1024, 2048};
-constexpr std::uint32_t kApplied = 1;
-constexpr std::uint32_t kCommitted = 2;
-constexpr std::uint32_t kRecordKind = 0x434f4f52;  // "ROOC"
-constexpr std::uint32_t kMaxMaskWords = (2u << 20) / kMaskGranule / 32;
-constexpr std::uint64_t kMaxRecordBytes = 2ull << 20;  // a line (mapping_options::line_bytes)
-constexpr std::size_t kNameBytes = 256;
-
-struct log_header {
-  format::object_header common;
-  std::uint64_t offset;  // the range's start in the data file
-  std::uint32_t name_bytes;
-  std::uint32_t reserved;
-  char name[kNameBytes];  // the data file's name (its last path component)
-};
-
-struct record_head {
-  std::uint32_t kind;
-  std::uint32_t mask_words;  // 0: every byte of the record changed
-  std::uint64_t epoch;
-  std::uint64_t at;  // byte offset in the range
-  std::uint64_t bytes;
-  std::uint64_t payload_checksum;
-  std::uint64_t checksum;  // of the fields above
-};
-static_assert(sizeof(record_head) == 48);
-static_assert(sizeof(epoch_log::root) == 56);
-
-const format::object_kind kKind{"gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'},
-                                1, 0, sizeof(log_header)};
 
 std::string sys_reason(int err) { return std::strerror(err); }
 

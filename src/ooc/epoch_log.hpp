@@ -1,6 +1,6 @@
 // The epoch log of a crash-consistent gpm::ooc mapping (include/gpm/ooc/epoch.hpp): a redo log in
-// a file beside the data file. Layout (little-endian; docs/out-of-core.md, "Crash-consistent
-// sync"):
+// a file beside the data file. Layout (little-endian; structs in epoch_format.hpp;
+// docs/out-of-core.md, "Crash-consistent sync"):
 //   [0, 4096)     header: gpm::format::object_header ("GPMOOCLG") + the data file's name and the
 //                 range's offset, checksummed, written once;
 //                 two root slots at 1024 and 2048 (double-buffered, checksummed, newest valid seq
@@ -23,6 +23,8 @@
 
 #include <gpm/ooc/detail/file.hpp>
 #include <gpm/ooc/epoch.hpp>
+
+#include "epoch_format.hpp"
 
 namespace gpm::detail::ooc {
 
@@ -58,16 +60,7 @@ class epoch_log {
   std::uint64_t bytes_written() const { return bytes_written_; }
   gpm::ooc::epoch_log_info info() const;
 
-  struct root {
-    std::uint64_t seq;
-    std::uint64_t epoch;
-    std::uint32_t state;  // kApplied or kCommitted
-    std::uint32_t pad;
-    std::uint64_t records;
-    std::uint64_t end;    // the committed records end here
-    std::uint64_t chain;  // checksum64 chained over the records' head checksums
-    std::uint64_t checksum;
-  };
+  using root = format::ooc::epoch_root;
 
  private:
   epoch_log() = default;

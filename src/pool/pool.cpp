@@ -33,6 +33,7 @@
 #include <gpm/platform/crash_point.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/format.hpp>
+#include <gpm/pool/object_header.hpp>
 
 #include "layout.hpp"
 #include "mapping.hpp"
@@ -715,6 +716,17 @@ pool_object pool::get(std::string_view name) const {
     throw_error(errc::not_found,
                 "pool " + live().path + " holds no object named \"" + std::string(name) + "\"");
   }
+  return *o;
+}
+
+pool_object pool::open_object(std::string_view name, const format::object_kind& kind,
+                              std::string_view what) const {
+  const std::optional<pool_object> o = find(name);
+  if (!o) {
+    throw_error(errc::not_found, std::string(what) + " does not exist (no object named '" +
+                                     std::string(name) + "'): create it first");
+  }
+  format::validate_header(host_ptr<char>(o->offset), o->bytes, kind, what);
   return *o;
 }
 

@@ -82,9 +82,8 @@ heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t l
   return h;
 }
 
-heap_header validate_header(const void* object, std::uint64_t object_bytes,
-                            const std::string& what) {
-  format::validate_header(object, object_bytes, kHeapKind, what);
+heap_header check_geometry(const void* object, std::uint64_t object_bytes,
+                           const std::string& what) {
   heap_header h;
   std::memcpy(&h, object, sizeof h);
   const bool sane = h.words >= 1 && h.words <= kMaxWords && h.logs >= 1 &&

@@ -18,10 +18,10 @@ namespace gpm::detail::tx {
 
 // The header of a new heap (checksum included). Throws invalid_argument for a bad geometry.
 heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t log_bytes);
-// Checks the header at `object` (a pool object of `object_bytes` bytes): magic, version,
-// checksum, sizes, geometry. Throws corrupt or version, naming `what`; returns the header.
-heap_header validate_header(const void* object, std::uint64_t object_bytes,
-                            const std::string& what);
+// The header at `object` (a pool object of `object_bytes` bytes, its common header validated by
+// pool::open_object): checks the geometry against the sizes. Throws corrupt, naming `what`.
+heap_header check_geometry(const void* object, std::uint64_t object_bytes,
+                           const std::string& what);
 
 // Where a record with a valid checksum lies in its log. Its pairs stay there, and apply() reads
 // them in place: the chunks of a record not yet applied are not reused (its log's head stands at

@@ -103,12 +103,9 @@ tx_geometry geometry_of(const T::heap_header& h) {
 
 // The validated header of the heap `name`: not_found, corrupt, version.
 T::heap_header find_heap(pool& p, std::string_view name) {
-  const auto obj = p.find(name);
-  if (!obj) {
-    throw_error(errc::not_found, "pool " + p.path() + " holds no object named '" +
-                                     std::string(name) + "': create the heap first");
-  }
-  return T::validate_header(p.host_ptr<char>(obj->offset), obj->bytes, label_of(p, name));
+  const std::string what = label_of(p, name);
+  const pool_object obj = p.open_object(name, T::kHeapKind, what);
+  return T::check_geometry(p.host_ptr<char>(obj.offset), obj.bytes, what);
 }
 
 }  // namespace

@@ -173,6 +173,27 @@ TEST_F(PoolTest, ClaimsKeepTwoHandlesOffOneObject) {
   expect_error([&] { q.free("heap"); }, gpm::errc::busy, "heap");
 }
 
+TEST_F(PoolTest, OpenObjectFindsAndValidatesAModulesStructure) {
+  constexpr gpm::format::object_kind kThing{
+      "test thing", {'G', 'P', 'M', 'T', 'H', 'N', 'G', '\0'}, 1, 0, 64};
+  constexpr gpm::format::object_kind kOther{
+      "other thing", {'G', 'P', 'M', 'O', 'T', 'H', 'R', '\0'}, 1, 0, 64};
+  gpm::pool p = make();
+  const std::uint64_t off = p.allocate("thing", 4096);
+  expect_error([&] { p.open_object("thing", kThing, "test thing 'thing'"); }, gpm::errc::corrupt,
+               "test thing 'thing': ");  // allocated, never written: creation interrupted
+  gpm::format::object_header h = gpm::format::make_header(kThing, 4096);
+  gpm::format::seal_header(&h);
+  std::memcpy(p.host_ptr<char>(off), &h, sizeof h);
+  const gpm::pool_object o = p.open_object("thing", kThing, "test thing 'thing'");
+  EXPECT_EQ(o.offset, off);
+  EXPECT_EQ(o.bytes, 4096u);
+  expect_error([&] { p.open_object("thing", kOther, "other thing 'thing'"); }, gpm::errc::corrupt,
+               "other thing 'thing': ");
+  expect_error([&] { p.open_object("missing", kThing, "test thing 'missing'"); },
+               gpm::errc::not_found, "test thing 'missing' does not exist (no object named 'missing')");
+}
+
 TEST_F(PoolTest, NamesAreValidated) {
   gpm::pool p = make();
   p.allocate("x", 8);

@@ -24,9 +24,8 @@ std::uint64_t create_with_header(gpm::pool& p, std::string_view name, std::uint6
 object_header read_header(const gpm::pool& p, std::string_view name,
                           const gpm::format::object_kind& kind, std::uint64_t& offset,
                           std::uint64_t& object_bytes) {
-  const gpm::pool_object o = p.get(name);
   const std::string what = std::string(kind.noun) + " '" + std::string(name) + "'";
-  gpm::format::validate_header(p.host_ptr<char>(o.offset), o.bytes, kind, what);
+  const gpm::pool_object o = p.open_object(name, kind, what);
   offset = o.offset;
   object_bytes = o.bytes;
   return *p.host_ptr<object_header>(o.offset);

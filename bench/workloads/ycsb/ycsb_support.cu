@@ -93,14 +93,9 @@ std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout 
 
 const index_header& open_header(const gpm::pool& p, const std::string& name, index_layout layout,
                                 std::uint32_t key_bytes) {
-  const std::optional<gpm::pool_object> o = p.find(name);
-  if (!o) {
-    gpm::throw_error(gpm::errc::not_found, "no index header \"" + name + "\" in pool " + p.path() +
-                                               ": create the index first");
-  }
   const std::string what = "index header \"" + name + "\" in " + p.path();
-  gpm::format::validate_header(p.host_ptr<char>(o->offset), o->bytes, kIndexKind, what);
-  const index_header& h = *p.host_ptr<index_header>(o->offset);
+  const gpm::pool_object o = p.open_object(name, kIndexKind, what);
+  const index_header& h = *p.host_ptr<index_header>(o.offset);
   if (h.layout != static_cast<std::uint32_t>(layout)) {
     gpm::throw_error(gpm::errc::layout_mismatch,
                      what + " belongs to " + layout_name(h.layout) + ", not " +

@@ -21,6 +21,10 @@
 
 namespace gpm {
 
+namespace format {
+struct object_kind;
+}
+
 // What a store made durable with gpm::persist() survives.
 enum class durability {
   process_crash,  // the pool lives in host memory (tmpfs): kill, GPU fault, OOM of the process
@@ -154,6 +158,12 @@ class pool {
                          std::uint64_t type_tag = 0);
   std::optional<pool_object> find(std::string_view name) const;
   pool_object get(std::string_view name) const;  // throws errc::not_found
+  // The object `name` of a module's structure, its header checked against `kind`
+  // (format::validate_header over the object's bytes): how every module opens what it made.
+  // `what` names the structure in messages ("GPHash table 'kv' in pool /dev/shm/p"). Throws
+  // not_found ("<what> does not exist: create it first"), corrupt and version.
+  pool_object open_object(std::string_view name, const format::object_kind& kind,
+                          std::string_view what) const;
   void free(std::string_view name);              // crash-atomic
   std::vector<pool_object> objects() const;      // in offset order
   // Claims object `name` for `user` (what the error names, e.g. "a tx_heap"). Throws not_found,

@@ -59,11 +59,10 @@ struct table_record {
 };
 static_assert(sizeof(table_record) == 2400);
 
-// Validates the table's header object (`available` bytes at `record`: the common header, then the
-// geometry) for a table of `key_bytes` keys (0: variable length); throws gpm::error (corrupt,
-// version, invalid_argument) naming `what`.
-void validate_table_header(const void* record, std::uint64_t available, std::uint32_t key_bytes,
-                           const std::string& what);
+// Checks the geometry of the table's header object at `record` (its common header validated by
+// pool::open_object) for a table of `key_bytes` keys (0: variable length); throws gpm::error
+// (corrupt, invalid_argument) naming `what`.
+void check_table_geometry(const void* record, std::uint32_t key_bytes, const std::string& what);
 // The newer valid state record; throws errc::corrupt when neither is valid.
 table_state read_state(const table_record& r, const std::string& what);
 // Writes `s` (with the next sequence number) into the older slot and persists it: crash-atomic.

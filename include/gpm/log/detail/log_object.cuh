@@ -103,16 +103,6 @@ class log_object {
   header head_{};
 };
 
-// A named pool object of this module: a log, or an undo_tx batch record, whose headers the
-// caller then validates (format::validate_header).
-struct record_site {
-  pool_object object;
-  std::string label;  // "<what> '<name>' in pool <path>", for messages
-};
-// Finds the object `name` and checks it can hold `min_bytes`: errc::not_found, errc::corrupt.
-record_site find_record(pool& p, std::string_view name, std::uint64_t min_bytes,
-                        const std::string& what);
-
 // The kind, geometry and sizes (common.object_bytes) of a log; create() fills in the rest of the
 // common header.
 header make_header(kind k, std::uint32_t blocks, std::uint32_t threads_per_block,

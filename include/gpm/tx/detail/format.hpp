@@ -43,7 +43,7 @@
 #include <gpm/platform/macros.hpp>
 #include <gpm/pool/object_header.hpp>
 
-namespace gpm::detail::tx {
+namespace gpm::format::tx {
 
 inline constexpr std::uint16_t kMajor = 1;
 inline constexpr std::uint16_t kMinor = 1;  // 1.1: striped groups; 1.0 heaps open unchanged
@@ -54,7 +54,7 @@ inline constexpr std::uint64_t kChunkBytes = 16;        // what one lane stores 
 inline constexpr std::uint64_t kMaxWords = 1ull << 32;  // record pairs hold 32-bit word indices
 
 struct heap_header {
-  format::object_header common;  // kind "transactional heap"; header_bytes = sizeof(heap_header)
+  object_header common;  // kind "transactional heap"; header_bytes = sizeof(heap_header)
   std::uint64_t words;           // 32-bit words in the heap (1 .. 2^32)
   std::uint64_t log_chunks;      // 16-byte chunks per log
   std::uint32_t logs;            // redo logs (one per block of a helpers launch)
@@ -64,7 +64,7 @@ struct heap_header {
 static_assert(sizeof(heap_header) == kLineBytes && std::is_trivially_copyable_v<heap_header>);
 
 // What the common validator checks a heap's header against.
-inline constexpr format::object_kind kHeapKind{"transactional heap",
+inline constexpr object_kind kHeapKind{"transactional heap",
                                                {'G', 'P', 'M', 'T', 'X', 'H', 'P', '\0'},
                                                kMajor,
                                                kMinor,
@@ -204,4 +204,8 @@ struct record_source {
   }
 };
 
+}  // namespace gpm::format::tx
+
+namespace gpm::detail::tx {
+using namespace gpm::format::tx;  // the machinery speaks its format's names unqualified
 }  // namespace gpm::detail::tx

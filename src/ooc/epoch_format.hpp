@@ -1,0 +1,61 @@
+// The on-media format of a gpm::ooc epoch log, version 1.0 (docs/out-of-core.md, "Crash-consistent
+// sync"): the file's header page with its two root slots, and the head of each record. Only
+// epoch_log.{hpp,cpp} include this; how the log uses them is epoch_log.hpp's comment.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <gpm/ooc/detail/protocol.hpp>
+#include <gpm/pool/object_header.hpp>
+
+namespace gpm::format::ooc {
+
+inline constexpr std::uint64_t kHeaderPage = 4096;
+// Each root slot in a sector of its own, so that a torn write of one never touches the other.
+inline constexpr std::uint64_t kRootAt[2] = {1024, 2048};
+inline constexpr std::uint32_t kApplied = 1;
+inline constexpr std::uint32_t kCommitted = 2;
+inline constexpr std::uint32_t kRecordKind = 0x434f4f52;  // "ROOC"
+inline constexpr std::uint32_t kMaxMaskWords = (2u << 20) / detail::ooc::kMaskGranule / 32;
+inline constexpr std::uint64_t kMaxRecordBytes = 2ull << 20;  // a line (mapping_options::line_bytes)
+inline constexpr std::size_t kNameBytes = 256;
+
+struct log_header {
+  object_header common;
+  std::uint64_t offset;  // the range's start in the data file
+  std::uint32_t name_bytes;
+  std::uint32_t reserved;
+  char name[kNameBytes];  // the data file's name (its last path component)
+};
+static_assert(sizeof(log_header) == 336 && offsetof(log_header, common) == 0);
+static_assert(sizeof(log_header) <= kRootAt[0]);
+
+inline constexpr object_kind kKind{"gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'},
+                                   1, 0, sizeof(log_header)};
+
+// A root slot, double-buffered: the valid one with the higher seq is in force.
+struct epoch_root {
+  std::uint64_t seq;
+  std::uint64_t epoch;
+  std::uint32_t state;  // kApplied or kCommitted
+  std::uint32_t pad;
+  std::uint64_t records;
+  std::uint64_t end;    // the committed records end here
+  std::uint64_t chain;  // checksum64 chained over the records' head checksums
+  std::uint64_t checksum;
+};
+static_assert(sizeof(epoch_root) == 56);
+
+struct record_head {
+  std::uint32_t kind;
+  std::uint32_t mask_words;  // 0: every byte of the record changed
+  std::uint64_t epoch;
+  std::uint64_t at;  // byte offset in the range
+  std::uint64_t bytes;
+  std::uint64_t payload_checksum;
+  std::uint64_t checksum;  // of the fields above
+};
+static_assert(sizeof(record_head) == 48);
+
+}  // namespace gpm::format::ooc
