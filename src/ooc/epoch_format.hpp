@@ -18,7 +18,8 @@ inline constexpr std::uint32_t kApplied = 1;
 inline constexpr std::uint32_t kCommitted = 2;
 inline constexpr std::uint32_t kRecordKind = 0x434f4f52;  // "ROOC"
 inline constexpr std::uint32_t kMaxMaskWords = (2u << 20) / detail::ooc::kMaskGranule / 32;
-inline constexpr std::uint64_t kMaxRecordBytes = 2ull << 20;  // a line (mapping_options::line_bytes)
+inline constexpr std::uint64_t kMaxRecordBytes = 2ull
+                                                 << 20;  // a line (mapping_options::line_bytes)
 inline constexpr std::size_t kNameBytes = 256;
 
 struct log_header {
@@ -31,8 +32,8 @@ struct log_header {
 static_assert(sizeof(log_header) == 336 && offsetof(log_header, common) == 0);
 static_assert(sizeof(log_header) <= kRootAt[0]);
 
-inline constexpr object_kind kKind{"gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'},
-                                   1, 0, sizeof(log_header)};
+inline constexpr object_kind kKind{
+    "gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'}, 1, 0, sizeof(log_header)};
 
 // A root slot, double-buffered: the valid one with the higher seq is in force.
 struct epoch_root {

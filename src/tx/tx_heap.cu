@@ -299,8 +299,9 @@ struct tx_heap::impl {
     measuring = false;
     const double seconds = launch_stop.elapsed_ms_since(launch_start) * 1e-3;
     if (seconds <= 0) return;
-    const auto bytes = static_cast<double>(persisted_bytes(counters_at_stop.data(), geometry.logs) -
-                                           persisted_bytes(counters_at_start.data(), geometry.logs));
+    const auto bytes =
+        static_cast<double>(persisted_bytes(counters_at_stop.data(), geometry.logs) -
+                            persisted_bytes(counters_at_start.data(), geometry.logs));
     const double rate = static_cast<double>(*seq_at_stop.data() - *seq_at_start.data()) / seconds;
     hot = bytes > threshold * seconds;
     ring_next = hot;
@@ -317,8 +318,8 @@ struct tx_heap::impl {
 
   // What choose() decided for a launch.
   struct launch_choice {
-    bool ring = false;                 // the kernel with the ring and helper warps
-    bool start_on = false;             // helpers ON from the launch's start
+    bool ring = false;                  // the kernel with the ring and helper warps
+    bool start_on = false;              // helpers ON from the launch's start
     std::uint64_t slice_threshold = 0;  // the monitor's threshold, bytes per slice
   };
 
@@ -397,7 +398,7 @@ struct tx_heap::impl {
   bool hot = false;        // the last measured launch persisted faster than the threshold
   bool ring_next = true;   // without learning: the next launch gets the ring
   bool measuring = false;  // launch_stop was recorded after a launch not yet measured
-  double ring_commit_rate = 0, direct_commit_rate = 0;  // the last measured (tx_stats)
+  double ring_commit_rate = 0, direct_commit_rate = 0;              // the last measured (tx_stats)
   pinned_buffer<T::log_state> counters_at_start, counters_at_stop;  // logs_state at those events
   pinned_buffer<std::uint64_t> seq_at_start, seq_at_stop;           // the commit counter
   event launch_start, launch_stop;

@@ -191,7 +191,8 @@ TEST_F(PoolTest, OpenObjectFindsAndValidatesAModulesStructure) {
   expect_error([&] { p.open_object("thing", kOther, "other thing 'thing'"); }, gpm::errc::corrupt,
                "other thing 'thing': ");
   expect_error([&] { p.open_object("missing", kThing, "test thing 'missing'"); },
-               gpm::errc::not_found, "test thing 'missing' does not exist (no object named 'missing')");
+               gpm::errc::not_found,
+               "test thing 'missing' does not exist (no object named 'missing')");
 }
 
 TEST_F(PoolTest, NamesAreValidated) {

@@ -164,8 +164,8 @@ class pool {
   // not_found ("<what> does not exist: create it first"), corrupt and version.
   pool_object open_object(std::string_view name, const format::object_kind& kind,
                           std::string_view what) const;
-  void free(std::string_view name);              // crash-atomic
-  std::vector<pool_object> objects() const;      // in offset order
+  void free(std::string_view name);          // crash-atomic
+  std::vector<pool_object> objects() const;  // in offset order
   // Claims object `name` for `user` (what the error names, e.g. "a tx_heap"). Throws not_found,
   // busy when it is claimed already (open twice). free() of a claimed object throws busy.
   object_claim claim(std::string_view name, std::string_view user);
