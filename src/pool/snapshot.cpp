@@ -21,50 +21,15 @@
 
 #include "layout.hpp"
 #include "mapping.hpp"
+#include "snapshot_format.hpp"
 
 namespace gpm::detail {
 
 namespace {
 
 namespace fmt = format::pool;
+using namespace format::snapshot;
 constexpr std::uint64_t kPage = fmt::kPageBytes;
-constexpr std::uint32_t kStateClean = 1;
-constexpr std::uint32_t kStateJournalPending = 2;
-
-// The manifest file. Its common header carries the pool's uuid (a snapshot is its pool's image)
-// and, as created_ns, the time the snapshot was taken; path_hash is pool_path_hash() of the
-// absolute path of the pool it belongs to. Version 3.0 added path_hash (2.0 snapshots were found
-// by the pool's file name alone, so two pools of one name in different directories shared one).
-struct manifest_record {
-  format::object_header common;
-  std::uint32_t page_bytes;
-  std::uint32_t state;
-  std::uint64_t pool_bytes;
-  std::uint64_t seq;
-  std::uint64_t journal_checksum;
-  std::uint64_t table_checksum;
-  std::uint64_t path_hash;
-};
-static_assert(sizeof(manifest_record) == 112);
-constexpr format::object_kind kManifestKind{
-    "snapshot manifest", {'G', 'P', 'M', 'K', 'S', 'N', 'A', 'P'}, 3, 0, sizeof(manifest_record)};
-
-// The head of a journal file; object_bytes is the whole journal, uuid the pool's.
-struct journal_header {
-  format::object_header common;
-  std::uint64_t seq;
-  std::uint64_t entries;
-  std::uint64_t page_bytes;
-};
-static_assert(sizeof(journal_header) == 88);
-constexpr format::object_kind kJournalKind{
-    "snapshot journal", {'G', 'P', 'M', 'K', 'J', 'R', 'N', 'L'}, 2, 0, sizeof(journal_header)};
-
-struct journal_entry {
-  std::uint64_t page;
-  std::uint64_t checksum;
-};
-
 constexpr std::uint64_t kEntryStride = sizeof(journal_entry) + kPage;
 
 std::uint64_t now_ns() {
