@@ -37,7 +37,7 @@ struct undo_entry {  // what gpKVS logs before overwriting a slot
 // update, as if the program had crashed with the batch half done.
 __global__ void put_logged(gpm::hcl_log_ref log, gpm::pool_ref pool, std::uint64_t table,
                            std::uint64_t round) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto i = static_cast<std::uint32_t>(gpm::tile_index());
   slot* s = pool.ptr<slot>(table) + i;
   const undo_entry e{i, 0, *s};
   // Full or wrong geometry: leave the slot alone (the host learns of it from check_faults).
@@ -71,7 +71,7 @@ __global__ void grow(gpm::conv_log_ref meta, gpm::pool_ref pool, std::uint64_t s
 // 3. The same update through an undo transaction: log, store and persist in one call.
 __global__ void put_tx(gpm::undo_tx_ref tx, gpm::pool_ref pool, std::uint64_t table,
                        std::uint64_t round) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto i = static_cast<std::uint32_t>(gpm::tile_index());
   tx.update(pool.ptr<slot>(table) + i, slot{i, round * 1000 + i});
 }
 

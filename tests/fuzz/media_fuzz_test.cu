@@ -67,7 +67,7 @@ __global__ void log_drain(gpm::hcl_log_ref log, std::uint32_t* seen) {
     if (log.remove(bytes) != gpm::log_status::ok) break;
     ++n;
   }
-  seen[blockIdx.x * blockDim.x + threadIdx.x] = n;
+  seen[gpm::tile_index()] = n;
 }
 
 // ---- the harness -------------------------------------------------------------------------------

@@ -368,7 +368,7 @@ template <unsigned G>
 __global__ void user_kernel(gpm::gphash_ref<std::uint64_t> t, const std::uint64_t* keys,
                             const std::uint64_t* values, std::uint64_t* out, hash_status* st,
                             int n) {
-  const int i = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / G);
+  const int i = static_cast<int>(gpm::tile_index<G>());
   if (i >= n) return;
   const std::uint32_t words = t.value_bytes() / 8;
   if constexpr (G == 1) {
@@ -414,7 +414,7 @@ TEST(Gphash, DeviceViewFromAUserKernel) {
 __global__ void update_kernel(gpm::gphash_ref<std::uint64_t> t, const std::uint64_t* keys,
                               const std::uint64_t* values, hash_status* st, int n) {
   auto tile = cg::tiled_partition<32>(cg::this_thread_block());
-  const int i = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+  const int i = static_cast<int>(gpm::tile_index<32>());
   if (i >= n) return;
   const hash_status s = t.update(tile, keys[i], values + i * (t.value_bytes() / 8));
   if (tile.thread_rank() == 0) st[i] = s;

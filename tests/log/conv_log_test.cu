@@ -25,7 +25,7 @@ __host__ __device__ std::uint64_t check_of(std::uint32_t thread, std::uint32_t k
 
 __global__ void append_items(gpm::conv_log_ref log, std::uint32_t per_thread,
                              std::uint32_t* status) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
   status[t] = 0;
   for (std::uint32_t k = 0; k < per_thread; ++k) {
     const item it{t, k, check_of(t, k)};

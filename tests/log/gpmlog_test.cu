@@ -13,7 +13,7 @@ constexpr int kBlocks = 2, kThreads = 64, kParts = 4;
 // Per thread: an HCL insert / read / size / remove round trip, and a conv insert into its
 // partition (t % 4), or into its block's default partition for odd threads.
 __global__ void use_logs(gpmlog* hcl, gpmlog* conv, std::uint32_t* status) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
   std::uint64_t v = t * 3 + 1, r = 0;
   std::uint32_t fail = 0;
   if (gpmlog_insert(hcl, &v, sizeof v) != 0) fail |= 1;

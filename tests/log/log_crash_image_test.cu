@@ -134,7 +134,7 @@ struct partition_ops {
 // partition (one thread per partition, so the model knows the order). Statuses go to `out`.
 __global__ void log_step(gpm::hcl_log_ref hcl, gpm::conv_log_ref conv, std::uint64_t seed,
                          std::uint64_t step, std::uint32_t* out) {
-  const std::uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto g = static_cast<std::uint32_t>(gpm::tile_index());
   out[g] = static_cast<std::uint32_t>(run_op(hcl, entry_key(seed, step, g)));
   if (g < kPartitions) {
     out[kStreams + g] = static_cast<std::uint32_t>(
@@ -166,7 +166,7 @@ __device__ void drain(const Ops& log, drained_entry* out) {
 }
 
 __global__ void drain_logs(gpm::hcl_log_ref hcl, gpm::conv_log_ref conv, drained_entry* out) {
-  const std::uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto g = static_cast<std::uint32_t>(gpm::tile_index());
   drain(hcl, out + g * kMaxDrained);
   if (g < kPartitions) drain(partition_ops{conv, g}, out + (kStreams + g) * kMaxDrained);
 }
@@ -394,7 +394,7 @@ template <class Log>
 __global__ void update_step(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, std::uint64_t off,
                             std::uint64_t seed, std::uint64_t b, std::uint32_t k) {
   std::uint64_t* a = pool.ptr<std::uint64_t>(off);
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < kElems; i += kStreams) {
+  for (auto i = static_cast<std::uint32_t>(gpm::tile_index()); i < kElems; i += kStreams) {
     const std::uint64_t key = update_key(seed, b, k, i);
     if (updates(key) && tx.update(&a[i], key) != log_status::ok) return;
   }

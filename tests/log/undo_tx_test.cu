@@ -27,7 +27,7 @@ __host__ __device__ std::uint64_t value_of(std::uint64_t salt, std::uint64_t i) 
 template <class Log>
 __global__ void update_array(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, std::uint64_t off,
                              std::uint32_t n, std::uint64_t salt, std::uint32_t* status) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
   std::uint64_t* a = pool.ptr<std::uint64_t>(off);
   status[t] = 0;
   for (std::uint64_t i : gpm::grid_stride(n)) {
@@ -47,7 +47,7 @@ struct odd {
 template <class Log>
 __global__ void update_odd(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, std::uint64_t off,
                            unsigned char fill, std::uint32_t* status) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
   unsigned char* base = pool.ptr<unsigned char>(off) + 1 + 13 * t;
   status[t] = static_cast<std::uint32_t>(tx.save(base, sizeof(odd)));
   if (status[t] == 0) {
@@ -59,7 +59,7 @@ __global__ void update_odd(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, s
 template <class Log>
 __global__ void save_outside(gpm::basic_undo_tx_ref<Log> tx, std::uint64_t* local,
                              std::uint32_t* status) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
   status[t] = static_cast<std::uint32_t>(tx.update(local, std::uint64_t{1}));
 }
 
@@ -338,7 +338,7 @@ TYPED_TEST(UndoTx, OpenValidatesTheBatchRecord) {
   expect_open_error("tx", gpm::errc::corrupt, "interrupted");
   *h = good;
   p.allocate("small", 64);
-  expect_open_error("small", gpm::errc::corrupt, "too small");
+  expect_open_error("small", gpm::errc::corrupt, "64 bytes, too short");
   // The fixture's handle holds the log: a second handle is refused until it is gone.
   expect_open_error("tx", gpm::errc::busy, "open already in this process");
   this->tx_.reset();

@@ -14,7 +14,7 @@
 namespace {
 
 __global__ void fill_and_persist(gpm::pool_ref pool, std::uint64_t off, unsigned n) {
-  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto i = static_cast<unsigned>(gpm::tile_index());
   if (i >= n) return;
   unsigned* words = pool.ptr<unsigned>(off);
   words[i] = i * 7u + 3u;
@@ -61,7 +61,7 @@ TEST(Persist, HostPersistWritesBackPowerFailRanges) {
 }
 
 __global__ void libgpm_kernel(int* region, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const auto i = static_cast<int>(gpm::tile_index());
   if (i < n) {
     region[i] = n - i;
     gpm_persist();
