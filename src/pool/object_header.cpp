@@ -83,7 +83,8 @@ void seal_header(void* header) {
 std::optional<header_problem> check_header(const void* header, std::uint64_t available,
                                            const object_kind& k) {
   const std::string noun(k.noun);
-  if (available < sizeof(object_header)) {
+  // A structure smaller than its kind's whole header cannot be one, whatever its bytes say.
+  if (available < sizeof(object_header) || available < k.header_bytes) {
     if (available == 0) {
       return header_problem{errc::corrupt,
                             "empty (0 bytes): not a " + noun + ", or its creation was interrupted"};
@@ -122,9 +123,6 @@ std::optional<header_problem> check_header(const void* header, std::uint64_t ava
                                              " bytes, but a " + noun + " header of version " +
                                              reads + " is " + std::to_string(k.header_bytes) +
                                              ": the header is corrupt; " + restore_or_recreate(k)};
-  }
-  if (available < h.header_bytes) {
-    return header_problem{errc::corrupt, too_short(available, h.header_bytes, k)};
   }
   if (h.checksum != header_checksum(header, h.header_bytes)) {
     return header_problem{errc::corrupt,

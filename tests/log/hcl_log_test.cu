@@ -401,7 +401,7 @@ TEST(HclLog, OpenValidatesTheHeader) {
   EXPECT_NO_THROW(gpm::hcl_log::open(p, "log"));
 
   p.allocate("small", 64);
-  expect_open_error(p, "small", gpm::errc::corrupt, "too small");
+  expect_open_error(p, "small", gpm::errc::corrupt, "64 bytes, too short");
 }
 
 TEST(HclLog, CreateRejectsBadGeometryAndFullPools) {

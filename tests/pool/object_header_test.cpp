@@ -96,6 +96,10 @@ TEST(ObjectHeader, TooShortToHoldAHeader) {
   expect_problem(object, 40, gpm::errc::corrupt, {"40 bytes", "too short", "test widget"});
   // Room for the common part but not for the whole header.
   expect_problem(object, 100, gpm::errc::corrupt, {"100 bytes", "too short", "(128 bytes)"});
+  // Too short is said before anything read from the bytes: a zeroed 64-byte object is not an
+  // interrupted creation of a structure whose header alone takes 128.
+  expect_problem(std::vector<char>(kObjectBytes), 64, gpm::errc::corrupt,
+                 {"64 bytes", "too short"});
 }
 
 TEST(ObjectHeader, ZeroMagicMeansCreationWasInterrupted) {

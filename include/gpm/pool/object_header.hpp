@@ -57,12 +57,12 @@ struct header_problem {
 
 // Checks the header at `header`, of which `available` bytes can be read (the file's size, the
 // pool object's size), against `kind`, in an order that makes each message as specific as it can
-// be: too short to hold a header (corrupt), no magic at all (corrupt: creation interrupted),
-// another magic (corrupt: not this kind of structure), another major version (version: too new
-// or too old; checked before the checksum because another version may lay out or checksum its
-// header differently), another header size (corrupt), a checksum mismatch (corrupt), unknown
-// incompatible features (version), a structure size other than `available` (corrupt: truncated
-// or extended). Returns the first problem, or nothing when the header is sound.
+// be: too short to hold the kind's whole header (corrupt), no magic at all (corrupt: creation
+// interrupted), another magic (corrupt: not this kind of structure), another major version
+// (version: too new or too old; checked before the checksum because another version may lay out or
+// checksum its header differently), another header size (corrupt), a checksum mismatch (corrupt),
+// unknown incompatible features (version), a structure size other than `available` (corrupt:
+// truncated or extended). Returns the first problem, or nothing when the header is sound.
 std::optional<header_problem> check_header(const void* header, std::uint64_t available,
                                            const object_kind& kind);
 
