@@ -1,10 +1,13 @@
-// Unit tests of crash-consistent sync (mapping_options::crash_consistent, include/gpm/ooc/epoch.hpp)
-// on both backends: the file changes only at sync, read-write and write-only, whole and range
-// syncs, epochs counted, recovery of a committed epoch (made by a child killed right after its
-// commit) at mapping and by recover_epoch_log, and every bad input: options, two writers, corrupt,
-// truncated, foreign and transplanted epoch logs, a committed record that fails its checksum, and
-// a full disk while the log is written.
+// Unit tests of crash-consistent sync (mapping_options::crash_consistent,
+// include/gpm/ooc/epoch.hpp) on both backends: the file changes only at sync, read-write and
+// write-only, whole and range syncs, epochs counted, recovery of a committed epoch (made by a child
+// killed right after its commit) at mapping and by recover_epoch_log, and every bad input: options,
+// two writers, corrupt, truncated, foreign and transplanted epoch logs, a committed record that
+// fails its checksum, a full disk while the log is written, and random damage to a committed log.
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <random>
 
 #include <gpm/ooc/epoch.hpp>
 
@@ -94,7 +97,7 @@ TEST(OocEpoch, ReadWriteChangesTheFileOnlyAtSync) {
     EXPECT_EQ(s.epochs_committed, 1u);
     EXPECT_GE(s.log_bytes_written, lines(64));
     EXPECT_EQ(fs::file_size(gpm::ooc::epoch_log_path(path)), 4096u);  // emptied after the epoch
-    m.sync();  // nothing changed: no epoch
+    m.sync();                                                         // nothing changed: no epoch
     EXPECT_EQ(m.stats().epoch, 1u);
     // The file is read again after the epoch: a line changed again merges with it.
     expect_all(store(a, {0}, {42u}), status::ok);
@@ -305,8 +308,7 @@ void expect_refused(const std::string& path, gpm::errc code, const std::string& 
   const std::string log = gpm::ooc::epoch_log_path(path);
   const auto data_before = read_file(path);
   const auto log_before = fs::is_regular_file(log) ? read_file(log) : std::vector<unsigned char>{};
-  expect_error(code, words,
-               [&] { mapping m(path, lines(8), 0, consistent(mode::read_write)); });
+  expect_error(code, words, [&] { mapping m(path, lines(8), 0, consistent(mode::read_write)); });
   expect_error(code, words, [&] { gpm::ooc::inspect_epoch_log(path); });
   EXPECT_TRUE(fs::exists(log)) << "the log was deleted";
   EXPECT_EQ(read_file(path), data_before);
@@ -371,11 +373,10 @@ TEST(OocEpoch, ALogOfAnotherFileOrRangeIsRefused) {
   fs::copy_file(gpm::ooc::epoch_log_path(a), gpm::ooc::epoch_log_path(b));
   expect_refused(b, gpm::errc::layout_mismatch, "a file named \"a.bin\"");
   const std::string c = f.make("c.bin", lines(8), 2);
-  {
-    mapping m(c, lines(4), lines(2), consistent(mode::read_write));
-  }
+  { mapping m(c, lines(4), lines(2), consistent(mode::read_write)); }
   fs::rename(gpm::ooc::epoch_log_path(c, lines(2)), gpm::ooc::epoch_log_path(c));
-  expect_refused(c, gpm::errc::layout_mismatch, "belongs to bytes from " + std::to_string(lines(2)));
+  expect_refused(c, gpm::errc::layout_mismatch,
+                 "belongs to bytes from " + std::to_string(lines(2)));
 }
 
 TEST(OocEpoch, ACommittedRecordThatFailsItsChecksumChangesNothing) {
@@ -394,6 +395,54 @@ TEST(OocEpoch, ACommittedRecordThatFailsItsChecksumChangesNothing) {
   write_file(log, b);
   EXPECT_TRUE(gpm::ooc::recover_epoch_log(c.path).replayed);
   EXPECT_EQ(read_file(c.path), c.after);
+}
+
+// Random damage to a log holding a committed epoch (bit flips and random bytes, half the time in
+// the header page): recovery either refuses it with gpm::error and leaves the data file as it was,
+// or works and leaves the file at the previous epoch or the committed one, never anything else.
+// inspect_epoch_log likewise works or throws gpm::error. Trials: GPMKIT_FUZZ_ITERATIONS / 4.
+TEST(OocEpoch, RandomDamageToACommittedLogIsRefusedOrRecovered) {
+  committed_file c;
+  const std::string log = gpm::ooc::epoch_log_path(c.path);
+  const std::vector<unsigned char> good = read_file(log);
+  const char* env = std::getenv("GPMKIT_FUZZ_ITERATIONS");
+  const int trials = env != nullptr && std::atoi(env) > 0 ? std::max(1, std::atoi(env) / 4) : 60;
+  std::mt19937_64 rng(0xe90c);
+  int refused = 0, previous = 0, committed = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    std::vector<unsigned char> damaged = good;
+    const std::uint64_t span =
+        rng() % 2 == 0 ? std::min<std::uint64_t>(4096, good.size()) : good.size();
+    std::string what = "trial " + std::to_string(trial) + ", bytes";
+    for (int f = 1 + static_cast<int>(rng() % 8); f > 0; --f) {
+      const std::uint64_t at = rng() % span;
+      damaged[at] = rng() % 4 == 0 ? static_cast<unsigned char>(rng())
+                                   : static_cast<unsigned char>(damaged[at] ^ (1u << (rng() % 8)));
+      what += " " + std::to_string(at);
+    }
+    write_file(c.path, c.before);
+    write_file(log, damaged);
+    try {
+      (void)gpm::ooc::inspect_epoch_log(c.path);
+    } catch (const gpm::error&) {
+    }
+    try {
+      gpm::ooc::recover_epoch_log(c.path);
+    } catch (const gpm::error&) {
+      ++refused;
+      EXPECT_EQ(read_file(c.path), c.before) << what << ": a refused log changed the file";
+      continue;
+    }
+    const std::vector<unsigned char> now = read_file(c.path);
+    if (now == c.before) {
+      ++previous;
+    } else {
+      ++committed;
+      EXPECT_EQ(now, c.after) << what << ": the file is neither epoch 0 nor epoch 1";
+    }
+  }
+  std::printf("[ fuzz     ] %d trials: %d refused, %d recovered to epoch 0, %d to epoch 1\n",
+              trials, refused, previous, committed);
 }
 
 TEST(OocEpoch, DiskFullWhileLoggingKeepsTheFileAndTheData) {
