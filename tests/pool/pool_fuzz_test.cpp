@@ -1,8 +1,8 @@
 // Fuzzing a pool's metadata: random bit flips anywhere in the header, root records and
-// directory, and truncation at random lengths. Opening must either refuse the pool with a
-// gpm::error (never crash, never hang) or, when the damage is in redundancy it can do without
-// (one root record slot), open it with every object intact. Also random allocation sizes over all
-// of 64 bits. Iterations: GPMKIT_FUZZ_ITERATIONS.
+// directory, truncation at random lengths, and damage to the files of its snapshot. Opening must
+// either refuse the pool with a gpm::error (never crash, never hang) or, when the damage is in
+// redundancy it can do without (one root record slot), open it with every object intact. Also
+// random allocation sizes over all of 64 bits. Iterations: GPMKIT_FUZZ_ITERATIONS.
 #include <gpm/pool/format.hpp>
 #include <gpm/pool/pool.hpp>
 
@@ -143,6 +143,68 @@ TEST_F(PoolFuzz, RandomGarbageFilesAreRefused) {
     write(bytes);
     EXPECT_FALSE(try_open("garbage file " + std::to_string(it)));
   }
+}
+
+// Random damage to one file of the pool's snapshot (manifest, image, page table; bit flips and
+// random bytes, half the time in the file's first 4 KiB), with the pool file gone as after a
+// reboot: restoring must either refuse with a gpm::error and leave no pool file, or bring back the
+// pool exactly as it was snapshotted.
+TEST_F(PoolFuzz, RandomDamageToASnapshotIsRefusedOrRestoresThePool) {
+  {
+    gpm::pool p = gpm::pool::open("f.pool", "fuzz", options_);
+    p.snapshot();
+  }
+  const std::string dir = gpm::pool::snapshot_location("f.pool", options_);
+  std::vector<std::pair<std::string, std::vector<char>>> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    files.emplace_back(e.path().string(),
+                       std::vector<char>(std::istreambuf_iterator<char>(in), {}));
+  }
+  ASSERT_GE(files.size(), 2u) << "a snapshot is a manifest and an image at least";
+  const auto put = [](const std::string& path, const std::vector<char>& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  };
+  std::filesystem::remove(path());
+  gpm::pool::restore(path(), options_);  // the undamaged snapshot restores
+  ASSERT_TRUE(try_open("the undamaged snapshot"));
+  std::mt19937_64 rng(gpm::test::trial_seed(5));
+  int refused = 0, restored = 0;
+  for (int it = 0; it < iterations() / 4; ++it) {
+    for (const auto& [path, bytes] : files) put(path, bytes);
+    const auto& [victim, good] = files[rng() % files.size()];
+    if (good.empty()) continue;
+    std::vector<char> bytes = good;
+    const std::uint64_t span =
+        rng() % 2 == 0 ? std::min<std::size_t>(4096, good.size()) : good.size();
+    std::string what = "iteration " + std::to_string(it) + ", " +
+                       std::filesystem::path(victim).filename().string() + " bytes";
+    for (int f = 1 + static_cast<int>(rng() % 8); f > 0; --f) {
+      const std::uint64_t at = rng() % span;
+      bytes[at] = rng() % 4 == 0 ? static_cast<char>(rng())
+                                 : static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
+      what += " " + std::to_string(at);
+    }
+    if (bytes == good) continue;
+    put(victim, bytes);
+    std::filesystem::remove(path());
+    try {
+      gpm::pool::restore(path(), options_);
+    } catch (const gpm::error& e) {
+      ++refused;
+      const gpm::errc c = e.code();
+      EXPECT_TRUE(c == gpm::errc::corrupt || c == gpm::errc::version ||
+                  c == gpm::errc::layout_mismatch || c == gpm::errc::not_found)
+          << what << ": unexpected error kind " << gpm::to_string(c) << ": " << e.what();
+      EXPECT_FALSE(std::filesystem::exists(path())) << what << ": a refused restore left a pool";
+      continue;
+    }
+    EXPECT_TRUE(try_open(what + " (restored)")) << what;
+    ++restored;
+  }
+  EXPECT_GT(refused, 0);
+  std::printf("snapshot damage: %d refused, %d restored intact\n", refused, restored);
 }
 
 // Sizes from anywhere in 64 bits (near 2^64 above all, where rounding used to wrap around) and
