@@ -1,13 +1,16 @@
 // Fuzzing the modules' on-media structures (issue 21): a pool holding a tx heap, an HCL log, a
-// GPHash table or a checkpoint, each with some content, gets random bit flips and random bytes in
-// one of its objects (half the time in the object's first 4 KiB, where headers and control words
-// live); then the pool is reopened, the module's object opened (which runs its recovery) and used
-// (loads and a transaction, reads of every log entry, finds, a restore). Each step must either
-// work or throw gpm::error: never crash, never hang, never any other exception. The pool's own
-// metadata is pool_fuzz_test's. Iterations per module: GPMKIT_FUZZ_ITERATIONS / 4 (default 60).
+// conventional log, an undo transaction, a GPHash table or a checkpoint, each with some content,
+// gets random bit flips and random bytes in one of its objects (half the time in the object's first
+// 4 KiB, where headers and control words live); then the pool is reopened, the module's object
+// opened (which runs its recovery) and used (loads and a transaction, reads of every log entry,
+// finds, a restore). Each step must either work or throw gpm::error: never crash, never hang, never
+// any other exception. The pool's own metadata is pool_fuzz_test's. Iterations per module:
+// GPMKIT_FUZZ_ITERATIONS / 4 (default 60).
 #include <gpm/checkpoint/checkpoint.hpp>
 #include <gpm/hash/gphash.cuh>
+#include <gpm/log/conv_log.cuh>
 #include <gpm/log/hcl_log.cuh>
+#include <gpm/log/undo_tx.cuh>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/tx/tx_heap.cuh>
 
@@ -68,6 +71,35 @@ __global__ void log_drain(gpm::hcl_log_ref log, std::uint32_t* seen) {
     ++n;
   }
   seen[gpm::tile_index()] = n;
+}
+
+// Partition p of a conv_log gets entries from threads t with t % partitions == p.
+__global__ void conv_fill(gpm::conv_log_ref log) {
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
+  for (std::uint32_t k = 0; k < 2; ++k) {
+    const std::uint64_t entry[2] = {t, k};
+    (void)log.insert(t % log.partitions(), entry, sizeof entry);
+  }
+}
+
+// Thread p reads and removes what it can of partition p.
+__global__ void conv_drain(gpm::conv_log_ref log) {
+  const std::uint32_t p = threadIdx.x;
+  if (p >= log.partitions()) return;
+  std::uint64_t entry[8];
+  for (int k = 0; k < 16; ++k) {
+    std::uint32_t bytes = 0;
+    if (log.newest_size(p, bytes) != gpm::log_status::ok || bytes > sizeof entry) break;
+    if (log.read(p, entry, bytes) != gpm::log_status::ok) break;
+    if (log.remove(p, bytes) != gpm::log_status::ok) break;
+  }
+}
+
+// Each thread updates its own words of the array under the undo transaction.
+__global__ void undo_update(gpm::undo_tx_ref tx, gpm::pool_ref pool, std::uint64_t off,
+                            std::uint64_t value) {
+  std::uint64_t* a = pool.ptr<std::uint64_t>(off);
+  for (std::uint64_t i : gpm::grid_stride(256)) (void)tx.update(&a[i], value + i);
 }
 
 // ---- the harness -------------------------------------------------------------------------------
@@ -188,6 +220,44 @@ TEST_F(MediaFuzz, HclLog) {
           for (std::uint32_t t = 0; t < g.threads_per_block; ++t) (void)log.size(b, t);
         }
         log.check_faults();
+      });
+}
+
+TEST_F(MediaFuzz, ConvLog) {
+  fuzz(
+      [&](gpm::pool& p) {
+        auto log = gpm::conv_log::create(p, "meta", 4, 4096);
+        gpm::launch(conv_fill, 2, 32, 0, nullptr, log.ref());
+        gpm::check_cuda(cudaDeviceSynchronize(), "conv_fill");
+      },
+      [&](gpm::pool& p) {
+        auto log = gpm::conv_log::open(p, "meta");
+        gpm::launch(conv_drain, 1, 32, 0, nullptr, log.ref());
+        gpm::check_cuda(cudaDeviceSynchronize(), "conv_drain");
+        log.check_faults();
+      });
+}
+
+TEST_F(MediaFuzz, UndoTx) {  // its batch record and its HCL log; a batch left active to undo
+  const gpm::hcl_geometry g{.blocks = 2, .threads_per_block = 32, .bytes_per_thread = 512};
+  fuzz(
+      [&](gpm::pool& p) {
+        auto tx = gpm::undo_tx::create(p, "tx", g);
+        const std::uint64_t off = p.allocate("array", 256 * 8);
+        tx.begin();
+        gpm::launch(undo_update, tx.grid(), tx.block(), 0, nullptr, tx.ref(), p.ref(), off, 1);
+        tx.commit();
+        tx.begin();
+        gpm::launch(undo_update, tx.grid(), tx.block(), 0, nullptr, tx.ref(), p.ref(), off, 1000);
+        gpm::check_cuda(cudaDeviceSynchronize(), "undo_update");
+      },
+      [&](gpm::pool& p) {
+        auto tx = gpm::undo_tx::open(p, "tx");
+        tx.recover();
+        tx.begin();
+        gpm::launch(undo_update, tx.grid(), tx.block(), 0, nullptr, tx.ref(), p.ref(),
+                    p.get("array").offset, 7);
+        tx.commit();
       });
 }
 
