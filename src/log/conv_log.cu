@@ -1,4 +1,5 @@
-// gpm::conv_log host side: partition checks, creation and opening through the shared log object.
+// gpm::conv_log host side: partition checks, the partitions' locks in GPU memory, creation and
+// opening through the shared log object.
 #include <gpm/log/conv_log.cuh>
 
 #include <gpm/pool/pool.hpp>
@@ -23,6 +24,13 @@ std::uint64_t conv_log::object_bytes(std::uint32_t partitions, std::uint64_t byt
   return header_for(partitions, bytes_per_partition).common.object_bytes;
 }
 
+conv_log::conv_log(L::log_object o) : object_(std::move(o)) {
+  if (object_.owner().mapped_into_gpu()) {
+    locks_ = device_buffer<std::uint32_t>(partitions());
+    locks_.fill_bytes(0);
+  }
+}
+
 conv_log conv_log::create(pool& p, std::string_view name, std::uint32_t partitions,
                           std::uint64_t bytes_per_partition) {
   return conv_log(L::log_object::create(p, name, header_for(partitions, bytes_per_partition)));
@@ -32,7 +40,7 @@ conv_log conv_log::open(pool& p, std::string_view name) {
   return conv_log(L::log_object::open(p, name, L::kind::conv));
 }
 
-conv_log_ref conv_log::ref() const { return conv_log_ref(object_.view()); }
+conv_log_ref conv_log::ref() const { return conv_log_ref(object_.view(), locks_.data()); }
 
 std::uint32_t conv_log::partitions() const {
   return static_cast<std::uint32_t>(object_.head().streams);

@@ -13,8 +13,8 @@
 //   log.clear_stream.host_tail  the host's truncation of one stream
 //   log.clear.generation        the host's truncation of every stream: generation + 1
 //   log.clear.wrapped_tail      a tail rewritten empty when the generation's tag wraps around
-// open() releasing conv_log's partition locks and clear_faults() persist nothing: neither the
-// locks nor the fault record is recovery state (open() resets both), so a crash may lose them.
+// clear_faults() persists nothing: the fault record is not recovery state (open() resets it), so a
+// crash may lose it. conv_log's partition locks are not in the pool at all (conv_log.cuh).
 #include <gpm/log/detail/log_object.cuh>
 
 #include <atomic>
@@ -163,14 +163,8 @@ log_object log_object::open(pool& p, std::string_view name, kind k) {
       word(*t).store(tail_word(o.generation(), 0));
     }
   }
-  // A crash may have left partition locks held and faults recorded; neither is persistent state,
-  // so their reset is not persisted: every open() resets them again.
-  if (k == kind::conv) {
-    for (std::uint64_t s = 0; s < h.streams; ++s) {
-      reinterpret_cast<partition_control*>(base + h.control_offset + s * h.control_stride)->lock =
-          0;
-    }
-  }
+  // A crash may have left faults recorded; they are not persistent state, so their reset is not
+  // persisted: every open() resets them again.
   o.clear_faults();
   return o;
 }

@@ -160,10 +160,11 @@ TEST(ConvLog, ReopenReleasesLocksACrashLeftHeld) {
     gpm::device_buffer<std::uint32_t> status(2);
     gpm::launch(append_items, 1, 2, 0, nullptr, log.ref(), 1u, status.data());
     for (std::uint32_t s : gpm::test::statuses(status)) ASSERT_EQ(s, 0u);
-    // A thread died holding partition 1's lock.
+    // A thread died holding partition 1's lock, in a log whose control line held the lock (the
+    // locks live in GPU memory now: the old word must be ignored).
     const auto obj = sp.get().get("meta");
     const auto* head = sp.get().host_ptr<L::header>(obj.offset);
-    sp.get().host_ptr<L::partition_control>(obj.offset + head->control_offset)[1].lock = 1;
+    sp.get().host_ptr<L::partition_control>(obj.offset + head->control_offset)[1].unused = 1;
   }
   sp.reopen();
   gpm::conv_log log = gpm::conv_log::open(sp.get(), "meta");
@@ -200,8 +201,8 @@ TEST(ConvLog, OpenChecksKindAndCreateChecksArguments) {
   EXPECT_THROW(gpm::conv_log::create(p, "x", 0, 64), gpm::error);
   EXPECT_THROW(gpm::conv_log::create(p, "x", 2, 4), gpm::error);
   // Geometries whose sizes pass 64 bits are refused, never wrapped to a small object.
-  for (const auto& [partitions, bytes] : {std::pair{0xffffffffu, std::uint64_t{1} << 40},
-                                          std::pair{2u, ~std::uint64_t{0}}}) {
+  for (const auto& [partitions, bytes] :
+       {std::pair{0xffffffffu, std::uint64_t{1} << 40}, std::pair{2u, ~std::uint64_t{0}}}) {
     try {
       gpm::conv_log::create(p, "x", partitions, bytes);
       FAIL() << "created a log of " << partitions << " partitions of " << bytes << " bytes";

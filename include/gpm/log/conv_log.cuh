@@ -1,9 +1,12 @@
 // gpm::conv_log: conventional partitioned logging (GPM, ASPLOS'22, §5.2), for small metadata
 // logged by one thread of a block or warp (a table size, a counter). The log is split into
 // partitions; an operation takes the partition's lock, then appends to (or reads, removes from)
-// the partition's stack of entries. Entries are crash-atomic like hcl_log's (persist the entry,
-// then the tail) and checksummed with the generation, so a torn entry is never returned. Any
-// thread of any kernel may use any partition: there is no geometry. Durability: the pool's.
+// the partition's stack of entries. The locks are volatile, as locks are in the paper: they live in
+// GPU memory, owned by the host object, where contending threads spin on the GPU's L2 instead of
+// crossing PCIe to the pool at every attempt, and a crash cannot leave one held. Entries are
+// crash-atomic like hcl_log's (persist the entry, then the tail) and checksummed with the
+// generation, so a torn entry is never returned. Any thread of any kernel may use any partition:
+// there is no geometry. Durability: the pool's.
 //
 //   gpm::conv_log meta = gpm::conv_log::create(pool, "table-meta", 8, 4096);
 //   __global__ void grow(gpm::conv_log_ref meta, table t) {
@@ -100,15 +103,15 @@ class conv_log_ref {
   friend class conv_log;
   template <class>
   friend struct detail::log::undo_streams;  // conv_undo_tx logs to and rolls back partitions
-  explicit conv_log_ref(const detail::log::log_view& v) : v_(v) {}
+  conv_log_ref(const detail::log::log_view& v, std::uint32_t* locks) : v_(v), locks_(locks) {}
 
-  // Runs f(layout, stream) on `partition` holding its lock (a spin lock at gpm::pool_scope that
-  // backs off with __nanosleep, so the emulator and other warps make progress).
+  // Runs f(layout, stream) on `partition` holding its lock (a device-scope spin lock in GPU memory
+  // that backs off with __nanosleep, so the emulator and other warps make progress).
   template <class F>
   __device__ log_status locked(std::uint32_t partition, F&& f) const {
     if (partition >= v_.streams) return v_.report(log_status::bad_partition, partition);
     auto* control = reinterpret_cast<detail::log::partition_control*>(v_.control(partition));
-    atomic_ref<std::uint32_t, pool_scope> lock(control->lock);
+    atomic_ref<std::uint32_t, thread_scope::device> lock(locks_[partition]);
     std::uint32_t expected = 0;
     for (unsigned backoff = 32; !lock.compare_exchange_weak(expected, 1, memory_order_acquire);
          backoff = backoff < 4096 ? backoff * 2 : backoff) {
@@ -124,6 +127,7 @@ class conv_log_ref {
   }
 
   detail::log::log_view v_;
+  std::uint32_t* locks_ = nullptr;  // one per partition, in GPU memory: 0 free, 1 held
 };
 static_assert(std::is_trivially_copyable_v<conv_log_ref>);
 
@@ -138,7 +142,7 @@ class conv_log {
   // `bytes_per_partition` bytes each. Errors as hcl_log::create.
   static conv_log create(pool& p, std::string_view name, std::uint32_t partitions,
                          std::uint64_t bytes_per_partition);
-  // Opens the log `name`, validating it; releases partition locks a crash left held.
+  // Opens the log `name`, validating it.
   static conv_log open(pool& p, std::string_view name);
 
   conv_log_ref ref() const;
@@ -156,10 +160,13 @@ class conv_log {
   void clear_faults() { object_.clear_faults(); }
 
  private:
-  explicit conv_log(detail::log::log_object o) : object_(std::move(o)) {}
+  explicit conv_log(detail::log::log_object o);
   std::uint64_t checked_partition(std::uint32_t partition) const;
 
   detail::log::log_object object_;
+  // The partitions' locks, zeroed (free); allocated where the pool is mapped into a GPU, which
+  // ref() needs anyway.
+  device_buffer<std::uint32_t> locks_;
 };
 
 }  // namespace gpm

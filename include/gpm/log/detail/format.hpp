@@ -120,7 +120,7 @@ inline constexpr std::uint64_t control_offset = 3 * line_bytes;
 // conv_log's per-partition control line.
 struct partition_control {
   std::uint64_t tail;
-  std::uint32_t lock;  // 0 free, 1 held; reset on open (a crash may leave it held)
+  std::uint32_t unused;  // held the partition's lock until the locks moved to GPU memory
   std::uint32_t reserved0;
   std::uint64_t reserved[14];
 };
