@@ -128,7 +128,8 @@ root_record heap_media::root() const {
   return *best;
 }
 
-void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch, bool undo) {
+void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch, bool undo,
+                            const char* site) {
   root_record r{};
   // A heap being created has no valid root yet: its first root gets seq 1.
   const root_record* slots = roots(object_);
@@ -141,7 +142,7 @@ void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch, bool und
   r.checksum = root_checksum(r);
   root_record& slot = roots(object_)[r.seq % 2];
   std::memcpy(&slot, &r, sizeof r);
-  persist(&slot, sizeof slot);
+  persist_at(site, &slot, sizeof slot);
 }
 
 const std::uint64_t* heap_media::log_slots(std::uint32_t log) const {
@@ -236,9 +237,9 @@ std::uint64_t heap_media::apply(const log_unit& u, std::uint64_t after,
   return applied;
 }
 
-void heap_media::persist_home(const touched_words& touched) const {
+void heap_media::persist_home(const touched_words& touched, const char* site) const {
   if (!touched.empty()) {
-    persist(home() + touched.lo, (touched.hi - touched.lo + 1) * sizeof(std::uint32_t));
+    persist_at(site, home() + touched.lo, (touched.hi - touched.lo + 1) * sizeof(std::uint32_t));
   }
 }
 

@@ -20,8 +20,7 @@ namespace gpm::detail::tx {
 heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t log_bytes);
 // The header at `object` (a pool object of `object_bytes` bytes, its common header validated by
 // pool::open_object): checks the geometry against the sizes. Throws corrupt, naming `what`.
-heap_header check_geometry(const void* object, std::uint64_t object_bytes,
-                           const std::string& what);
+heap_header check_geometry(const void* object, std::uint64_t object_bytes, const std::string& what);
 
 // Where a record with a valid checksum lies in its log. Its pairs stay there, and apply() reads
 // them in place: the chunks of a record not yet applied are not reused (its log's head stands at
@@ -72,9 +71,9 @@ class heap_media {
 
   // The newer valid root record; throws corrupt when neither copy is valid.
   root_record root() const;
-  // Writes {applied, epoch, undo} into the older slot with the next seq and persists it:
-  // crash-atomic.
-  void write_root(std::uint64_t applied, std::uint64_t epoch, bool undo);
+  // Writes {applied, epoch, undo} into the older slot with the next seq and persists it at the
+  // persist site `site` (tx_heap.cu lists them): crash-atomic.
+  void write_root(std::uint64_t applied, std::uint64_t epoch, bool undo, const char* site);
   // The record at stream position `pos` of `log` if one of `epoch` with a valid checksum lies
   // there whose words are all in the heap (a torn, stale or foreign one never does); a member of a
   // striped group is read with its group's stride. `undo`: an undo record (its pairs hold old
@@ -92,8 +91,8 @@ class heap_media {
   void apply(const record& r, touched_words& touched) const;
   // The same for the unit's records whose seq is above `after`; returns how many.
   std::uint64_t apply(const log_unit& u, std::uint64_t after, touched_words& touched) const;
-  // Persists the touched words of the home image.
-  void persist_home(const touched_words& touched) const;
+  // Persists the touched words of the home image at the persist site `site`.
+  void persist_home(const touched_words& touched, const char* site) const;
 
  private:
   const std::uint64_t* log_slots(std::uint32_t log) const;

@@ -75,7 +75,7 @@ std::uint64_t reproducer::roll_back() {
       }
     }
   }
-  media_.persist_home(touched);
+  media_.persist_home(touched, "tx.recover.undo");
   return rolled;
 }
 
@@ -135,16 +135,18 @@ void reproducer::free_log_space() {
     if (first == nullptr) first = &c;
     last = &c;
   }
-  if (first != nullptr) persist(first, static_cast<std::size_t>(last + 1 - first) * sizeof *first);
+  if (first != nullptr) {
+    persist_at("tx.apply.head", first, static_cast<std::size_t>(last + 1 - first) * sizeof *first);
+  }
 }
 
 std::uint64_t reproducer::pass() {
   touched_words touched;
   const std::uint64_t applied = apply_ready(kBatch, touched);
   if (applied == 0) return 0;
-  media_.persist_home(touched);
+  media_.persist_home(touched, "tx.apply.home");
   crash_point("tx.apply");
-  media_.write_root(applied_, epoch_, undo_);
+  media_.write_root(applied_, epoch_, undo_, "tx.apply.root");
   crash_point("tx.flip");
   free_log_space();
   return applied;
@@ -153,7 +155,7 @@ std::uint64_t reproducer::pass() {
 void reproducer::mark_applied(std::uint64_t seq) {
   if (seq == applied_) return;
   applied_ = seq;
-  media_.write_root(applied_, epoch_, undo_);
+  media_.write_root(applied_, epoch_, undo_, "tx.sync.root");
 }
 
 reproducer::recovered reproducer::recover(bool undo_next) {
@@ -168,18 +170,18 @@ reproducer::recovered reproducer::recover(bool undo_next) {
     restart(&heads);
     touched_words touched;
     out.replayed = apply_ready(std::numeric_limits<std::uint64_t>::max(), touched);
-    media_.persist_home(touched);
+    media_.persist_home(touched, "tx.recover.home");
     out.discarded = unreachable();
   }
   crash_point("tx.recover.replayed");
   // A new epoch: every record written so far stops validating, so the logs start empty.
   undo_ = undo_next;
-  media_.write_root(applied_, ++epoch_, undo_);
+  media_.write_root(applied_, ++epoch_, undo_, "tx.recover.root");
   crash_point("tx.recover.flipped");
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     log_control& c = media_.control(log);
     shared_word(c.head).store(0);
-    persist(&c, sizeof c);
+    persist_at("tx.recover.head", &c, sizeof c);
   }
   restart(nullptr);
   std::fill(published_.begin(), published_.end(), 0);

@@ -2,6 +2,30 @@
 // copy, ownership records, status slots, sequence counter, bandwidth monitor), launch plans with
 // the adaptive per-launch choice of the ring, and the reproducer thread that applies persisted
 // records while kernels run.
+//
+// The module's persist sites (gpm::persist_at; docs/crash-checking.md), caught when removed by
+// tests/tx/tx_crash_image_test.cu. Kernels (include/gpm/tx/detail/engine.cuh; on a GPU each is
+// the one fence it was, in host code each range a thread stored is named):
+//   tx.commit.record   a direct or hcl commit's redo record, before run() returns
+//   tx.drain.chunks    the ring chunks a helper lane copied into the block's log, before they count
+//                      as persisted (and their ring slots are freed)
+//   tx.undo.log        an undo commit's record of old values, before the home image is written
+//   tx.undo.home       an undo commit's new values in the home image, before the record retires
+//   tx.undo.retire     the retired undo record (slot 0 cleared), before the orecs are released
+// Host (this file, media.cpp, reproducer.cpp):
+//   tx.create.header   a new heap's header, after its first root: until durable, open() refuses it
+//   tx.create.root     a new heap's first `applied` root record
+//   tx.store.home      the words store() sets
+//   tx.apply.home      the home words a reproducer pass wrote, before the root flips
+//   tx.apply.root      the flip: the `applied` root moved to the pass's last record
+//   tx.apply.head      the log heads a pass moved (log space freed), after the flip
+//   tx.sync.root       undo mode: the `applied` root moved to the last commit sync() saw
+//   tx.recover.home    the home words recovery replayed, before the new epoch's root
+//   tx.recover.undo    the home words recovery rolled back (an undo epoch), before that root
+//   tx.recover.root    the new epoch's root, which invalidates every older record
+//   tx.recover.head    each log's head reset to 0 for the new epoch
+// The helpers' tail publish (the block's persisted count, the ring slots freed) is in GPU and
+// shared memory and persists nothing.
 #include <gpm/tx/tx_heap.cuh>
 
 #include <algorithm>
@@ -222,7 +246,7 @@ struct tx_heap::impl {
     recovery.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Undo commits write the home image themselves: nothing to apply.
-    if (options.mode != tx_mode::volatile_only && !undo) {
+    if (options.mode != tx_mode::volatile_only && !undo && options.background_apply) {
       thread = std::thread([this] { reproduce(); });
     }
   }
@@ -438,9 +462,9 @@ tx_heap tx_heap::create(pool& p, std::string_view name, const tx_geometry& g,
   const std::uint64_t offset = p.allocate(name, h.common.object_bytes, T::kLineBytes, T::kTypeTag);
   char* object = p.host_ptr<char>(offset);
   // The root first, the header last: until the header is durable, open() rejects the object.
-  T::heap_media(object, h, label_of(p, name)).write_root(0, 1, false);
+  T::heap_media(object, h, label_of(p, name)).write_root(0, 1, false, "tx.create.root");
   std::memcpy(object, &h, sizeof h);
-  persist(object, sizeof h);
+  persist_at("tx.create.header", object, sizeof h);
   return open(p, name, options);
 }
 
@@ -562,7 +586,7 @@ void tx_heap::store(std::uint64_t first, const std::uint32_t* values, std::uint6
   sync(nullptr);
   std::uint32_t* home = impl_->rep.media().home() + first;
   std::memcpy(home, values, count * sizeof *values);
-  persist(home, count * sizeof *values);
+  persist_at("tx.store.home", home, count * sizeof *values);
   check_cuda(cudaMemcpy(impl_->work.data() + first, values, count * sizeof *values,
                         cudaMemcpyHostToDevice),
              "cudaMemcpy (tx_heap::store)");

@@ -59,13 +59,19 @@ struct tx_options {
   // adaptive: the persist bandwidth (bytes/s) above which helper warps turn on; unset: measured
   // by gpm::tx_calibrate(pool) when the heap is opened (once per process)
   std::optional<double> switch_threshold;
-  std::uint32_t slice_us = 100;    // adaptive: the bandwidth monitor's time slice, microseconds
+  std::uint32_t slice_us = 100;  // adaptive: the bandwidth monitor's time slice, microseconds
   // adaptive: learn each kernel's faster kind from measured commit rates (tx_heap::launch);
   // false: the paper's switch alone, each launch's ring chosen by the last launch's bandwidth
   bool learn = true;
-  std::uint32_t max_attempts = 0;  // attempts before run() gives up (0: until it commits)
+  std::uint32_t max_attempts = 0;       // attempts before run() gives up (0: until it commits)
   std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
   std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
+  // Redo modes: a host thread of the heap applies persisted records while kernels run. false: no
+  // such thread; only sync(), durable_seq() and store() apply records, so a launch's records must
+  // fit in its logs' free space (a commit that finds its log full would wait forever). For tests
+  // that need the host quiet while kernels run (the crash-image checker's: a persist by another
+  // thread while it explores a crash point is not seen by its model; tx_crash_image_test.cu).
+  bool background_apply = true;
 };
 
 // What open() found and did (last_recovery()).
@@ -158,9 +164,10 @@ class tx_heap {
   // helper warps and ring of the options and uses log blockIdx.x (so blocks <= logs). In adaptive
   // mode each body type (kernel) is learnt: its first launch gets them with helpers held on, its
   // second runs without them, and later launches take whichever committed faster, measuring the
-  // other again once it has not run for 16 launches (with tx_options::learn false: a launch after one whose persist
-  // bandwidth exceeded the threshold, and the first, get them). docs/transactions.md. `body` is
-  // a trivially copyable functor or extended __device__ lambda. Asynchronous, in `stream`.
+  // other again once it has not run for 16 launches (with tx_options::learn false: a launch after
+  // one whose persist bandwidth exceeded the threshold, and the first, get them).
+  // docs/transactions.md. `body` is a trivially copyable functor or extended __device__ lambda.
+  // Asynchronous, in `stream`.
   template <class Body>
   void launch(std::uint32_t blocks, std::uint32_t workers_per_block, Body body,
               cudaStream_t stream = nullptr) {

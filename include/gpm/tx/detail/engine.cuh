@@ -21,13 +21,14 @@
 // holds all its orecs, so conflicting transactions are numbered in conflict order and replaying
 // records in sequence order reproduces the heap. The counter's atomic is relaxed: the orecs'
 // release and acquire (and the combining list's) already order two conflicting committers'
-// atomics, and a sequentially consistent one costs a GPU-wide fence on every commit. The number and the record's space in its log
-// stream are taken together under one order lock per log (direct, striped) or per block (in
-// kernels launched with a ring, for ring and direct commits alike), so within a log records lie
-// in sequence order; this is what lets the host free log space in order without ever waiting on
-// a record that cannot be written. The lock covers only handing out the positions: a committer
-// releases its orecs right after (its number already orders it before any conflicting commit
-// that follows), and only then waits for log or ring space and writes its record.
+// atomics, and a sequentially consistent one costs a GPU-wide fence on every commit. The number and
+// the record's space in its log stream are taken together under one order lock per log (direct,
+// striped) or per block (in kernels launched with a ring, for ring and direct commits alike), so
+// within a log records lie in sequence order; this is what lets the host free log space in order
+// without ever waiting on a record that cannot be written. The lock covers only handing out the
+// positions: a committer releases its orecs right after (its number already orders it before any
+// conflicting commit that follows), and only then waits for log or ring space and writes its
+// record.
 #pragma once
 
 #include <cstdint>
@@ -175,6 +176,23 @@ using blk32 = atomic_ref<std::uint32_t, thread_scope::block>;
 
 // Waits politely: lets other warps (and, on the emulator, other fibers) run.
 __device__ inline void pause(std::uint32_t round) { __nanosleep(round < 6 ? 32u << round : 2048u); }
+
+// A persist site for `n` ranges of `bytes` each that the calling thread stored (at(i) gives the
+// i-th): on a GPU one fence, which makes every store of the thread durable; in host code (the
+// emulator) each range is named, so that the crash-image checker's model makes exactly those lines
+// durable (one range spanning them would carry other threads' chunks between them along).
+template <class At>
+__device__ inline void persist_each_at(const char* site, std::uint64_t n, std::size_t bytes,
+                                       At at) {
+#if GPM_IN_GPU_CODE
+  (void)n;
+  (void)bytes;
+  (void)at;
+  gpm::persist_at(site);
+#else
+  for (std::uint64_t i = 0; i < n; ++i) gpm::persist_at(site, at(i), bytes);
+#endif
+}
 
 template <class Lock>
 __device__ inline void lock_order(Lock lock) {
@@ -724,15 +742,17 @@ __device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, 
   for (std::uint64_t j = 0; j < chunks; ++j) {
     data[at.pos + 32 * j] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
   }
-  gpm::persist();
+  persist_each_at("tx.undo.log", chunks, kChunkBytes,
+                  [&](std::uint64_t j) { return data + at.pos + 32 * j; });
   kernel_crash_point("tx.undo.logged");
   for (std::uint32_t i = 0; i < writes_; ++i) v_.home[words_[i]] = values_[i];
-  gpm::persist();
+  persist_each_at("tx.undo.home", writes_, sizeof(std::uint32_t),
+                  [&](std::uint64_t i) { return v_.home + words_[i]; });
   kernel_crash_point("tx.undo.written");
   // Retired: with slot 0 cleared the record never validates. Done while the orecs are held, so
   // at most one live undo record covers a word.
   data[at.pos].x = 0;
-  gpm::persist();
+  gpm::persist_at("tx.undo.retire", &data[at.pos], kChunkBytes);
   dev64(v_.logs_state[at.log].persisted).fetch_add(chunks, memory_order_relaxed);
   apply();
   r.seq = seq;
@@ -773,7 +793,9 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
       data[(o.pos + j * o.width) % v_.log_chunks] =
           ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
     }
-    gpm::persist();
+    kernel_crash_point("tx.commit.written");  // stored, not yet persisted
+    persist_each_at("tx.commit.record", chunks, kChunkBytes,
+                    [&](std::uint64_t j) { return data + (o.pos + j * o.width) % v_.log_chunks; });
     dev64(v_.logs_state[log].persisted).fetch_add(chunks, memory_order_relaxed);
     monitor_persisted(v_, chunks * kChunkBytes);
   }
@@ -886,7 +908,9 @@ __device__ inline void drain_ring(const heap_view& v) {
       data[where[at]] = chunks[at];
     }
     if (lane == 0) kernel_crash_point("tx.drain");
-    gpm::persist();
+    persist_each_at(
+        "tx.drain.chunks", lane < k ? (k - lane + 31) / 32 : 0, kChunkBytes,
+        [&](std::uint64_t m) { return data + where[(c + lane + 32 * m) % v.ring_chunks]; });
     __syncwarp();
     if (lane == 0) {
       for (std::uint32_t round = 0; blk64(ring->persisted).load(memory_order_acquire) != c;
