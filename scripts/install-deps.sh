@@ -34,8 +34,8 @@ if ! python3 -c 'import matplotlib' 2>/dev/null; then
     || echo "install-deps: matplotlib unavailable; benchmark reports will be written without plots"
 fi
 
-if ! python3 -c 'import nanobind, numpy, pytest' 2>/dev/null; then
-  echo "install-deps: installing nanobind, numpy and pytest (the Python package and its tests)"
+if ! python3 -c 'import nanobind, numpy, pytest, mypy' 2>/dev/null; then
+  echo "install-deps: installing nanobind, numpy, pytest and mypy (the Python package and its tests)"
   python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../python/requirements.txt" \
     || echo "install-deps: the Python package's requirements are unavailable; it will not be built"
 fi

@@ -25,13 +25,14 @@ import os
 import pickle
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 import torch
 from torch.distributed.checkpoint import (LoadPlan, LoadPlanner, Metadata, SavePlan,
                                           SavePlanner, StorageReader, StorageWriter)
 from torch.distributed.checkpoint.metadata import MetadataIndex
-from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
+from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
@@ -132,8 +133,8 @@ class PoolWriter(StorageWriter):
         name = _pool_name(self.rank)
         path = os.path.join(self.path, name)
         data = [(item, planner.resolve_data(item)) for item in plan.items]
-        sizes = [d.getbuffer().nbytes if item.type == WriteItemType.BYTE_IO
-                 else d.numel() * d.element_size() for item, d in data]
+        sizes = [d.getbuffer().nbytes if isinstance(d, io.BytesIO)  # the BYTE_IO items
+                 else d.numel() * d.element_size() for _, d in data]
         if os.path.exists(path):  # a rank's leftover of an uncommitted or overwritten save
             Pool.remove(path)
         results = []
@@ -143,7 +144,7 @@ class PoolWriter(StorageWriter):
             for i, ((item, d), n) in enumerate(zip(data, sizes)):
                 obj = f"i{i}"
                 pool.allocate(obj, max(n, 1), alignment=_ALIGN)
-                if item.type == WriteItemType.BYTE_IO:
+                if isinstance(d, io.BytesIO):  # the BYTE_IO items
                     pool.array(obj)[:n] = np.frombuffer(d.getbuffer(), dtype=np.uint8)
                     where = _Item(name, obj, n)
                 else:
@@ -155,7 +156,7 @@ class PoolWriter(StorageWriter):
             if gpu and torch.cuda.is_available():
                 torch.cuda.synchronize()  # the GPU's stores into the pool have landed
             pool.persist()
-        f = Future()
+        f: Future = Future()
         f.set_result(results)
         return f
 
@@ -256,7 +257,7 @@ class PoolReader(StorageReader):
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
-        per_pool = {}
+        per_pool: dict[str, list[tuple[Any, _Item]]] = {}
         for req in plan.items:
             where = self.storage_data.get(req.storage_index)
             if not isinstance(where, _Item):
@@ -269,7 +270,7 @@ class PoolReader(StorageReader):
                            restore_from_snapshot=False) as pool:
                 for req, where in reqs:
                     _load(pool, self.path, req, where, planner)
-        f = Future()
+        f: Future = Future()
         f.set_result(None)
         return f
 

@@ -16,12 +16,15 @@ that are not tensors (hyperparameters, step numbers) are kept as JSON in one mor
 load() restores into the tensors of the template it is given (model.state_dict()'s share the
 parameters' memory, so the model is restored in place) and returns the saved structure, with the
 template's tensors and the saved values that are not tensors."""
+from __future__ import annotations
+
 import json
 import weakref
+from typing import Any, Union
 
 import torch
 
-from . import Error, backend
+from . import Checkpointer, Error, PendingCheckpoint, backend
 
 _META = "gpmkit.torch.meta"   # the chunk of the JSON description
 _META_MIN = 1 << 16           # its smallest size: 8 bytes of length, then the JSON
@@ -125,7 +128,7 @@ class _Meta:
 
 
 # Each checkpointer's description chunk per group, kept between saves.
-_metas = weakref.WeakKeyDictionary()
+_metas: weakref.WeakKeyDictionary[Checkpointer, dict[int, _Meta]] = weakref.WeakKeyDictionary()
 
 
 def _saved_meta_bytes(ck, group):
@@ -143,11 +146,12 @@ def _meta_for_save(ck, group, data):
     return per_group[group]
 
 
-def save(ck, state, group=0, wait=True):
+def save(ck: Checkpointer, state: Any, group: int = 0,
+         wait: bool = True) -> Union[dict[str, Any], PendingCheckpoint]:
     """Checkpoints `state` (a dict or list nesting tensors and JSON values) into checkpointer
     `ck`'s `group`: what Checkpointer.save returns, or with wait=False a PendingCheckpoint as soon
     as the tensors are captured (they may change at once; wait() returns once durable)."""
-    tensors = []
+    tensors: list[tuple[str, torch.Tensor]] = []
     data = json.dumps(_describe(state, "", tensors), separators=(",", ":")).encode()
     meta = _meta_for_save(ck, group, data)
     meta.write(data)
@@ -157,7 +161,7 @@ def save(ck, state, group=0, wait=True):
     return ck.save({}, group=group, wait=wait)
 
 
-def load(ck, template, group=0):
+def load(ck: Checkpointer, template: Any, group: int = 0) -> Any:
     """Restores the last completed save of `group` into the tensors of `template` (the same
     structure as saved: same keys, shapes and dtypes) and returns the saved structure with those
     tensors and the saved values that are not tensors. The checkpoint is restored into device
@@ -165,14 +169,14 @@ def load(ck, template, group=0):
     tensor of another shape or dtype, raises Error naming the key and changes no tensor."""
     meta = _Meta(_saved_meta_bytes(ck, group) or _META_MIN)
     _add(ck, _META, _META, meta.tensor, group)
-    tensors = []
+    tensors: list[tuple[str, torch.Tensor]] = []
     _describe(template, "", tensors)
     staged = [torch.empty(t.shape, dtype=t.dtype, device=_device()) for _, t in tensors]
     for i, ((path, _), d) in enumerate(zip(tensors, staged)):
         _add(ck, path, _chunk(i), d, group)
     ck.restore(group)
     desc = meta.read()
-    saved = []
+    saved: list[tuple[str, dict[str, Any]]] = []
     _describe_paths(desc, "", saved)
     paths = [p for p, _ in tensors]
     saved_paths = [p for p, _ in saved]
