@@ -11,13 +11,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +40,7 @@ constexpr const char* kUsage =
     "  gpmbench run <workload> [--out DIR] [--repeats N] [--warmup N] [--bytes B] [--quick]\n"
     "                          [--modes a,b,...] [--disk-dir DIR] [--pm-dir DIR]\n"
     "  gpmbench suite (--quick | --full) [--out DIR] [--only a,b,...] [--repeats N] [--warmup N]\n"
+    "                          [--budget S] [--resume]\n"
     "                          [--disk-dir DIR] [--pm-dir DIR] [--no-report]\n"
     "  gpmbench report <DIR> [--out FILE]\n"
     "  gpmbench crash-demo        a run killed with SIGKILL halfway, then resumed and checked\n"
@@ -59,7 +63,11 @@ constexpr const char* kUsage =
     "  --full          each workload's full sizes (paper scale on a GPU), 3 repeats + 1 warm-up\n"
     "  --out DIR       default bench/results/<machine-tag>/suite-quick or suite-full\n"
     "  --only a,b      only these workloads\n"
-    "  --no-report     do not run the report step\n";
+    "  --no-report     do not run the report step\n"
+    "  --budget S      start no mode after S seconds; exit status 3 when some did not run\n"
+    "  --resume        skip the modes a suite run into DIR did already (DIR/suite-progress.txt),\n"
+    "                  so several runs of one command, each within a budget, make one results\n"
+    "                  directory\n";
 
 // "64M" -> 67108864. Binary suffixes: the sizes are of memory and pools.
 std::uint64_t parse_bytes(const std::string& text) {
@@ -233,13 +241,45 @@ int report(const std::vector<std::string>& args) {
   return run_report(args);
 }
 
+// The (workload, case, mode) triples a suite run into a results directory has done (recorded, or
+// skipped as unable to run), a line "workload<TAB>case<TAB>mode" each, appended as they are done:
+// what a run with --resume skips. A run without --resume starts the file afresh.
+class suite_progress {
+ public:
+  suite_progress(const std::filesystem::path& path, bool resume) {
+    std::filesystem::create_directories(path.parent_path());
+    if (resume) {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) {
+        if (!line.empty()) done_.insert(line);
+      }
+    }
+    out_.open(path, resume ? std::ios::app : std::ios::trunc);
+    if (!out_) throw std::runtime_error("gpmbench suite: cannot write " + path.string());
+  }
+  bool done(const std::string& w, const std::string& c, const std::string& m) const {
+    return done_.count(key(w, c, m)) != 0;
+  }
+  void add(const std::string& w, const std::string& c, const std::string& m) {
+    if (done_.insert(key(w, c, m)).second) out_ << key(w, c, m) << '\n' << std::flush;
+  }
+
+ private:
+  static std::string key(const std::string& w, const std::string& c, const std::string& m) {
+    return w + '\t' + c + '\t' + m;
+  }
+  std::set<std::string> done_;
+  std::ofstream out_;
+};
+
 // Every workload (or those named with --only) in every mode, with progress, then the report. A
 // workload that fails is reported and the suite goes on; the exit status says whether any failed.
 int suite(const std::vector<std::string>& args) {
   gpmbench::run_options o;
   bool repeats_given = false;
   bool warmup_given = false;
-  bool quick = false, full = false, with_report = true;
+  bool quick = false, full = false, with_report = true, resume = false;
+  std::optional<double> budget_s;
   std::vector<std::string> only;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (parse_common_option(args, i, o, repeats_given, warmup_given)) continue;
@@ -250,6 +290,10 @@ int suite(const std::vector<std::string>& args) {
       full = true;
     } else if (a == "--no-report") {
       with_report = false;
+    } else if (a == "--resume") {
+      resume = true;
+    } else if (a == "--budget" && i + 1 < args.size()) {
+      budget_s = static_cast<double>(parse_count(a, args[++i], 0));
     } else if (a == "--only" && i + 1 < args.size()) {
       only = split_commas(args[++i]);
     } else {
@@ -269,20 +313,34 @@ int suite(const std::vector<std::string>& args) {
   const std::optional<gpm::device_info> dev = usable_device();
   if (!dev) return 77;
   if (o.out_dir.empty()) {
-    o.out_dir = "bench/results/" + gpmbench::machine_tag(*dev) + (quick ? "/suite-quick" : "/suite-full");
+    o.out_dir =
+        "bench/results/" + gpmbench::machine_tag(*dev) + (quick ? "/suite-quick" : "/suite-full");
   }
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  if (budget_s)
+    o.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(*budget_s));
+  suite_progress progress(std::filesystem::path(o.out_dir) / "suite-progress.txt", resume);
+  std::string workload_name;
+  o.done_already = [&](const std::string& c, const std::string& m) {
+    return progress.done(workload_name, c, m);
+  };
+  o.on_done = [&](const std::string& c, const std::string& m) {
+    progress.add(workload_name, c, m);
+  };
   std::vector<std::string> failed;
-  for (std::size_t k = 0; k < chosen.size(); ++k) {
+  bool stopped = false;
+  for (std::size_t k = 0; k < chosen.size() && !stopped; ++k) {
     const gpmbench::workload& w = *chosen[k];
     std::printf("\n[%zu/%zu, %.0f s] %s: %s\n", k + 1, chosen.size(), elapsed(), w.name.c_str(),
                 w.summary.c_str());
     std::fflush(stdout);
+    workload_name = w.name;
     try {
-      gpmbench::run_workload(w, o, *dev);
+      stopped = !gpmbench::run_workload(w, o, *dev);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpmbench suite: %s failed: %s\n", w.name.c_str(), e.what());
       failed.push_back(w.name);
@@ -292,13 +350,19 @@ int suite(const std::vector<std::string>& args) {
               o.out_dir.c_str());
   int status = 0;
   if (with_report) status = run_report({o.out_dir});
+  if (stopped) {
+    std::printf(
+        "suite: the budget of %.0f s is spent before every mode ran; the same command with "
+        "--resume goes on where this one stopped\n",
+        *budget_s);
+  }
   if (!failed.empty()) {
     std::string names;
     for (const std::string& n : failed) names += " " + n;
     std::fprintf(stderr, "gpmbench suite: failed:%s\n", names.c_str());
     return 1;
   }
-  return status;
+  return stopped && status == 0 ? 3 : status;
 }
 
 }  // namespace

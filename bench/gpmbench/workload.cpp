@@ -15,22 +15,47 @@ const std::vector<workload>& workloads() {
   static const std::vector<workload> all = {
       platform_workload(),
       persist_scaling_workload(),
-      cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload(), cp_hotspot_workload(),
+      cp_dnn_workload(),
+      cp_cfd_workload(),
+      cp_blackscholes_workload(),
+      cp_hotspot_workload(),
       cp_hetero_workload(),
-      ycsb_workload(), ycsb_key32_workload(), ycsb_uniform_workload(),
-      hash_micro_workload(), hash_batch_sweep_workload(), hash_factors_workload(),
-      hash_cache_workload(), hash_load_factor_workload(), hash_resize_recovery_workload(),
-      kvs_set_workload(), kvs_mixed_workload(),
-      db_insert_workload(), db_update_workload(),
-      native::bfs_workload(), native::srad_workload(), native::prefix_sum_workload(),
-      tx_atm_a1_workload(), tx_atm_a2_workload(), tx_hash_h1_workload(), tx_hash_h2_workload(),
-      tx_bvh_1_workload(), tx_bvh_2_workload(), tx_micro_pressure_workload(),
+      ycsb_workload(),
+      ycsb_key32_workload(),
+      ycsb_uniform_workload(),
+      hash_micro_workload(),
+      hash_batch_sweep_workload(),
+      hash_factors_workload(),
+      hash_cache_workload(),
+      hash_load_factor_workload(),
+      hash_resize_recovery_workload(),
+      kvs_set_workload(),
+      kvs_mixed_workload(),
+      db_insert_workload(),
+      db_update_workload(),
+      native::bfs_workload(),
+      native::srad_workload(),
+      native::prefix_sum_workload(),
+      tx_atm_a1_workload(),
+      tx_atm_a2_workload(),
+      tx_hash_h1_workload(),
+      tx_hash_h2_workload(),
+      tx_bvh_1_workload(),
+      tx_bvh_2_workload(),
+      tx_micro_pressure_workload(),
       tx_ring_sweep_workload(),
-      ooc::vectoradd_workload(), ooc::blackscholes_workload(), ooc::binomial_workload(),
-      ooc::pathfinder_workload(), ooc::hotspot_workload(), ooc::lavamd_workload(),
-      ooc::srad_workload(), ooc::backprop_workload(),
-      ooc::ablation_readahead_workload(), ooc::ablation_line_workload(),
-      ooc::ablation_cache_workload(), ooc::ablation_output_workload(),
+      ooc::vectoradd_workload(),
+      ooc::blackscholes_workload(),
+      ooc::binomial_workload(),
+      ooc::pathfinder_workload(),
+      ooc::hotspot_workload(),
+      ooc::lavamd_workload(),
+      ooc::srad_workload(),
+      ooc::backprop_workload(),
+      ooc::ablation_readahead_workload(),
+      ooc::ablation_line_workload(),
+      ooc::ablation_cache_workload(),
+      ooc::ablation_output_workload(),
   };
   return all;
 }
@@ -117,6 +142,14 @@ std::vector<const mode*> select_modes(const workload& w, const std::vector<std::
   return chosen;
 }
 
+// The chosen mode named `name` (select_modes put every chosen mode's ceiling among them).
+const mode* find(const std::vector<const mode*>& chosen, const std::string& name) {
+  for (const mode* m : chosen) {
+    if (m->name == name) return m;
+  }
+  throw std::logic_error("mode " + name + " is a ceiling but was not chosen");
+}
+
 // "d2h_memcpy" measured in "GB/s" is the ceiling "d2h_memcpy_GBps".
 std::string ceiling_key(const std::string& mode, const std::string& unit) {
   std::string slug;
@@ -175,7 +208,7 @@ double compared_value(const mode& m, const bench_record& r, const std::string& m
 
 }  // namespace
 
-void run_workload(const workload& w, const run_options& options, const gpm::device_info& dev) {
+bool run_workload(const workload& w, const run_options& options, const gpm::device_info& dev) {
   const std::vector<const mode*> chosen = select_modes(w, options.modes);
   const scratch_dir pm(pm_parent(options));
   const scratch_dir disk(options.disk_dir);
@@ -202,11 +235,27 @@ void run_workload(const workload& w, const run_options& options, const gpm::devi
     ctx.case_name = case_name;
     if (!case_name.empty()) std::printf("case %s\n", case_name.c_str());
     std::map<std::string, ceiling> measured;  // by mode name, within the case
+    // The modes this case still needs: those not recorded already, and the ceilings of those.
+    std::map<std::string, bool> needed;
     for (const mode* m : chosen) {
+      if (options.done_already && options.done_already(case_name, m->name)) continue;
+      for (const mode* n = m; n != nullptr;
+           n = n->ceiling.empty() ? nullptr : find(chosen, n->ceiling)) {
+        needed[n->name] = true;
+      }
+    }
+    for (const mode* m : chosen) {
+      if (needed.count(m->name) == 0) continue;
+      if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+        std::printf("%s: the suite's budget is spent; %s and the modes after it not run\n",
+                    w.name.c_str(), m->name.c_str());
+        return false;
+      }
       measurement result = m->run(ctx);
       if (!result.skipped.empty()) {
         std::printf("%s/%-26s skipped: %s\n", w.name.c_str(), m->name.c_str(),
                     result.skipped.c_str());
+        if (options.on_done) options.on_done(case_name, m->name);
         continue;
       }
       bench_record r = base;
@@ -228,9 +277,11 @@ void run_workload(const workload& w, const run_options& options, const gpm::devi
                            r.throughput_value};
       append_record(out, r);
       print_line(r);
+      if (options.on_done) options.on_done(case_name, m->name);
     }
   }
   std::printf("records appended to %s\n", out.c_str());
+  return true;
 }
 
 }  // namespace gpmbench

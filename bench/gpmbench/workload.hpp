@@ -3,6 +3,7 @@
 // the same run, and records the ratio. Workloads are registered in workload.cpp.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -32,6 +33,12 @@ struct run_options {
   std::string pm_dir;  // parent of the run's pools; empty: $GPMKIT_PM_DIR, else /dev/shm
   unsigned threads_per_block = 256;  // geometry of the kernels that fill the GPU
   unsigned blocks_per_sm = 0;        // 0: as many as fit (max threads per SM / block size)
+  // A suite's resumption (gpmbench suite --resume, --budget): (case, mode) pairs done already
+  // (recorded, or skipped as unable to run) are not run again unless they are another mode's
+  // ceiling; on_done hears of each pair as it is done; no mode starts after the deadline.
+  std::function<bool(const std::string& case_name, const std::string& mode)> done_already;
+  std::function<void(const std::string& case_name, const std::string& mode)> on_done;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // What one mode gives the runner; the runner adds the statistics, ceilings and machine.
@@ -54,7 +61,8 @@ struct mode_context {
   const gpm::device_info& device;
   std::string pm_dir;    // this run's directory for pools (tmpfs), removed after the run
   std::string disk_dir;  // this run's directory on disk, removed after the run
-  std::string case_name = {};  // the workload's case being measured ("" for workloads without cases)
+  std::string case_name =
+      {};  // the workload's case being measured ("" for workloads without cases)
 
   // Calls `once` options.warmup times, then options.repeats times, and returns the seconds that
   // the repeats report. `once(call)` gets the call's number (0, 1, ... counting warm-ups), times
@@ -83,23 +91,28 @@ const workload& find_workload(const std::string& name);  // throws usage_error
 
 // Runs the chosen modes of `w` and the ceilings they need, appending one record per mode to
 // <options.out_dir>/<w.name>.jsonl as soon as it is measured, and a line per mode to stdout.
-void run_workload(const workload& w, const run_options& options, const gpm::device_info& dev);
+// Runs the workload's chosen modes in each of its cases, appending a record per mode to
+// <out_dir>/<workload>.jsonl. Returns false when options.deadline stopped it before every mode
+// that was not recorded already had run.
+bool run_workload(const workload& w, const run_options& options, const gpm::device_info& dev);
 
 workload platform_workload();
 workload persist_scaling_workload();
 workload cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload();  // workloads/checkpoint
 workload cp_hotspot_workload(), cp_hetero_workload();                       // workloads/checkpoint
-workload ycsb_workload(), ycsb_key32_workload(), ycsb_uniform_workload();  // workloads/ycsb
+workload ycsb_workload(), ycsb_key32_workload(), ycsb_uniform_workload();   // workloads/ycsb
 workload hash_micro_workload(), hash_batch_sweep_workload(), hash_factors_workload();  // ycsb
-workload hash_cache_workload(), hash_load_factor_workload();  // workloads/ycsb
-workload hash_resize_recovery_workload();                    // workloads/ycsb
-workload kvs_set_workload(), kvs_mixed_workload();  // workloads/kvs
-workload db_insert_workload(), db_update_workload();  // workloads/db
-workload tx_atm_a1_workload(), tx_atm_a2_workload();      // workloads/tx
-workload tx_hash_h1_workload(), tx_hash_h2_workload();    // workloads/tx
-workload tx_bvh_1_workload(), tx_bvh_2_workload();        // workloads/tx
+workload hash_cache_workload(), hash_load_factor_workload();      // workloads/ycsb
+workload hash_resize_recovery_workload();                         // workloads/ycsb
+workload kvs_set_workload(), kvs_mixed_workload();                // workloads/kvs
+workload db_insert_workload(), db_update_workload();              // workloads/db
+workload tx_atm_a1_workload(), tx_atm_a2_workload();              // workloads/tx
+workload tx_hash_h1_workload(), tx_hash_h2_workload();            // workloads/tx
+workload tx_bvh_1_workload(), tx_bvh_2_workload();                // workloads/tx
 workload tx_micro_pressure_workload(), tx_ring_sweep_workload();  // workloads/tx
-namespace native { workload bfs_workload(), srad_workload(), prefix_sum_workload(); }  // native
+namespace native {
+workload bfs_workload(), srad_workload(), prefix_sum_workload();
+}  // namespace native
 namespace ooc {  // workloads/ooc: DRAGON's applications on gpm::ooc, and the ablations
 workload vectoradd_workload(), blackscholes_workload(), binomial_workload(), backprop_workload();
 workload pathfinder_workload(), hotspot_workload(), lavamd_workload(), srad_workload();

@@ -2,8 +2,9 @@
 # Runs on a lent GPU machine (docs/benchmarks.md): builds the cuda backend, then
 #   scripts/device/gpu-bench.sh suite [gpmbench suite options]   the GPMbench suite, --full sizes,
 #       one workload at a time under SUITE_PER_WORKLOAD_S (150) within SUITE_BUDGET_S (540);
-#       SUITE_RESUME=DIR (an earlier run's unpacked suite-full) keeps the workloads DIR's
-#       completed.txt names instead of running them again
+#       SUITE_RESUME=DIR (an earlier call's unpacked suite-full) goes on where it stopped: the
+#       modes DIR/suite-progress.txt lists are not run again (gpmbench suite --resume), so calls
+#       add up to one complete results directory
 #   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
 #       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
 #       (2 MiB pages; needs root, changes no system-wide setting)
@@ -27,34 +28,33 @@ rm -rf "$results"
 case "$what" in
   suite)
     # One workload at a time, each under a time limit, within a total budget (a device command
-    # runs at most 10 minutes): a workload cut short keeps the records of the modes it finished,
-    # and one that was not reached is named. SUITE_WORKLOADS orders or narrows the list.
+    # runs at most 10 minutes): gpmbench starts no mode after the budget and records each mode as
+    # it is done in suite-progress.txt, so a workload cut short (timeout, budget) goes on at its
+    # next mode in the next call. SUITE_WORKLOADS orders or narrows the list.
     budget=${SUITE_BUDGET_S:-540}
     per=${SUITE_PER_WORKLOAD_S:-150}
     workloads=${SUITE_WORKLOADS:-$(build/cuda/bench/gpmbench list | grep -E '^[a-z]' | cut -d: -f1)}
     status=0
-    resume=${SUITE_RESUME:-}
     mkdir -p "$results/suite-full"
+    [ -n "${SUITE_RESUME:-}" ] && cp -r "$SUITE_RESUME/." "$results/suite-full/"
     for w in $workloads; do
-      if [ -n "$resume" ] && grep -qx "$w" "$resume/completed.txt" 2>/dev/null; then
-        cp "$resume/$w.jsonl" "$results/suite-full/"
-        echo "$w" >> "$results/suite-full/completed.txt"
-        echo "== $w: kept from $resume" | tee -a "$out/suite.txt"
-        continue
-      fi
       left=$((budget - SECONDS))
       if [ "$left" -lt 20 ]; then
         echo "== $w: not run (time budget spent)" | tee -a "$out/suite.txt"
         continue
       fi
       limit=$(( per < left ? per : left ))
-      timeout "$limit" build/cuda/bench/gpmbench suite --full --only "$w" --no-report \
-        --disk-dir /var/tmp --out "$results/suite-full" "$@" >> "$out/suite.txt" 2>&1
+      timeout "$limit" build/cuda/bench/gpmbench suite --full --only "$w" --no-report --resume \
+        --budget "$((limit - 10))" --disk-dir /var/tmp --out "$results/suite-full" "$@" \
+        >> "$out/suite.txt" 2>&1
       rc=$?
-      echo "== $w: exit $rc ($([ $rc = 124 ] && echo "cut at ${limit} s" || echo done)), ${SECONDS} s" \
-        | tee -a "$out/suite.txt"
-      [ $rc = 0 ] && echo "$w" >> "$results/suite-full/completed.txt"
-      [ $rc = 0 ] || [ $rc = 124 ] || status=1
+      case $rc in
+        0) note=done ;;
+        3) note="budget spent, modes left" ;;
+        124) note="cut at ${limit} s" ;;
+        *) note=failed; status=1 ;;
+      esac
+      echo "== $w: exit $rc ($note), ${SECONDS} s" | tee -a "$out/suite.txt"
     done
     ;;
   platform)
