@@ -80,10 +80,7 @@ gpm::checkpoint_options checkpoint_options_for(engine e) {
 }
 
 gpm::pool_options pool_options_for(const gpm::test::scratch_dirs& d) {
-  gpm::pool_options o = gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir());
-  o.restore_from_snapshot = false;  // an image is judged as it is, never replaced
-  o.directory_capacity = 16;
-  return o;
+  return gpm::test::image_options(d, 16);
 }
 
 using words = std::vector<std::uint64_t>;
@@ -107,8 +104,8 @@ struct checkpoint_model {
 std::string compare(const std::string& chunk, const words& got, const words& want) {
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (got.at(i) != want[i]) {
-      return "chunk \"" + chunk + "\" word " + std::to_string(i) + " is " +
-             std::to_string(got[i]) + ", not " + std::to_string(want[i]);
+      return "chunk \"" + chunk + "\" word " + std::to_string(i) + " is " + std::to_string(got[i]) +
+             ", not " + std::to_string(want[i]);
     }
   }
   return "";
@@ -268,8 +265,7 @@ run_result check_workload(engine e, std::uint64_t seed, int ops,
                                                              : "bias";
         live.write(name, rng);
       } else if (what < 8) {
-        checkpoint_group(*cp, m, live, completed, has_input ? rng() % kGroups : 0, e, rng,
-                         counts);
+        checkpoint_group(*cp, m, live, completed, has_input ? rng() % kGroups : 0, e, rng, counts);
         if (testing::Test::HasFatalFailure()) break;
       } else if (what == 8 && !has_input) {
         add_chunk(*cp, m, live, "input", rng);
@@ -296,18 +292,18 @@ TEST(CheckpointCrashImage, EveryImageOfBothEnginesRestoresACompletedCheckpoint) 
     for (int t = 0; t < trials; ++t) {
       const std::uint64_t seed = gpm::test::trial_seed(t);
       const run_result r = check_workload(e, seed, ops);
-      ASSERT_FALSE(r.failure) << to_string(e) << ", seed " << seed << ": "
-                              << r.failure->describe();
+      ASSERT_FALSE(r.failure) << to_string(e) << ", seed " << seed << ": " << r.failure->describe();
       EXPECT_GT(r.stats.explorations, 20u) << to_string(e) << ", seed " << seed;
       EXPECT_GT(r.stats.images, r.stats.explorations) << to_string(e) << ", seed " << seed;
       hetero.redundant += r.counts.redundant;
       hetero.precopied += r.counts.precopied;
       hetero.asynchronous += r.counts.asynchronous;
-      std::printf("%s, seed %llu: %llu crash points explored, %llu images, at most %zu dirty "
-                  "lines\n",
-                  to_string(e), static_cast<unsigned long long>(seed),
-                  static_cast<unsigned long long>(r.stats.explorations),
-                  static_cast<unsigned long long>(r.stats.images), r.stats.most_dirty_lines);
+      std::printf(
+          "%s, seed %llu: %llu crash points explored, %llu images, at most %zu dirty "
+          "lines\n",
+          to_string(e), static_cast<unsigned long long>(seed),
+          static_cast<unsigned long long>(r.stats.explorations),
+          static_cast<unsigned long long>(r.stats.images), r.stats.most_dirty_lines);
       std::printf("  chunks redundant %u, pre-copied %u, mispredicted %u; %u asynchronous\n",
                   r.counts.redundant, r.counts.precopied, r.counts.mispredicted,
                   r.counts.asynchronous);
@@ -333,8 +329,7 @@ TEST_P(CheckpointPersistSite, RemovalIsCaught) {
     reached = reached || r.stats.site_hits.contains(GetParam());
     if (r.failure) {
       caught = true;
-      std::printf("without %s, %s: %s\n", GetParam(), to_string(e),
-                  r.failure->describe().c_str());
+      std::printf("without %s, %s: %s\n", GetParam(), to_string(e), r.failure->describe().c_str());
     } else {
       std::printf("without %s, %s: no image failed (%llu images)\n", GetParam(), to_string(e),
                   static_cast<unsigned long long>(r.stats.images));
@@ -345,10 +340,6 @@ TEST_P(CheckpointPersistSite, RemovalIsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, CheckpointPersistSite, ::testing::ValuesIn(kSites),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) c = c == '.' ? '_' : c;
-                           return n;
-                         });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 }  // namespace

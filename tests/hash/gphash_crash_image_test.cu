@@ -64,10 +64,7 @@ gpm::gphash_options table_options() {
 }
 
 gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
-  gpm::pool_options o = quiet_options(d.pm_dir(), d.snapshot_dir());
-  o.restore_from_snapshot = false;  // an image is judged as it is, never replaced
-  o.directory_capacity = 16;
-  return o;
+  return gpm::test::image_options(d, 16);
 }
 
 // The crash points explored: the host steps of resize and recovery and a crash between two
@@ -330,12 +327,6 @@ class GphashCrashImageTest : public ::testing::Test {
 #endif
 };
 
-std::string test_name(const char* site) {
-  std::string n = site;
-  std::replace(n.begin(), n.end(), '.', '_');
-  return n;
-}
-
 void print_stats(const char* what, std::uint64_t seed, const run_result& r) {
   std::printf(
       "%s, seed %llu: %llu crash points explored, %llu images (%llu inside kernels, "
@@ -396,7 +387,7 @@ TEST_P(GphashPersistSite, RemovalIsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gphash, GphashPersistSite, ::testing::ValuesIn(kWorkloadSites),
-                         [](const auto& info) { return test_name(info.param); });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 // ---- recovery's persists ----------------------------------------------------------------------
 
@@ -488,6 +479,6 @@ TEST_P(GphashRecoveryPersistSite, IsEnoughAndItsRemovalIsCaught) {
 
 INSTANTIATE_TEST_SUITE_P(Gphash, GphashRecoveryPersistSite,
                          ::testing::Values("gphash.recover.dedupe"),
-                         [](const auto& info) { return test_name(info.param); });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 }  // namespace

@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "gpm_test.hpp"
+#include "scratch_pool.hpp"
 
 namespace gpm::test::hash {
+
+using gpm::test::quiet_options;  // scratch_pool.hpp's, for the tests that use this namespace
 
 template <class Key>
 Key make_key(std::uint64_t i) {
@@ -161,13 +164,5 @@ struct model {
     return it->second;
   }
 };
-
-inline gpm::pool_options quiet_options(const std::string& pm_dir, const std::string& snap_dir) {
-  gpm::pool_options o;
-  o.pm_dir = pm_dir;
-  o.snapshot_dir = snap_dir;
-  o.notice = [](const std::string&) {};
-  return o;
-}
 
 }  // namespace gpm::test::hash

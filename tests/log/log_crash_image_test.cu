@@ -41,16 +41,7 @@ constexpr std::uint32_t kBlocks = 2, kThreads = 4, kStreams = kBlocks * kThreads
 constexpr std::uint32_t kPartitions = 2;
 
 gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
-  gpm::pool_options o = gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir());
-  o.restore_from_snapshot = false;  // an image is judged as it is, never replaced
-  o.directory_capacity = 8;
-  return o;
-}
-
-std::string site_test_name(const std::string& site) {
-  std::string n = site;
-  for (char& c : n) c = c == '.' ? '_' : c;
-  return n;
+  return gpm::test::image_options(d, 8);
 }
 
 struct run_result {
@@ -366,7 +357,7 @@ TEST_P(LogPersistSite, RemovalIsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Logs, LogPersistSite, ::testing::ValuesIn(kLogSites),
-                         [](const auto& info) { return site_test_name(info.param); });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 // ---- undo transactions: undo_tx (hcl_log) and conv_undo_tx (conv_log) ----------------------
 
@@ -542,6 +533,6 @@ TEST_P(UndoPersistSite, RemovalIsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(UndoTx, UndoPersistSite, ::testing::ValuesIn(kUndoSites),
-                         [](const auto& info) { return site_test_name(info.param); });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 }  // namespace

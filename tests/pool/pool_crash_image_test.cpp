@@ -38,10 +38,8 @@ const std::vector<std::string> kPoolCrashPoints = {
 };
 
 gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
-  gpm::pool_options o = gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir());
+  gpm::pool_options o = gpm::test::image_options(d, kDirectory);
   o.gpu = gpm::gpu_mapping::none;
-  o.restore_from_snapshot = false;  // an image is judged as it is, never replaced
-  o.directory_capacity = kDirectory;
   return o;
 }
 
@@ -220,11 +218,7 @@ INSTANTIATE_TEST_SUITE_P(Allocator, PoolPersistSite,
                          ::testing::Values("pool.create.header", "pool.root.write",
                                            "pool.allocate.zero", "pool.allocate.entry",
                                            "pool.free.entry"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) c = c == '.' ? '_' : c;
-                           return n;
-                         });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 // ---- the persists of recovery and of a restore --------------------------------------------
 
@@ -299,9 +293,7 @@ INSTANTIATE_TEST_SUITE_P(Pool, PoolReopenPersistSite,
                          ::testing::Values(reopen_case{"pool.recover.entry", crash_mid_allocation},
                                            reopen_case{"pool.restore.image", lost_with_snapshot}),
                          [](const auto& info) {
-                           std::string n = info.param.site;
-                           for (char& c : n) c = c == '.' ? '_' : c;
-                           return n;
+                           return gpm::test::site_test_name(info.param.site);
                          });
 
 }  // namespace

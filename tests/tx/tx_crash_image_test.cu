@@ -91,16 +91,7 @@ gpm::tx_options options_of(tx_mode mode) {
 }
 
 gpm::pool_options pool_options_for(const gpm::test::scratch_dirs& d) {
-  gpm::pool_options o = gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir());
-  o.restore_from_snapshot = false;  // an image is judged as it is, never replaced
-  o.directory_capacity = 8;
-  return o;
-}
-
-std::string site_test_name(const std::string& site) {
-  std::string n = site;
-  for (char& c : n) c = c == '.' ? '_' : c;
-  return n;
+  return gpm::test::image_options(d, 8);
 }
 
 // Transactions [first, first + kPerLaunch): block b's workers 0..7 run transactions
@@ -602,6 +593,6 @@ TEST_P(TxPersistSite, RemovalIsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tx, TxPersistSite, ::testing::ValuesIn(kSites),
-                         [](const auto& info) { return site_test_name(info.param); });
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 }  // namespace

@@ -90,9 +90,7 @@ const native_case kPrefixSum{
     }};
 
 gpm::pool_options options_for(const gpm::test::scratch_dirs& d) {
-  gpm::pool_options o = gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir());
-  o.restore_from_snapshot = false;  // an image is judged as it is, never replaced
-  return o;
+  return gpm::test::image_options(d);
 }
 
 // What the run has told the test: the steps it reported durable last.
