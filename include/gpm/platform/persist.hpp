@@ -10,6 +10,8 @@
 //   gpm::persist_at(site)   persist() at a named persist site (a fence naming no range). Prefer
 //                           the ranged form where the protocol knows what it makes durable: the
 //                           checker models a fence naming no range as making every line durable
+//   gpm::persist_each_at(site, n, bytes, at)  a thread's n scattered ranges at one site: one
+//                           fence on a GPU, each range named elsewhere
 //   gpm::write_back(p, len) host only: writes the range's cache lines back to memory (clwb,
 //                           else clflushopt, else clflush), then fences, whatever the mapping;
 //                           what a CPU persisting GPU-written data does on PM platforms (the
@@ -22,6 +24,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include <gpm/config.hpp>
 #include <gpm/platform/macros.hpp>
@@ -105,6 +108,24 @@ GPM_HOST_DEVICE inline void persist_at(const char* site, const void* p, std::siz
 // persist() at the persist site `site`; disabled like the ranged form.
 GPM_HOST_DEVICE inline void persist_at(const char* site) {
   if (!detail::site_disabled(site)) persist();
+}
+
+// The persist site `site` for `n` ranges of `bytes` bytes each that the calling thread stored
+// (at(i) gives the i-th): in GPU code one fence, which makes every store of the thread durable;
+// elsewhere (host code, kernels on the emulator) each range is named, so that the crash-image
+// checker makes exactly those lines durable (one range spanning scattered ranges would carry
+// other threads' stores between them along, and a fence naming none would carry every line).
+template <class At>
+GPM_HOST_DEVICE inline void persist_each_at(const char* site, std::uint64_t n, std::size_t bytes,
+                                            At at) {
+#if GPM_IN_GPU_CODE
+  (void)n;
+  (void)bytes;
+  (void)at;
+  persist_at(site);
+#else
+  for (std::uint64_t i = 0; i < n; ++i) persist_at(site, at(i), bytes);
+#endif
 }
 
 }  // namespace gpm

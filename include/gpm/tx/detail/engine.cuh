@@ -177,23 +177,6 @@ using blk32 = atomic_ref<std::uint32_t, thread_scope::block>;
 // Waits politely: lets other warps (and, on the emulator, other fibers) run.
 __device__ inline void pause(std::uint32_t round) { __nanosleep(round < 6 ? 32u << round : 2048u); }
 
-// A persist site for `n` ranges of `bytes` each that the calling thread stored (at(i) gives the
-// i-th): on a GPU one fence, which makes every store of the thread durable; in host code (the
-// emulator) each range is named, so that the crash-image checker's model makes exactly those lines
-// durable (one range spanning them would carry other threads' chunks between them along).
-template <class At>
-__device__ inline void persist_each_at(const char* site, std::uint64_t n, std::size_t bytes,
-                                       At at) {
-#if GPM_IN_GPU_CODE
-  (void)n;
-  (void)bytes;
-  (void)at;
-  gpm::persist_at(site);
-#else
-  for (std::uint64_t i = 0; i < n; ++i) gpm::persist_at(site, at(i), bytes);
-#endif
-}
-
 template <class Lock>
 __device__ inline void lock_order(Lock lock) {
   for (std::uint32_t round = 0;; ++round) {
