@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 
 #include <gpm/platform/error.hpp>
 
@@ -150,9 +151,9 @@ void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const re
       result |= kFilled;
       if (config_.read_ahead) note_miss(r.fill_line);
     } else if ((r.flags & kZero) != 0) {
-      check_cuda(cudaMemcpyAsync(dst, ch.zeros.data(), gpu_.line_bytes, cudaMemcpyHostToDevice,
-                                 ch.copies),
-                 "cudaMemcpyAsync");
+      check_cuda(
+          cudaMemcpyAsync(dst, ch.zeros.data(), gpu_.line_bytes, cudaMemcpyHostToDevice, ch.copies),
+          "cudaMemcpyAsync");
       ch.copies.synchronize();
       result |= kFilled;
     }
@@ -201,23 +202,48 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
 
 void io_service::load_resident(std::uint64_t lines) {
   const std::uint64_t lb = gpu_.line_bytes;
+  const std::uint64_t buffers = cache_.first_segment_entries();
+  // As many loaders as I/O threads, each with two runs' room of the first segment of its own.
+  const std::uint64_t loaders = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>({config_.threads, buffers / 2, (lines + 1) / 2}));
   const std::uint64_t run =
-      std::max<std::uint64_t>(1, std::min(cache_.first_segment_entries() / 2,
-                                          kResidentRunBytes / lb));
-  channel ch = make_channel();
-  event copied[2];
-  for (std::uint64_t first = 0, k = 0; first < lines; first += run, ++k) {
-    const std::uint64_t n = std::min(run, lines - first);
-    std::byte* half = cache_.memory() + (k % 2) * run * lb;
-    if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
-    cache_.read_lines(first, n, half);
-    check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb, cudaMemcpyHostToDevice,
-                               ch.copies),
-               "cudaMemcpyAsync");
-    copied[k % 2].record(ch.copies);
-    counters_.bytes_to_gpu += n * lb;
+      std::max<std::uint64_t>(1, std::min(buffers / (2 * loaders), kResidentRunBytes / lb));
+  std::atomic<std::uint64_t> next_run{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(loaders);
+  // Loader w takes the next run not taken, reads it into one of its two buffers and copies it to
+  // the GPU on its own stream, reading its next run while that copy runs.
+  const auto load = [&](std::uint64_t w) {
+    try {
+      check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+      channel ch = make_channel();
+      event copied[2];
+      for (std::uint64_t k = 0; !failed.load(std::memory_order_relaxed); ++k) {
+        const std::uint64_t first = next_run.fetch_add(1) * run;
+        if (first >= lines) break;
+        const std::uint64_t n = std::min(run, lines - first);
+        std::byte* half = cache_.memory() + (2 * w + k % 2) * run * lb;
+        if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
+        cache_.read_lines(first, n, half);
+        check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb, cudaMemcpyHostToDevice,
+                                   ch.copies),
+                   "cudaMemcpyAsync");
+        copied[k % 2].record(ch.copies);
+        counters_.bytes_to_gpu += n * lb;
+      }
+      ch.copies.synchronize();
+    } catch (...) {
+      errors[w] = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (std::uint64_t w = 1; w < loaders; ++w) helpers.emplace_back(load, w);
+  load(0);
+  for (std::thread& t : helpers) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
   }
-  ch.copies.synchronize();
 }
 
 void io_service::note_miss(std::uint64_t line) {
@@ -256,9 +282,11 @@ bool io_service::take_hints() {
   for (std::uint32_t n = 0; n < config_.hint_slots; ++n) {
     // Only the GPU writes the ring: a plain atomic load of host memory.
     auto* entry = const_cast<std::uint64_t*>(&config_.hints[hint_cursor_ % config_.hint_slots]);
-    const std::uint64_t word = std::atomic_ref<std::uint64_t>(*entry).load(std::memory_order_acquire);
+    const std::uint64_t word =
+        std::atomic_ref<std::uint64_t>(*entry).load(std::memory_order_acquire);
     const auto gen = static_cast<std::uint32_t>(word >> 32);
-    const auto ahead = static_cast<std::uint32_t>(gen - static_cast<std::uint32_t>(hint_cursor_ + 1));
+    const auto ahead =
+        static_cast<std::uint32_t>(gen - static_cast<std::uint32_t>(hint_cursor_ + 1));
     // Behind (an entry of an earlier lap) or empty: nothing new yet. Ahead: the GPU lapped the
     // ring and the hints in between are lost, which costs nothing.
     if (word == 0 || ahead >= 0x80000000u) break;

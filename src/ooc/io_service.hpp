@@ -81,8 +81,9 @@ class io_service {
   // Throws gpm::error when the host cache has no room (disk full) or a copy fails.
   void copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, bool whole);
   // The resident load at map time: lines [0, lines) of the mapping into GPU cache slots [0, lines),
-  // read in runs into the two halves of the host cache's pinned memory in turn, so that the file
-  // is read while the previous run is copied to the GPU. Throws gpm::error (io).
+  // read in runs by as many loaders as I/O threads (the calling thread one of them), each into two
+  // buffers of the host cache's pinned memory in turn, so that the file is read by several
+  // threads at once, each while its previous run is copied to the GPU. Throws gpm::error (io).
   void load_resident(std::uint64_t lines);
   // Queues lines [first, last] for reading ahead into the host cache.
   void schedule_read_ahead(std::uint64_t first, std::uint64_t last);

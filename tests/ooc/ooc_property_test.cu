@@ -167,34 +167,32 @@ TEST_P(OocProperty, LineSweepsMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(
     Modes, OocProperty,
     // 2048 lines: 8 MiB on the emulator (128 MiB on a GPU) through 64 + 256 cached lines.
-    ::testing::Values(scenario{mode::read_write, 1, 2048, 0, 0, 2048, 0, "read_write"},
-                      scenario{mode::read, 1, 2048, 0, 0, 2048, 0, "read"},
-                      scenario{mode::write, 1, 2048, 0, 0, 2048, 0, "write"},
-                      scenario{mode::volatile_data, 1, 2048, 0, 0, 2048, 0, "volatile"},
-                      scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_unaligned"},
-                      scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_unaligned"},
-                      scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_unaligned"},
-                      // 3 files of 300 lines hold 700 lines from their line 40 on.
-                      scenario{mode::read_write, 3, 300, 40, 0, 700, -64, "read_write_striped"},
-                      scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped"},
-                      // 8 I/O threads on the 2 cores of CI poll 2 slots that serve every miss.
-                      scenario{mode::read_write, 1, 1024, 0, 0, 1024, 0, "read_write_busy_queue", 8,
-                               2},
-                      scenario{mode::volatile_data, 1, 1024, 0, 0, 1024, 0, "volatile_busy_queue",
-                               8, 2},
-                      // Resident: the unaligned and striped cases above, every mode, loaded in
-                      // runs of 128 lines through the 256-line host cache.
-                      scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_resident",
-                               2, 128, true},
-                      scenario{mode::read, 1, 768, 3, 20, 512, 808, "read_resident", 2, 128, true},
-                      scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_resident", 2, 128,
-                               true},
-                      scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_resident",
-                               2, 128, true},
-                      scenario{mode::read_write, 3, 300, 40, 0, 700, -64,
-                               "read_write_striped_resident", 2, 128, true},
-                      scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped_resident", 2,
-                               128, true}),
+    ::testing::Values(
+        scenario{mode::read_write, 1, 2048, 0, 0, 2048, 0, "read_write"},
+        scenario{mode::read, 1, 2048, 0, 0, 2048, 0, "read"},
+        scenario{mode::write, 1, 2048, 0, 0, 2048, 0, "write"},
+        scenario{mode::volatile_data, 1, 2048, 0, 0, 2048, 0, "volatile"},
+        scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_unaligned"},
+        scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_unaligned"},
+        scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_unaligned"},
+        // 3 files of 300 lines hold 700 lines from their line 40 on.
+        scenario{mode::read_write, 3, 300, 40, 0, 700, -64, "read_write_striped"},
+        scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped"},
+        // 8 I/O threads on the 2 cores of CI poll 2 slots that serve every miss.
+        scenario{mode::read_write, 1, 1024, 0, 0, 1024, 0, "read_write_busy_queue", 8, 2},
+        scenario{mode::volatile_data, 1, 1024, 0, 0, 1024, 0, "volatile_busy_queue", 8, 2},
+        // Resident: the unaligned and striped cases above, every mode, loaded in
+        // runs by two loaders (the I/O threads) through the 256-line host cache;
+        // and by eight loaders.
+        scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_resident", 2, 128, true},
+        scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_resident_eight_loaders", 8,
+                 128, true},
+        scenario{mode::read, 1, 768, 3, 20, 512, 808, "read_resident", 2, 128, true},
+        scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_resident", 2, 128, true},
+        scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_resident", 2, 128, true},
+        scenario{mode::read_write, 3, 300, 40, 0, 700, -64, "read_write_striped_resident", 2, 128,
+                 true},
+        scenario{mode::write, 3, 300, 40, 0, 700, -64, "write_striped_resident", 2, 128, true}),
     [](const ::testing::TestParamInfo<scenario>& i) { return std::string(i.param.name); });
 
 }  // namespace
