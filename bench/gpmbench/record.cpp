@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 
 #include "json.hpp"
+#include "source_commit.hpp"
 
 namespace gpmbench {
 
@@ -87,6 +89,7 @@ std::string to_json_line(const bench_record& r) {
   o.add("ratio_to_ceiling", named_json(r.ratio_to_ceiling));
   o.add("metrics", named_json(r.metrics));
   o.add("timestamp", r.timestamp);
+  o.add("commit", r.commit);
   return json::to_line(o);
 }
 
@@ -97,6 +100,11 @@ void append_record(const std::string& path, const bench_record& r) {
   out << to_json_line(r) << '\n';
   out.flush();
   if (!out) throw std::runtime_error("cannot append a record to " + path);
+}
+
+std::string source_commit() {
+  const char* env = std::getenv("GPMKIT_COMMIT");
+  return env != nullptr && *env != '\0' ? env : GPMBENCH_SOURCE_COMMIT;
 }
 
 std::string utc_timestamp() {

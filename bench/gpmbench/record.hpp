@@ -44,8 +44,9 @@ struct bench_record {
   std::uint64_t bytes_persisted = 0;  // per repeat, made durable in the pool or on disk
   named_values ceilings;              // e.g. {"d2h_memcpy_GBps", 55.4}, measured in the same run
   named_values ratio_to_ceiling;      // throughput_value / ceiling, per ceiling
-  named_values metrics;  // a workload's further figures (e.g. "restore_s", "load_factor")
+  named_values metrics;   // a workload's further figures (e.g. "restore_s", "load_factor")
   std::string timestamp;  // UTC start of the run (ISO 8601, milliseconds): it names the run
+  std::string commit;     // the source it was measured with (source_commit())
 };
 
 std::string to_json_line(const bench_record& r);
@@ -55,5 +56,10 @@ void append_record(const std::string& path, const bench_record& r);
 
 // The current UTC time as "2025-01-31T12:34:56.789Z".
 std::string utc_timestamp();
+
+// The commit of the source gpmbench was built from: $GPMKIT_COMMIT when set (a lent GPU machine
+// gets the tree without its git history: scripts/device/prepare.sh records it), else the commit
+// the build found (12 hex digits, "-dirty" with uncommitted changes), else "unknown".
+std::string source_commit();
 
 }  // namespace gpmbench

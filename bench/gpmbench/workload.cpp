@@ -223,6 +223,7 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
   base.repeats = options.repeats;
   base.warmup = options.warmup;
   base.timestamp = utc_timestamp();
+  base.commit = source_commit();
   const std::string out = (std::filesystem::path(options.out_dir) / (w.name + ".jsonl")).string();
 
   struct ceiling {

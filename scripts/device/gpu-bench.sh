@@ -11,6 +11,8 @@
 # Results go to $OUT as one archive per results directory (the device returns at most 8 files):
 # unpack under bench/results/<gpu>/ and run `gpmbench report` on each.
 set -uo pipefail
+# The records name the commit they were measured with (prepare.sh wrote it; no .git here).
+[ -f .deps/commit ] && export GPMKIT_COMMIT=${GPMKIT_COMMIT:-$(cat .deps/commit)}
 what=${1:-suite}
 shift || true
 out=${OUT:-$PWD/gpu-out}

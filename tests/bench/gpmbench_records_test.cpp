@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -54,18 +55,40 @@ TEST(Record, LineHasEveryFieldOfTheSchemaOnOneLine) {
   r.ratio_to_ceiling = {{"d2h_memcpy_GBps", 0.5}};
   r.metrics = {{"restore_s", 0.125}};
   r.timestamp = gpmbench::utc_timestamp();
+  r.commit = "0123456789ab-dirty";
   const std::string line = gpmbench::to_json_line(r);
   EXPECT_EQ(line.find('\n'), std::string::npos);
-  for (const char* key :
-       {"\"schema\":\"gpmkit.bench/1\"", "\"workload\":\"platform\"", "\"mode\":\"persist_stream\"",
-        "\"backend\":\"host\"", "\"gpu\":\"emu \\\"x\\\"\"", "\"pcie_generation\":null",
-        "\"sizes\":{\"bytes\":4096}", "\"repeats\":2", "\"warmup\":0", "\"times_s\":[0.25,0.5]",
-        "\"median_s\":0.375", "\"spread\":{\"min_s\":0.25,", "\"p75_s\":0.4375",
-        "\"throughput\":{\"value\":1.5,\"unit\":\"GB/s\"}", "\"bytes_persisted\":0",
-        "\"ceilings\":{\"d2h_memcpy_GBps\":3}", "\"ratio_to_ceiling\":{\"d2h_memcpy_GBps\":0.5}",
-        "\"metrics\":{\"restore_s\":0.125}", "\"timestamp\":\""}) {
+  for (const char* key : {"\"schema\":\"gpmkit.bench/1\"",
+                          "\"workload\":\"platform\"",
+                          "\"mode\":\"persist_stream\"",
+                          "\"backend\":\"host\"",
+                          "\"gpu\":\"emu \\\"x\\\"\"",
+                          "\"pcie_generation\":null",
+                          "\"sizes\":{\"bytes\":4096}",
+                          "\"repeats\":2",
+                          "\"warmup\":0",
+                          "\"times_s\":[0.25,0.5]",
+                          "\"median_s\":0.375",
+                          "\"spread\":{\"min_s\":0.25,",
+                          "\"p75_s\":0.4375",
+                          "\"throughput\":{\"value\":1.5,\"unit\":\"GB/s\"}",
+                          "\"bytes_persisted\":0",
+                          "\"ceilings\":{\"d2h_memcpy_GBps\":3}",
+                          "\"ratio_to_ceiling\":{\"d2h_memcpy_GBps\":0.5}",
+                          "\"metrics\":{\"restore_s\":0.125}",
+                          "\"timestamp\":\"",
+                          "\"commit\":\"0123456789ab-dirty\""}) {
     EXPECT_NE(line.find(key), std::string::npos) << key << " missing from " << line;
   }
+}
+
+TEST(Record, SourceCommitComesFromTheEnvironmentElseTheBuild) {
+  const std::string built = gpmbench::source_commit();
+  EXPECT_FALSE(built.empty());
+  ::setenv("GPMKIT_COMMIT", "feedfacecafe", 1);
+  EXPECT_EQ(gpmbench::source_commit(), "feedfacecafe");
+  ::unsetenv("GPMKIT_COMMIT");
+  EXPECT_EQ(gpmbench::source_commit(), built);
 }
 
 TEST(Machine, TagComesFromTheDeviceName) {
