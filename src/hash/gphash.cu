@@ -322,7 +322,11 @@ struct gphash<Key>::impl {
       dispatch<Op>(a, stream);
       check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
     }
-    reclaim(stream);
+    // Only updates, upserts and erases retire cells; after a batch of finds or inserts there is
+    // nothing to fold, and the scan of the whole bitmap would be a batch's fixed cost for nothing.
+    if constexpr (Op == bulk_op::update || Op == bulk_op::upsert || Op == bulk_op::erase) {
+      reclaim(stream);
+    }
     ++batches;
     if (cache) {
       ++now;
