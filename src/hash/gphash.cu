@@ -302,8 +302,8 @@ struct gphash<Key>::impl {
       ensure(retry_a, n);
       ensure(retry_b, n);
       a.retry = retry_a.data();
+      set_counter(0, 0);  // the retry count: only a batch that may retry uses it
     }
-    set_counter(0, 0);
     dispatch<Op>(a, stream);
     check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
     // Keys that found every candidate slot (or every value cell) taken: add a level, then retry
