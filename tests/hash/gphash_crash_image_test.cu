@@ -41,6 +41,7 @@
 #include "crash_harness.hpp"
 #include "gpm_test.hpp"
 #include "hash_test_util.hpp"
+#include "kernel_image_checks.hpp"
 
 namespace {
 
@@ -140,59 +141,19 @@ std::string check_table(const std::string& image, const gpm::pool_options& o,
   return "";
 }
 
-// The check handed to the checker. In host code it checks the image at once; inside a kernel
-// (another thread: the emulator's worker) it keeps the image and the model of that moment, and
-// the next check in host code checks those first. An image already checked against the same
-// model (many crash points of a batch leave the same durable lines) is not checked again. The
-// checker serializes its checks.
+// The check handed to the checker (tests/support/kernel_image_checks.hpp): images taken inside
+// kernels are checked at the next crash point in host code, against the model of their moment.
 template <class Key>
-class image_checks {
- public:
-  image_checks(const table_model& m, gpm::pool_options o, std::string kept_path)
-      : m_(m), o_(std::move(o)), kept_path_(std::move(kept_path)) {}
-
-  std::string operator()(const std::string& image) {
-    std::ifstream in(image, std::ios::binary | std::ios::ate);
-    std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
-    in.seekg(0).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    const bool fresh = seen_.insert({m_.step, std::hash<std::string>{}(bytes)}).second;
-    if (std::this_thread::get_id() != host_) {
-      ++kernel_images_;
-      if (fresh) kept_.push_back({std::move(bytes), m_});
-      return "";
-    }
-    std::vector<kept_image> kept = std::move(kept_);
-    kept_.clear();
-    for (const kept_image& k : kept) {
-      std::ofstream(kept_path_, std::ios::binary | std::ios::trunc)
-          .write(k.bytes.data(), static_cast<std::streamsize>(k.bytes.size()));
-      ++checked_;
-      if (std::string bad = check_table<Key>(kept_path_, o_, k.model); !bad.empty()) {
-        return "an image taken inside a kernel during " + k.model.doing + " fails: " + bad;
-      }
-    }
-    if (!fresh) return "";
-    ++checked_;
-    return check_table<Key>(image, o_, m_);
-  }
-
-  std::uint64_t kernel_images() const { return kernel_images_; }
-  std::uint64_t checked() const { return checked_; }
-
- private:
-  struct kept_image {
-    std::string bytes;
-    table_model model;
-  };
-  const table_model& m_;
-  gpm::pool_options o_;
-  std::string kept_path_;
-  std::thread::id host_ = std::this_thread::get_id();
-  std::vector<kept_image> kept_;
-  std::set<std::pair<std::uint64_t, std::size_t>> seen_;  // (model step, image hash) checked
-  std::uint64_t kernel_images_ = 0;
-  std::uint64_t checked_ = 0;
-};
+gpm::test::kernel_image_checks<table_model> image_checks(const table_model& m,
+                                                         const gpm::pool_options& o,
+                                                         const std::string& kept_path) {
+  return {[&m] { return m; },
+          [](const table_model& t) { return t.doing + ", step " + std::to_string(t.step); },
+          [o](const std::string& path, const table_model& kept, const table_model&) {
+            return check_table<Key>(path, o, kept);
+          },
+          kept_path};
+}
 
 // One batch: `o` on `keys` with version `version`, keeping `m` up to date. A crash point first:
 // what the last batch (or recovery, or create) left must be durable.
@@ -295,7 +256,7 @@ run_result check_workload(std::uint64_t seed, int batches, const exploration& e)
   gpm::test::scratch_dirs d("gphash-image");
   const gpm::pool_options o = options_for(d);
   table_model m;
-  image_checks<Key> checks(m, o, d.pool_path("kept.pool"));
+  auto checks = image_checks<Key>(m, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
                                    checker_options(d, seed, e));
   {
@@ -448,7 +409,7 @@ run_result check_recovered_duplicates(const std::string& disabled_site) {
   const std::uint64_t copies = table_to_repair(d, m);
   EXPECT_GT(copies, 0u);
   const gpm::pool_options o = options_for(d);
-  image_checks<std::uint64_t> checks(m, o, d.pool_path("kept.pool"));
+  auto checks = image_checks<std::uint64_t>(m, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker(
       [&](const std::string& image) { return checks(image); },
       checker_options(d, 2, {.disabled_site = disabled_site, .in_kernels = false}));

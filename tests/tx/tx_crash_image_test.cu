@@ -49,6 +49,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernel_image_checks.hpp"
 #include "tx_test_support.hpp"
 
 namespace {
@@ -220,68 +221,35 @@ std::string check_image(const std::string& image, const gpm::pool_options& o, co
   return "";
 }
 
-// The check handed to the checker. In host code it checks the image at once; inside a kernel (the
-// emulator's worker thread) it keeps the image with the model of that moment, and the next check in
-// host code checks those first. Images identical to one checked against the same model are not
-// checked again.
-class image_checks {
- public:
-  image_checks(const model& m, const atm& w, const gpm::device_buffer<std::uint64_t>& seqs,
-               gpm::pool_options o, std::string kept_path)
-      : m_(m), w_(w), seqs_(seqs), o_(std::move(o)), kept_path_(std::move(kept_path)) {}
-
-  std::string operator()(const std::string& image) {
-    std::ifstream in(image, std::ios::binary | std::ios::ate);
-    std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
-    in.seekg(0).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    // Device memory is host memory on the emulator; inside a kernel no other fiber runs now.
-    const std::vector<std::uint64_t> now(seqs_.data(), seqs_.data() + seqs_.size());
-    // The image and everything of the model the check reads.
-    const std::string key = std::to_string(std::hash<std::string>{}(bytes)) + " " +
-                            std::to_string(std::hash<std::string>{}(std::string(
-                                reinterpret_cast<const char*>(now.data()), now.size() * 8))) +
-                            " " + std::to_string(m_.acked) + " " + std::to_string(m_.in_kernel) +
-                            " " + std::to_string(m_.creating) + " " + m_.doing;
-    if (!seen_.insert(key).second) return "";
-    if (std::this_thread::get_id() != host_) {
-      ++kernel_images_;
-      kept_.push_back({std::move(bytes), m_, now});
-      return "";
-    }
-    std::vector<kept_image> kept = std::move(kept_);
-    kept_.clear();
-    for (const kept_image& k : kept) {
-      std::ofstream(kept_path_, std::ios::binary | std::ios::trunc)
-          .write(k.bytes.data(), static_cast<std::streamsize>(k.bytes.size()));
-      ++checked_;
-      if (std::string bad = check_image(kept_path_, o_, k.m, w_, k.returned, now); !bad.empty()) {
-        return "an image taken inside a kernel during " + k.m.doing + " fails: " + bad;
-      }
-    }
-    ++checked_;
-    return check_image(image, o_, m_, w_, now, now);
-  }
-
-  std::uint64_t kernel_images() const { return kernel_images_; }
-  std::uint64_t checked() const { return checked_; }
-
- private:
-  struct kept_image {
-    std::string bytes;
-    model m;
-    std::vector<std::uint64_t> returned;
-  };
-  const model& m_;
-  const atm& w_;
-  const gpm::device_buffer<std::uint64_t>& seqs_;
-  gpm::pool_options o_;
-  std::string kept_path_;
-  std::thread::id host_ = std::this_thread::get_id();
-  std::vector<kept_image> kept_;
-  std::set<std::string> seen_;
-  std::uint64_t kernel_images_ = 0;
-  std::uint64_t checked_ = 0;
+// What a check knows: the model, and the sequence number each transaction's run() returned so far
+// (read from device memory, which is host memory on the emulator: inside a kernel no other fiber
+// runs while the checker explores).
+struct known {
+  model m;
+  std::vector<std::uint64_t> returned;
 };
+
+// The check handed to the checker (tests/support/kernel_image_checks.hpp): images taken inside
+// kernels are checked at the next crash point in host code, against what was known when taken.
+gpm::test::kernel_image_checks<known> image_checks(const model& m, const atm& w,
+                                                   const gpm::device_buffer<std::uint64_t>& seqs,
+                                                   const gpm::pool_options& o,
+                                                   const std::string& kept_path) {
+  return {[&m, &seqs] {
+            return known{m, std::vector<std::uint64_t>(seqs.data(), seqs.data() + seqs.size())};
+          },
+          [](const known& k) {
+            const std::string returned(reinterpret_cast<const char*>(k.returned.data()),
+                                       k.returned.size() * sizeof(std::uint64_t));
+            return k.m.doing + ", acknowledged " + std::to_string(k.m.acked) +
+                   (k.m.in_kernel ? ", in a kernel" : "") + (k.m.creating ? ", creating" : "") +
+                   ", returned #" + std::to_string(std::hash<std::string>{}(returned));
+          },
+          [&w, o](const std::string& path, const known& kept, const known& now) {
+            return check_image(path, o, kept.m, w, kept.returned, now.returned);
+          },
+          kept_path};
+}
 
 // Runs launches [from, to) of `w` on `heap`, keeping `m` up to date; after each, a sync, or (every
 // kReopenEvery launches) the heap closed without one and opened again, as a restarted program
@@ -380,7 +348,7 @@ run_result check_workload(tx_mode mode, std::uint64_t seed, int launches,
   model m;
   m.mode = mode;
   m.base = w.initial(kBalance);
-  image_checks checks(m, w, seqs, o, d.pool_path("kept.pool"));
+  auto checks = image_checks(m, w, seqs, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
                                    checker_options(d, seed, disabled_site));
   {
@@ -462,7 +430,7 @@ run_result check_rollback(std::uint64_t seed, const std::string& disabled_site) 
     }
   }
   seqs.fill_bytes(0);
-  image_checks checks(m, w, seqs, o, d.pool_path("kept.pool"));
+  auto checks = image_checks(m, w, seqs, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
                                    checker_options(d, seed, disabled_site));
   m.creating = false;
