@@ -28,14 +28,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <random>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "crash_harness.hpp"
