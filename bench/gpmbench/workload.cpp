@@ -12,51 +12,29 @@
 namespace gpmbench {
 
 const std::vector<workload>& workloads() {
+  // Workloads of one family share a line.
+  // clang-format off
   static const std::vector<workload> all = {
       platform_workload(),
       persist_scaling_workload(),
-      cp_dnn_workload(),
-      cp_cfd_workload(),
-      cp_blackscholes_workload(),
-      cp_hotspot_workload(),
+      cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload(), cp_hotspot_workload(),
       cp_hetero_workload(),
-      ycsb_workload(),
-      ycsb_key32_workload(),
-      ycsb_uniform_workload(),
-      hash_micro_workload(),
-      hash_batch_sweep_workload(),
-      hash_factors_workload(),
-      hash_cache_workload(),
-      hash_load_factor_workload(),
-      hash_resize_recovery_workload(),
-      kvs_set_workload(),
-      kvs_mixed_workload(),
-      db_insert_workload(),
-      db_update_workload(),
-      native::bfs_workload(),
-      native::srad_workload(),
-      native::prefix_sum_workload(),
-      tx_atm_a1_workload(),
-      tx_atm_a2_workload(),
-      tx_hash_h1_workload(),
-      tx_hash_h2_workload(),
-      tx_bvh_1_workload(),
-      tx_bvh_2_workload(),
-      tx_micro_pressure_workload(),
+      ycsb_workload(), ycsb_key32_workload(), ycsb_uniform_workload(),
+      hash_micro_workload(), hash_batch_sweep_workload(), hash_factors_workload(),
+      hash_cache_workload(), hash_load_factor_workload(), hash_resize_recovery_workload(),
+      kvs_set_workload(), kvs_mixed_workload(),
+      db_insert_workload(), db_update_workload(),
+      native::bfs_workload(), native::srad_workload(), native::prefix_sum_workload(),
+      tx_atm_a1_workload(), tx_atm_a2_workload(), tx_hash_h1_workload(), tx_hash_h2_workload(),
+      tx_bvh_1_workload(), tx_bvh_2_workload(), tx_micro_pressure_workload(),
       tx_ring_sweep_workload(),
-      ooc::vectoradd_workload(),
-      ooc::blackscholes_workload(),
-      ooc::binomial_workload(),
-      ooc::pathfinder_workload(),
-      ooc::hotspot_workload(),
-      ooc::lavamd_workload(),
-      ooc::srad_workload(),
-      ooc::backprop_workload(),
-      ooc::ablation_readahead_workload(),
-      ooc::ablation_line_workload(),
-      ooc::ablation_cache_workload(),
-      ooc::ablation_output_workload(),
+      ooc::vectoradd_workload(), ooc::blackscholes_workload(), ooc::binomial_workload(),
+      ooc::pathfinder_workload(), ooc::hotspot_workload(), ooc::lavamd_workload(),
+      ooc::srad_workload(), ooc::backprop_workload(),
+      ooc::ablation_readahead_workload(), ooc::ablation_line_workload(),
+      ooc::ablation_cache_workload(), ooc::ablation_output_workload(),
   };
+  // clang-format on
   return all;
 }
 
@@ -140,14 +118,6 @@ std::vector<const mode*> select_modes(const workload& w, const std::vector<std::
     if (names.empty() || wanted.count(m.name) != 0) chosen.push_back(&m);
   }
   return chosen;
-}
-
-// The chosen mode named `name` (select_modes put every chosen mode's ceiling among them).
-const mode* find(const std::vector<const mode*>& chosen, const std::string& name) {
-  for (const mode* m : chosen) {
-    if (m->name == name) return m;
-  }
-  throw std::logic_error("mode " + name + " is a ceiling but was not chosen");
 }
 
 // "d2h_memcpy" measured in "GB/s" is the ceiling "d2h_memcpy_GBps".
@@ -236,17 +206,14 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
     ctx.case_name = case_name;
     if (!case_name.empty()) std::printf("case %s\n", case_name.c_str());
     std::map<std::string, ceiling> measured;  // by mode name, within the case
-    // The modes this case still needs: those not recorded already, and the ceilings of those.
-    std::map<std::string, bool> needed;
+    // The modes this case still needs: those not done already, and the ceilings of those.
+    std::vector<std::string> left;
     for (const mode* m : chosen) {
-      if (options.done_already && options.done_already(case_name, m->name)) continue;
-      for (const mode* n = m; n != nullptr;
-           n = n->ceiling.empty() ? nullptr : find(chosen, n->ceiling)) {
-        needed[n->name] = true;
-      }
+      if (!options.done_already || !options.done_already(case_name, m->name))
+        left.push_back(m->name);
     }
-    for (const mode* m : chosen) {
-      if (needed.count(m->name) == 0) continue;
+    if (left.empty()) continue;
+    for (const mode* m : select_modes(w, left)) {
       if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
         std::printf("%s: the suite's budget is spent; %s and the modes after it not run\n",
                     w.name.c_str(), m->name.c_str());
