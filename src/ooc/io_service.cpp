@@ -204,8 +204,8 @@ void io_service::load_resident(std::uint64_t lines) {
   const std::uint64_t lb = gpu_.line_bytes;
   const std::uint64_t buffers = cache_.first_segment_entries();
   // As many loaders as I/O threads, each with two runs' room of the first segment of its own.
-  const std::uint64_t loaders = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>({config_.threads, buffers / 2, (lines + 1) / 2}));
+  const std::uint64_t loaders =
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>({config_.threads, buffers / 2, lines}));
   const std::uint64_t run =
       std::max<std::uint64_t>(1, std::min(buffers / (2 * loaders), kResidentRunBytes / lb));
   std::atomic<std::uint64_t> next_run{0};
