@@ -90,6 +90,7 @@ struct live_state {
   std::unique_ptr<backing_file> spill;               // volatile data, crash-consistent staging
   device_buffer<std::byte> lines;
   device_buffer<std::uint64_t> slot_word;
+  device_buffer<std::uint32_t> slot_gen;
   device_buffer<std::uint32_t> dirty;
   device_buffer<std::uint32_t> mask;
   device_buffer<std::uint32_t> directory;
@@ -181,8 +182,9 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
   }
   if (o.crash_consistent && m.paths.size() != 1) {
     throw_error(errc::invalid_argument,
-                what + "crash_consistent maps one file: an epoch of data striped over several "
-                       "files is not supported");
+                what +
+                    "crash_consistent maps one file: an epoch of data striped over several "
+                    "files is not supported");
   }
   if (m.size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
   const std::uint64_t lines = (m.size - 1) / o.line_bytes + 1;
@@ -267,7 +269,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   const std::uint32_t slots = m.options.queue_slots;
   const std::uint32_t mask_words =
       m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
-  const std::uint64_t bytes = m.capacity * (lb + 12 + mask_words * 4ull) + m.line_count * 4;
+  const std::uint64_t bytes = m.capacity * (lb + 16 + mask_words * 4ull) + m.line_count * 4;
   if (bytes > free_gpu_bytes) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
                                          mib(bytes) + " and " + mib(free_gpu_bytes) +
@@ -276,6 +278,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   try {
     s.lines = device_buffer<std::byte>(m.capacity * lb);
     s.slot_word = device_buffer<std::uint64_t>(m.capacity);
+    s.slot_gen = device_buffer<std::uint32_t>(m.capacity);
     s.dirty = device_buffer<std::uint32_t>(m.capacity);
     s.mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
     s.directory = device_buffer<std::uint32_t>(m.line_count);
@@ -293,6 +296,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
                                          ": cannot allocate its GPU cache and queue: " + e.what());
   }
   s.slot_word.fill_bytes(0);
+  s.slot_gen.fill_bytes(0);
   s.dirty.fill_bytes(0);
   s.mask.fill_bytes(0);
   s.directory.fill_bytes(0xff);  // kNoSlot
@@ -309,6 +313,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   cache_view& v = s.view;
   v.lines = s.lines.data();
   v.slot_word = s.slot_word.data();
+  v.slot_gen = s.slot_gen.data();
   v.dirty = s.dirty.data();
   v.mask = s.mask.data();
   v.directory = s.directory.data();
@@ -387,8 +392,8 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   }
   // Before the data is read, the file must be at its newest committed epoch: a writing mapping
   // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
-  const bool has_log = !first.empty() && paths.size() == 1 &&
-                       std::filesystem::exists(epoch_log_path(first, offset));
+  const bool has_log =
+      !first.empty() && paths.size() == 1 && std::filesystem::exists(epoch_log_path(first, offset));
   if (md == mode::read_write || md == mode::write) {
     if (options.crash_consistent || has_log) {
       auto log = std::make_unique<epoch_log>(first, offset);
@@ -438,11 +443,10 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const cache_view& v = s->view;
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
-  s->io = std::make_unique<io_service>(
-      io_config{options.io_threads, device, read_ahead, m.read_ahead_window, s->hints.data(),
-                kHintSlots},
-      geometry, *s->cache,
-      s->requests.data(), s->responses.data(), options.queue_slots);
+  s->io = std::make_unique<io_service>(io_config{options.io_threads, device, read_ahead,
+                                                 m.read_ahead_window, s->hints.data(), kHintSlots},
+                                       geometry, *s->cache, s->requests.data(), s->responses.data(),
+                                       options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   if (options.resident && m.capacity == m.line_count) make_resident(*s, m);
   m.live = std::move(s);
@@ -556,7 +560,6 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   }
   ++s.syncs;
 }
-
 
 void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t stream) {
   impl& m = *impl_;

@@ -5,7 +5,8 @@
 //   element access, any lanes of a warp, any indices:
 //     float x;
 //     if (a.get(i, x) == gpm::ooc::status::ok) b.set(i, 2 * x);
-//   lanes of a warp on the same line share one lookup (and one fetch on a miss);
+//   a load whose line is in the GPU cache takes no reference (a seqlock-style read); otherwise,
+//   and for stores, lanes of a warp on the same line share one lookup (and one fetch on a miss);
 //   a.touch(i) asks for element i's line ahead of time without waiting;
 //
 //   a line at a time, for coalesced work by a tile (size 1: gpm::single_thread):
@@ -66,6 +67,14 @@ class array {
     if (v_.resident) {
       out = *reinterpret_cast<const T*>(v_.lines + byte);  // slot l holds line l: no lookup
       return status::ok;
+    }
+    std::uint32_t slot = 0, gen = 0;
+    if (detail::ooc::peek(v_, byte >> v_.line_shift, slot, gen)) {
+      const T value = *reinterpret_cast<const T*>(at(slot, byte));
+      if (detail::ooc::peek_valid(v_, slot, gen)) {
+        out = value;
+        return status::ok;
+      }
     }
     const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, false);
     if (h.st == status::ok) out = *reinterpret_cast<const T*>(at(h.slot, byte));

@@ -73,7 +73,8 @@ struct mapping_options {
 };
 
 // Telemetry since the mapping was made. GPU hits and misses count line acquisitions (the lanes of
-// a warp on one line acquire it once); host hits and misses count the GPU misses that the host
+// a warp on one line acquire it once; an element load that finds its line in the cache takes no
+// reference and counts as neither); host hits and misses count the GPU misses that the host
 // cache did or did not hold. A resident mapping acquires nothing: its kernels' accesses are
 // neither hits nor misses (counting them would cost an atomic per access), and its load at map
 // time counts in bytes_to_gpu and file_bytes_read only.
