@@ -5,8 +5,8 @@
 //                     (O_DIRECT where possible): the ceiling every mode's disk traffic is
 //                     compared against (metric disk_fraction)
 //   gpmkit            every array a gpm::ooc::mapping (inputs mode::read, outputs mode::read_write
-//                     or, as an ablation, mode::write, intermediates mode::volatile_data), kernels on ooc::array views;
-//                     the GPU and host caches capped as the case says
+//                     or, as an ablation, mode::write, intermediates mode::volatile_data), kernels
+//                     on ooc::array views; the GPU and host caches capped as the case says
 //   fread-memcpy      fread each input whole, cudaMemcpy, compute, copy back, fwrite + fdatasync
 //                     (in-gpu cases only: the whole problem must fit the GPU)
 //   chunked-pipeline  hand-written: when the problem fits the GPU cap, a double-buffered pread +
@@ -92,7 +92,7 @@ struct family_state {
   std::string disk_dir;  // the run the bandwidth was measured for
   disk_bandwidth disk;
   measurement disk_record;  // its disk-sequential record, repeated in the run's later cases
-  std::string inputs_key;  // the case whose input files exist
+  std::string inputs_key;   // the case whose input files exist
   std::vector<std::string> input_paths;
   std::string samples_key;  // the case whose samples the first checked mode left
   std::string samples_mode;
@@ -121,8 +121,12 @@ template <class W>
 class runner {
  public:
   runner(const mode_context& ctx, family_state& st, const settings& s)
-      : ctx_(ctx), st_(st), s_(s), pb_(W::make(s.footprint, ctx.options.quick)),
-        geo_(filling_geometry(ctx)), dir_(case_dir(ctx, st)) {
+      : ctx_(ctx),
+        st_(st),
+        s_(s),
+        pb_(W::make(s.footprint, ctx.options.quick)),
+        geo_(filling_geometry(ctx)),
+        dir_(case_dir(ctx, st)) {
     if (pb_.arrays.size() > static_cast<std::size_t>(kMaxArrays)) {
       throw std::logic_error(std::string(W::name) + " has more arrays than the engine takes");
     }
@@ -130,6 +134,7 @@ class runner {
       out_path_.push_back(dir_ + "/out-" + pb_.arrays[a].name + ".bin");
     }
     ensure_inputs();
+    gpu_share_ = gpu_shares();
   }
 
   const problem<W>& pb() const { return pb_; }
@@ -191,7 +196,7 @@ class runner {
     for (int a = 0; a < narrays(); ++a) {
       gpm::ooc::mapping_options o;
       o.line_bytes = s_.line;
-      o.gpu_cache_bytes = share(s_.gpu_cache, a, 1);
+      o.gpu_cache_bytes = gpu_share_[a] * s_.line;
       o.host_cache_bytes = share(s_.host_cache, a, 2 * o.io_threads + 2);
       o.hint = s_.read_ahead ? gpm::ooc::access_hint::sequential : gpm::ooc::access_hint::random;
       const role r = pb_.arrays[a].kind;
@@ -235,8 +240,8 @@ class runner {
                    gpm::ooc::to_string(static_cast<gpm::ooc::status>(err)));
     }
     traffic t;
-    std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0,
-                  ahead = 0, ahead_hits = 0, spill = 0;
+    std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
+                  ahead_hits = 0, spill = 0;
     double wait = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
@@ -357,7 +362,9 @@ class runner {
   }
 
   // ---- chunked-pipeline ----
-  traffic chunked() { return pb_.footprint() <= s_.gpu_cache ? chunked_resident() : chunked_streamed(); }
+  traffic chunked() {
+    return pb_.footprint() <= s_.gpu_cache ? chunked_resident() : chunked_streamed();
+  }
 
  private:
   int narrays() const { return static_cast<int>(pb_.arrays.size()); }
@@ -380,26 +387,82 @@ class runner {
     return std::min(std::max(lines, min_lines), std::max(whole, min_lines)) * s_.line;
   }
 
-  // Items of pass p that gpmkit's mode gives one launch: all of them when the pass reads no
-  // neighbour items (a halo) or every array it touches fits its GPU-cache share, else a window
-  // holding at most a quarter of the smallest share (two windows run at once). A stencil needs
-  // each line for the items around it: in one grid-stride launch over an array larger than the
-  // GPU cache, a warp that fell behind found those lines evicted by the warps ahead and missed
-  // on every item until the end (H100 hotspot out of core: 625K GPU misses for 8K line-passes);
-  // the launch boundary lets it catch up. A streaming pass fetches each line once either way.
+  // Whether gpmkit's mode runs pass p in windows of items: a pass that reads neighbour items (a
+  // halo) over an array larger than its GPU-cache share. A stencil needs each line for the items
+  // around it: in one grid-stride launch over an array larger than the GPU cache, a warp that fell
+  // behind found those lines evicted by the warps ahead and missed on every item until the end
+  // (H100 hotspot out of core: 625K GPU misses for 8K line-passes); the launch boundary lets it
+  // catch up. A streaming pass fetches each line once either way.
+  bool windowed(const pass& p) const {
+    return !p.sequential && std::any_of(p.reads.begin(), p.reads.end(),
+                                        [](const array_read& r) { return r.halo > 0; });
+  }
+
+  std::uint64_t whole_lines(int a) const { return (pb_.array_bytes(a) + s_.line - 1) / s_.line; }
+
+  // GPU-cache lines of array a that pass p touches while two consecutive windows of w items run
+  // (the windows alternate between two streams), one more for the line a miss brings in; 0 when
+  // p does not touch a, and never more than the array's lines.
+  std::uint64_t window_lines(const pass& p, int a, std::uint64_t w) const {
+    bool touched = false;
+    std::uint64_t halo = 0;
+    for (const array_read& r : p.reads) {
+      if (r.array == a) touched = true, halo = std::max(halo, r.halo);
+    }
+    for (int x : p.writes) touched = touched || x == a;
+    if (!touched) return 0;
+    const std::uint64_t bytes =
+        std::min(pb_.items, 2 * w + 2 * halo) * pb_.arrays[a].width * sizeof(float);
+    return std::min(whole_lines(a), (bytes + s_.line - 1) / s_.line + 2);
+  }
+
+  // Each array's share of the GPU cap, in lines. First every array gets what the smallest window
+  // (one item) of each windowed pass needs of it, its halo on both sides: a share sized by bytes
+  // alone gave lavaMD's charges one line for a halo spanning two (H100: 21,926 misses for 118
+  // lines, 0.01x the chunked pipeline). The rest of the cap is split in proportion to the
+  // arrays' sizes, in whole lines, none beyond an array's own. Where the halos alone exceed the
+  // cap, the split is by size only (at least a line each) and the windows cannot help.
+  std::vector<std::uint64_t> gpu_shares() const {
+    const std::uint64_t cap = s_.gpu_cache / s_.line;
+    std::vector<std::uint64_t> need(pb_.arrays.size(), 1);
+    for (const pass& p : pb_.passes) {
+      if (!windowed(p)) continue;
+      for (int a = 0; a < narrays(); ++a) need[a] = std::max(need[a], window_lines(p, a, 1));
+    }
+    std::uint64_t needed = 0;
+    for (std::uint64_t n : need) needed += n;
+    if (needed > cap) std::fill(need.begin(), need.end(), 1), needed = narrays();
+    const std::uint64_t left = cap > needed ? cap - needed : 0;
+    std::vector<std::uint64_t> lines(need.size());
+    for (int a = 0; a < narrays(); ++a) {
+      const std::uint64_t part = static_cast<std::uint64_t>(
+          static_cast<double>(left) * static_cast<double>(pb_.array_bytes(a)) /
+          static_cast<double>(pb_.footprint()));
+      lines[a] = std::max(need[a], std::min(need[a] + part, whole_lines(a)));
+    }
+    return lines;
+  }
+
+  // Items of pass p that gpmkit's mode gives one launch: all of them unless the pass is
+  // windowed, else the most for which two consecutive windows fit every touched array's share
+  // (at least one item).
   std::uint64_t window_items(const pass& p) const {
-    const bool halo = std::any_of(p.reads.begin(), p.reads.end(),
-                                  [](const array_read& r) { return r.halo > 0; });
-    if (p.sequential || !halo) return pb_.items;
-    std::uint64_t w = pb_.items;
-    const auto bound = [&](int a) {
-      const std::uint64_t item_bytes = pb_.arrays[a].width * sizeof(float);
-      const std::uint64_t cap = share(s_.gpu_cache, a, 1);
-      if (pb_.array_bytes(a) > cap) w = std::min(w, std::max<std::uint64_t>(1, cap / 4 / item_bytes));
+    if (!windowed(p)) return pb_.items;
+    const auto fits = [&](std::uint64_t w) {
+      for (int a = 0; a < narrays(); ++a) {
+        if (window_lines(p, a, w) > gpu_share_[a]) return false;
+      }
+      return true;
     };
-    for (const array_read& r : p.reads) bound(r.array);
-    for (int a : p.writes) bound(a);
-    return w;
+    std::uint64_t lo = 1, hi = pb_.items;  // the answer lies in [lo, hi]
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo + 1) / 2;
+      if (fits(mid))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
   }
 
   // Every mode launches a pass with at most the blocks the GPU runs at once
@@ -410,8 +473,8 @@ class runner {
     const unsigned most = gpm::resident_blocks(pass_kernel<W, Acc>, geo_.threads);
     if (p.sequential) {
       for (std::uint64_t i = lo; i < hi; ++i) {
-        gpm::launch(pass_kernel<W, Acc>, blocks_for(p.span, most), geo_.threads, 0, s,
-                    pb_.params, p.args, acc, i, i + 1, p.span);
+        gpm::launch(pass_kernel<W, Acc>, blocks_for(p.span, most), geo_.threads, 0, s, pb_.params,
+                    p.args, acc, i, i + 1, p.span);
       }
     } else {
       gpm::launch(pass_kernel<W, Acc>, blocks_for((hi - lo) * p.span, most), geo_.threads, 0, s,
@@ -440,9 +503,9 @@ class runner {
         const std::uint64_t k = std::min<std::uint64_t>(piece / sizeof(float), n - at);
         gpm::launch(generate_kernel<W>, blocks_for(k, geo_.blocks), geo_.threads, 0, nullptr,
                     pb_.params, a, at, k, dev.data());
-        gpm::check_cuda(cudaMemcpy(host.data(), dev.data(), k * sizeof(float),
-                                   cudaMemcpyDeviceToHost),
-                        "cudaMemcpy");
+        gpm::check_cuda(
+            cudaMemcpy(host.data(), dev.data(), k * sizeof(float), cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
         f.write(at * sizeof(float), k * sizeof(float), host.data());
       }
       f.sync();
@@ -535,10 +598,10 @@ class runner {
         const std::uint64_t n = std::min(piece, pb_.array_bytes(a) - at);
         if (pending[slot]) done[slot].synchronize();
         b[a].read(at, n, stage[slot].data());
-        gpm::check_cuda(cudaMemcpyAsync(reinterpret_cast<char*>(dev[a].data()) + at,
-                                        stage[slot].data(), n, cudaMemcpyHostToDevice,
-                                        streams[slot]),
-                        "cudaMemcpyAsync");
+        gpm::check_cuda(
+            cudaMemcpyAsync(reinterpret_cast<char*>(dev[a].data()) + at, stage[slot].data(), n,
+                            cudaMemcpyHostToDevice, streams[slot]),
+            "cudaMemcpyAsync");
         done[slot].record(streams[slot]);
         pending[slot] = true;
         t.disk_read += n;
@@ -613,7 +676,8 @@ class runner {
         if (it == uses.end()) {
           uses.push_back({w, 0, false, true});
         } else if (it->halo != 0) {
-          throw std::logic_error(std::string(W::name) + ": a pass reads with a halo an array it writes");
+          throw std::logic_error(std::string(W::name) +
+                                 ": a pass reads with a halo an array it writes");
         } else {
           it->write = true;
         }
@@ -670,9 +734,9 @@ class runner {
           if (u.read) {
             // Read an aligned superset of the window's bytes; the window starts `skip` in.
             const std::uint64_t from = first * row / kDirectAlign * kDirectAlign;
-            const std::uint64_t to = std::min((last * row + kDirectAlign - 1) / kDirectAlign *
-                                                  kDirectAlign,
-                                              pb_.array_bytes(u.a));
+            const std::uint64_t to =
+                std::min((last * row + kDirectAlign - 1) / kDirectAlign * kDirectAlign,
+                         pb_.array_bytes(u.a));
             const std::uint64_t skip = first * row - from;
             b[u.a].read(from, to - from, sb[slot].in[j].data());
             count_backing(t, u.a, to - from, 0);
@@ -696,10 +760,10 @@ class runner {
           if (!uses[j].write) continue;
           const std::uint64_t width = pb_.arrays[uses[j].a].width;
           const float* src = sb[slot].dev[j].data() + (lo * width - acc.base[uses[j].a]);
-          gpm::check_cuda(cudaMemcpyAsync(sb[slot].out[j].data(), src,
-                                          (hi - lo) * width * sizeof(float),
-                                          cudaMemcpyDeviceToHost, streams[slot]),
-                          "cudaMemcpyAsync");
+          gpm::check_cuda(
+              cudaMemcpyAsync(sb[slot].out[j].data(), src, (hi - lo) * width * sizeof(float),
+                              cudaMemcpyDeviceToHost, streams[slot]),
+              "cudaMemcpyAsync");
         }
         done[slot].record(streams[slot]);
       }
@@ -812,7 +876,8 @@ class runner {
     }
     std::vector<std::uint64_t> at;
     std::uint64_t largest = 0;
-    for (int a = 0; a < narrays(); ++a) largest = std::max(largest, pb_.items * pb_.arrays[a].width);
+    for (int a = 0; a < narrays(); ++a)
+      largest = std::max(largest, pb_.items * pb_.arrays[a].width);
     for (std::uint32_t i = 0; i < kSamplesPerArray; ++i) {
       at.push_back(gpm::mix64(i + 1) % largest);
     }
@@ -833,6 +898,7 @@ class runner {
   geometry geo_;
   std::string dir_;
   std::vector<std::string> out_path_;
+  std::vector<std::uint64_t> gpu_share_;  // gpmkit: each array's GPU-cache lines (gpu_shares)
   std::optional<gpm::device_buffer<float>> small_;
   std::uint64_t host_scratch_ = 0;
 };
@@ -856,7 +922,8 @@ std::vector<mode> ooc_modes(std::shared_ptr<family_state> st,
          return r.measure(n, [&] { return r.gpmkit(); });
        })}};
   if (!baselines) return modes;
-  modes.push_back({"fread-memcpy", "fread each input, cudaMemcpy, compute, copy back, fwrite (in-gpu only)",
+  modes.push_back({"fread-memcpy",
+                   "fread each input, cudaMemcpy, compute, copy back, fwrite (in-gpu only)",
                    "disk-sequential", measured("fread-memcpy", [](runner<W>& r, const char* n) {
                      measurement m;
                      m.skipped = r.in_core_refusal(false);
@@ -867,7 +934,8 @@ std::vector<mode> ooc_modes(std::shared_ptr<family_state> st,
                    "disk-sequential", measured("chunked-pipeline", [](runner<W>& r, const char* n) {
                      return r.measure(n, [&] { return r.chunked(); });
                    })});
-  modes.push_back({"managed", "cudaMallocManaged arrays read into (in-gpu only, within free memory)",
+  modes.push_back({"managed",
+                   "cudaMallocManaged arrays read into (in-gpu only, within free memory)",
                    "disk-sequential", measured("managed", [](runner<W>& r, const char* n) {
                      measurement m;
                      m.skipped = r.in_core_refusal(true);
@@ -881,11 +949,12 @@ template <class W>
 workload family_workload(const std::string& summary, std::uint64_t gpu_base) {
   auto st = std::make_shared<family_state>();
   workload w{W::name, summary,
-             ooc_modes<W>(st,
-                          [gpu_base](const mode_context& ctx) {
-                            return regime_settings(ctx, base_bytes(ctx, gpu_base));
-                          },
-                          true)};
+             ooc_modes<W>(
+                 st,
+                 [gpu_base](const mode_context& ctx) {
+                   return regime_settings(ctx, base_bytes(ctx, gpu_base));
+                 },
+                 true)};
   w.cases = kRegimeCases;
   return w;
 }
@@ -896,13 +965,14 @@ template <class W>
 workload ablation_workload(const std::string& name, const std::string& summary,
                            std::uint64_t gpu_base, std::vector<std::string> cases) {
   workload w{name, summary,
-             ooc_modes<W>(std::make_shared<family_state>(),
-                          [gpu_base](const mode_context& ctx) {
-                            // --quick: half the family's size (six cases of heavy eviction).
-                            return ablation_settings(
-                                ctx, base_bytes(ctx, gpu_base) >> (ctx.options.quick ? 1 : 0));
-                          },
-                          false)};
+             ooc_modes<W>(
+                 std::make_shared<family_state>(),
+                 [gpu_base](const mode_context& ctx) {
+                   // --quick: half the family's size (six cases of heavy eviction).
+                   return ablation_settings(
+                       ctx, base_bytes(ctx, gpu_base) >> (ctx.options.quick ? 1 : 0));
+                 },
+                 false)};
   w.cases = std::move(cases);
   return w;
 }
