@@ -70,6 +70,7 @@ class py_pool {
     const gpm::pool_object o = live().get(name);
     void* data = nullptr;
     int device = nb::device::cpu::value;
+    int device_id = 0;
     if (on_gpu) {
       if (!pool_->mapped_into_gpu()) {
         gpm::throw_error(gpm::errc::no_device,
@@ -79,6 +80,10 @@ class py_pool {
       data = pool_->ref().ptr<std::uint8_t>(o.offset);
       // The emulator's GPU is this CPU: its device pointers are host pointers.
       device = GPM_BACKEND_CUDA ? nb::device::cuda::value : nb::device::cpu::value;
+      // The GPU is this thread's current one, which the pool was mapped into (one GPU per
+      // process: rank r of a job on cuda:r after torch.cuda.set_device(r)); naming device 0
+      // there would give frameworks a tensor on the wrong GPU.
+      if (GPM_BACKEND_CUDA) gpm::check_cuda(cudaGetDevice(&device_id), "cudaGetDevice");
     } else {
       data = pool_->host_ptr<std::uint8_t>(o.offset);
     }
@@ -87,8 +92,8 @@ class py_pool {
       delete static_cast<std::shared_ptr<gpm::pool>*>(p);
     });
     const std::size_t shape[1] = {static_cast<std::size_t>(o.bytes)};
-    return nb::ndarray<F..., std::uint8_t, nb::ndim<1>>(data, 1, shape, owner, nullptr,
-                                                         nb::dtype<std::uint8_t>(), device, 0);
+    return nb::ndarray<F..., std::uint8_t, nb::ndim<1>>(
+        data, 1, shape, owner, nullptr, nb::dtype<std::uint8_t>(), device, device_id);
   }
 
   void persist(const std::optional<std::string>& name) const {

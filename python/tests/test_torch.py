@@ -1,10 +1,12 @@
 """Tests of gpmkit.torch (python/gpmkit/torch.py): a model's and an optimizer's state dicts saved
 into a pool and loaded back in place, in this process and after a restart, unchanged tensors
 skipped, bad templates refused without touching a tensor, and SIGKILLs during a training loop
-that saves every step, after which the loaded model equals one completed save. Run where PyTorch
-is installed: on a GPU with CUDA tensors, on the emulator with CPU tensors."""
+that saves every step, after which the loaded model equals one completed save; on a machine with
+two GPUs, a process on the second. Run where PyTorch is installed: on a GPU with CUDA tensors, on
+the emulator with CPU tensors."""
 import os
 import random
+import subprocess
 import sys
 import textwrap
 
@@ -162,3 +164,40 @@ def test_a_large_description_gets_a_large_chunk_and_growth_past_it_is_refused(di
             back = gtorch.load(ck, {"w": torch.zeros(4, device=DEVICE)})
             assert back["ids"][-1] == -1 and len(back["ids"]) == 20001
             assert torch.equal(back["w"], torch.arange(4.0, device=DEVICE))
+
+
+SECOND_GPU = textwrap.dedent("""
+    import sys, torch, gpmkit, gpmkit.torch as gtorch
+    pm, snap = sys.argv[1], sys.argv[2]
+    dev = torch.device("cuda", 1)
+    torch.cuda.set_device(dev)   # as rank 1 of a job does
+    model = torch.nn.Linear(64, 64).to(dev)
+    with gpmkit.Pool.create("p", 32 << 20, "%s", pm_dir=pm, snapshot_dir=snap) as pool:
+        pool.allocate("x", 4096)
+        view = torch.from_dlpack(pool.gpu_bytes("x"))
+        assert view.device == dev, view.device
+        view.fill_(7)
+        torch.cuda.synchronize()
+        assert (pool.array("x") == 7).all()
+        del view
+        with gpmkit.Checkpointer.create(pool, "ck") as ck:
+            saved = {k: v.clone() for k, v in model.state_dict().items()}
+            # The persist of an asynchronous save runs on a thread of its own.
+            pending = gtorch.save(ck, {"model": model.state_dict()}, wait=False)
+            with torch.no_grad():
+                model.weight.add_(1)
+            pending.wait()
+            gtorch.load(ck, {"model": model.state_dict()})
+            assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
+    print("ok")
+""" % LAYOUT)
+
+
+@pytest.mark.skipif(gpmkit.backend() != "cuda" or torch.cuda.device_count() < 2,
+                    reason="needs the cuda build and a second GPU")
+def test_a_process_on_the_second_gpu(dirs):
+    """A process whose GPU is not the first (rank 1 of a job): arrays exported from its pools are
+    on its GPU, and an asynchronous save, whose persist runs on another thread, works there."""
+    done = subprocess.run([sys.executable, "-c", SECOND_GPU, dirs["pm_dir"],
+                           dirs["snapshot_dir"]], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr

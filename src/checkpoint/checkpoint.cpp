@@ -567,7 +567,13 @@ pending_checkpoint checkpointer::checkpoint_async(std::uint32_t group, cudaStrea
     check_cuda(cudaStreamWaitEvent(stream, copied.get(), 0), "cudaStreamWaitEvent");
   }
   impl* self = &m;
-  m.pending = std::async(std::launch::async, [self, group, members, t0] {
+  // CUDA's current device is per thread, and a new thread's is device 0: the background task
+  // runs on the caller's, where the chunks' streams and the engine's buffers live (rank r of a
+  // job on GPU r).
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  m.pending = std::async(std::launch::async, [self, group, members, t0, device] {
+                check_cuda(cudaSetDevice(device), "cudaSetDevice");
                 std::lock_guard inner(self->mutex);
                 return self->run(group, members, t0);
               }).share();
