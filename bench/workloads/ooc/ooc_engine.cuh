@@ -4,10 +4,9 @@
 //   disk-sequential   the disk's sequential write and read bandwidth in the run's disk directory
 //                     (O_DIRECT where possible): the ceiling every mode's disk traffic is
 //                     compared against (metric disk_fraction)
-//   gpmkit            every array a gpm::ooc::mapping (inputs mode::read, outputs mode::write, or
-//                     mode::read_write where a pass reads them or as an ablation, intermediates
-//                     mode::volatile_data), kernels on ooc::array views; the GPU and host caches
-//                     capped as the case says
+//   gpmkit            every array a gpm::ooc::mapping (inputs mode::read, outputs mode::read_write
+//                     or, as an ablation, mode::write, intermediates mode::volatile_data), kernels
+//                     on ooc::array views; the GPU and host caches capped as the case says
 //   fread-memcpy      fread each input whole, cudaMemcpy, compute, copy back, fwrite + fdatasync
 //                     (in-gpu cases only: the whole problem must fit the GPU)
 //   chunked-pipeline  hand-written: when the problem fits the GPU cap, a double-buffered pread +
@@ -67,11 +66,10 @@ struct settings {
   std::uint64_t line = 0;        // gpmkit line bytes
   bool read_ahead = true;
   // gpmkit maps outputs that no pass reads with mode::write (only the bytes written go back)
-  // instead of mode::read_write (their lines are fetched first: holes of a fresh file). On by
-  // default since write-mode fills stopped stalling a full GPU (72f6cbe): on an H100,
-  // ooc_ablation_output ran vectoradd out of core in 2.81 s with write-mode outputs against
-  // 4.25 s with read_write ones.
-  bool write_mode_outputs = true;
+  // instead of mode::read_write (their lines are fetched first: holes of a fresh file). Off by
+  // default: on an H100 every workload whose kernels stored element by element into a write-mode
+  // mapping from a full GPU stalled for over a minute (ooc_ablation_output measures it).
+  bool write_mode_outputs = false;
 };
 
 // The case's settings from `base`, the out-of-core footprint: GPU cap base/8, host cap base/2;

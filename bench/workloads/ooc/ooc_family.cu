@@ -59,9 +59,9 @@ settings ablation_settings(const mode_context& ctx, std::uint64_t base) {
     s.gpu_cache = lines(base / divisor(7));
   } else if (c.rfind("host-div", 0) == 0) {
     s.host_cache = lines(base / divisor(8));
-  } else if (c == "outputs-read-write") {
-    s.write_mode_outputs = false;
-  } else if (c != "read-ahead-on" && c != "outputs-write") {
+  } else if (c == "outputs-write") {
+    s.write_mode_outputs = true;
+  } else if (c != "read-ahead-on" && c != "outputs-read-write") {
     throw std::logic_error("no ooc ablation case named \"" + c + "\"");
   }
   return s;
