@@ -34,8 +34,9 @@ class Pool:
     process and, where there is one, the GPU. Create or open it with the class methods; use it as
     a context manager, or call close()."""
 
-    def __init__(self, core: _CorePool) -> None:
+    def __init__(self, core: _CorePool, read_only: bool = False) -> None:
         self._core = core
+        self._read_only = read_only
 
     @classmethod
     def create(cls, path: str, nbytes: int, layout: str, *, pm_dir: Optional[str] = None,
@@ -50,12 +51,16 @@ class Pool:
     @classmethod
     def open(cls, path: str, layout: str, *, pm_dir: Optional[str] = None,
              snapshot_dir: Optional[str] = None, gpu: str = "auto",
-             restore_from_snapshot: bool = True) -> Pool:
+             restore_from_snapshot: bool = True, read_only: bool = False) -> Pool:
         """Opens a pool created for `layout`, validating it (a corrupt, truncated, foreign or
         wrong-version file raises Error) and restoring it from its snapshot if it is missing or
-        corrupt (unless restore_from_snapshot is False)."""
+        corrupt (unless restore_from_snapshot is False). A pool is open for writing by one
+        gpmkit.Pool at a time (another open raises Error, busy); read_only=True opens it for
+        reading, alongside other readers (never a restore: its arrays cannot be written, and
+        what would write to it raises Error)."""
         return cls(_CorePool.open(path, layout, pm_dir=pm_dir, snapshot_dir=snapshot_dir,
-                                  gpu=gpu, restore_from_snapshot=restore_from_snapshot))
+                                  gpu=gpu, restore_from_snapshot=restore_from_snapshot,
+                                  read_only=read_only), read_only)
 
     @staticmethod
     def remove(path: str, *, pm_dir: Optional[str] = None, snapshot_dir: Optional[str] = None,
@@ -134,6 +139,8 @@ class Pool:
             raise ValueError(f"object {name!r} holds {raw.nbytes} bytes, not a whole number of "
                              f"{dtype} elements")
         view = raw.view(dtype)
+        if self._read_only:
+            view.flags.writeable = False  # the mapping is read-only: a store would be SIGSEGV
         return view if shape is None else view.reshape(shape)
 
     def allocate_array(self, name: str, shape: Union[int, Sequence[int]],

@@ -266,8 +266,10 @@ class PoolReader(StorageReader):
             per_pool.setdefault(where.pool, []).append((req, where))
         for name, reqs in per_pool.items():
             path = os.path.join(self.path, name)
+            # Read-only: the ranks of a job read the same pools at once (each replicated item
+            # lies in one rank's pool, and every rank loads it).
             with Pool.open(path, LAYOUT, snapshot_dir=self.snapshot_dir,
-                           restore_from_snapshot=False) as pool:
+                           restore_from_snapshot=False, read_only=True) as pool:
                 for req, where in reqs:
                     _load(pool, self.path, req, where, planner)
         f: Future = Future()

@@ -299,12 +299,13 @@ NB_MODULE(_core, m) {
           [](const std::string& path, const std::string& layout,
              const std::optional<std::string>& pm_dir,
              const std::optional<std::string>& snapshot_dir, const std::string& gpu,
-             bool restore) {
-            return py_pool(gpm::pool::open(
-                path, layout, make_options(pm_dir, snapshot_dir, gpu, restore, 1024)));
+             bool restore, bool read_only) {
+            gpm::pool_options o = make_options(pm_dir, snapshot_dir, gpu, restore, 1024);
+            o.read_only = read_only;
+            return py_pool(gpm::pool::open(path, layout, o));
           },
           "path"_a, "layout"_a, "pm_dir"_a = nb::none(), "snapshot_dir"_a = nb::none(),
-          "gpu"_a = "auto", "restore_from_snapshot"_a = true)
+          "gpu"_a = "auto", "restore_from_snapshot"_a = true, "read_only"_a = false)
       .def_static(
           "remove",
           [](const std::string& path, const std::optional<std::string>& pm_dir,

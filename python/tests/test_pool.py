@@ -1,6 +1,7 @@
 """Tests of the Python package gpmkit (python/gpmkit) on the backend it was built for: pools from
-Python, arrays that view them without a copy, persistence across a process crash (SIGKILL) and a
-snapshot restore, and every bad input as a gpmkit.Error carrying its code and message."""
+Python, arrays that view them without a copy, readers sharing a pool that a writer holds alone,
+persistence across a process crash (SIGKILL) and a snapshot restore, and every bad input as a
+gpmkit.Error carrying its code and message."""
 import os
 import signal
 import subprocess
@@ -72,6 +73,30 @@ def test_create_write_reopen(dirs):
         y[0, 0] = -1.0  # the same memory: no copy
         assert pool.array("x", np.float32)[0] == -1.0
         del y, z
+
+
+def test_readers_share_a_pool_that_a_writer_holds_alone(dirs):
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        pool.allocate_array("x", 8, np.int64)[:] = np.arange(8)
+        pool.persist()
+    readers = [gpmkit.Pool.open("p", LAYOUT, read_only=True, **dirs) for _ in range(2)]
+    try:
+        x = readers[1].array("x", np.int64)
+        assert (x == np.arange(8)).all() and not x.flags.writeable
+        del x
+        with pytest.raises(gpmkit.Error) as e:
+            gpmkit.Pool.open("p", LAYOUT, **dirs)
+        assert e.value.code == "busy"
+        with pytest.raises(gpmkit.Error) as e:
+            readers[0].allocate("y", 64)
+        assert "read-only" in str(e.value)
+    finally:
+        for r in readers:
+            r.close()
+    with gpmkit.Pool.open("p", LAYOUT, **dirs) as pool:  # writable again once they are gone
+        with pytest.raises(gpmkit.Error) as e:
+            gpmkit.Pool.open("p", LAYOUT, read_only=True, **dirs)
+        assert e.value.code == "busy"
 
 
 def test_arrays_keep_the_pool_mapped(dirs):
