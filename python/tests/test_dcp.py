@@ -1,13 +1,17 @@
 """Tests of gpmkit.dcp (python/gpmkit/dcp.py), the torch.distributed.checkpoint storage backend:
 dcp.save / dcp.async_save / dcp.load of a model's and an optimizer's state through pools, two
 ranks over gloo writing their shards into pools of their own, a save that fails before its commit
-leaving the previous checkpoint the latest, bad checkpoints refused with errors naming them, and
-SIGKILLs during a loop of saves after which the latest checkpoint loads whole."""
+leaving the previous checkpoint the latest, bad checkpoints refused with errors naming them,
+SIGKILLs during a loop of saves after which the latest checkpoint loads whole, and SIGKILLs of one
+rank of a DDP job of two (gloo on the CPU; NCCL on two GPUs where there are two) after which every
+rank restores the same completed checkpoint and resumes to the uninterrupted run's state."""
 import os
 import random
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -218,3 +222,103 @@ def test_sigkill_during_saves_leaves_the_latest_checkpoint_whole(root):
         assert path.endswith(f"step-{step}"), f"trial {trial}: {path} holds step {step}"
         assert torch.all(state["w"] == step), f"trial {trial}: torn"
         assert acked <= step <= acked + 1, f"trial {trial}: step {step}, acked {acked}"
+
+
+TRAINING_RANK = os.path.join(os.path.dirname(__file__), "dcp_training_rank.py")
+
+
+def _two_gpus():
+    """Why a job of two ranks on two GPUs cannot run here, or None when it can."""
+    if gpmkit.backend() != "cuda":
+        return "the host build: its device is the CPU"
+    if torch.cuda.device_count() < 2:
+        return f"{torch.cuda.device_count()} GPU(s) that PyTorch sees, not 2"
+    if not dist.is_nccl_available():
+        return "PyTorch has no NCCL"
+    return None
+
+
+class _Job:
+    """The ranks of one run of dcp_training_rank.py, their output read line by line."""
+
+    def __init__(self, tmp, name, root, device, backend, steps, world=2):
+        store = os.path.join(tmp, f"{name}.store")
+        self.logs = [os.path.join(tmp, f"{name}-rank{r}.err") for r in range(world)]
+        self.procs = []
+        for r in range(world):
+            with open(self.logs[r], "w") as err:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, TRAINING_RANK, str(r), str(world), store, root, device,
+                     backend, str(steps)], stdout=subprocess.PIPE, stderr=err, text=True))
+
+    def errors(self):
+        return "\n".join(f"--- {log}\n{open(log).read()[-3000:]}" for log in self.logs)
+
+    def finish(self, timeout=240):
+        """Every rank's output lines, once all have exited with status 0."""
+        outs = [p.communicate(timeout=timeout)[0].splitlines() for p in self.procs]
+        assert all(p.returncode == 0 for p in self.procs), self.errors()
+        return outs
+
+    def kill_after_acks(self, acks, victim, delay):
+        """Reads `acks` committed steps from rank 0, sleeps `delay` s, SIGKILLs rank `victim`
+        and, as a job manager would, the other ranks (which may wait on the dead one forever);
+        returns the last step rank 0 acknowledged."""
+        acked = 0
+        while acked < acks:
+            line = self.procs[0].stdout.readline()
+            assert line, f"rank 0 ended before {acks} acks\n{self.errors()}"
+            if line.startswith("step "):
+                acked = int(line.split()[1])
+        time.sleep(delay)
+        os.kill(self.procs[victim].pid, signal.SIGKILL)
+        self.procs[victim].wait()
+        time.sleep(0.5)  # the others may notice and fail on their own; then they are killed
+        for p in self.procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+        rest = [line for line in self.procs[0].stdout.read().splitlines()
+                if line.startswith("step ")]
+        for p in self.procs:
+            p.wait()
+        return int(rest[-1].split()[1]) if rest else acked
+
+
+def _lines(out, what):
+    return {int(w[1]): w[2] for w in (line.split() for line in out) if w[0] == what}
+
+
+@pytest.mark.parametrize("device,backend", [
+    pytest.param("cpu", "gloo", id="cpu-gloo"),
+    pytest.param("cuda", "nccl", id="cuda-nccl", marks=pytest.mark.skipif(
+        _two_gpus() is not None, reason=f"two ranks on two GPUs: {_two_gpus()}")),
+])
+def test_sigkill_of_one_rank_of_two_during_training(root, tmp_path, device, backend):
+    """A job of two ranks trains by DDP and saves through gpmkit.dcp after every step; one rank
+    is killed by SIGKILL at a random moment (the other then too). Every rank of the resumed job
+    restores the same committed checkpoint, bit for bit the state the uninterrupted job had
+    after that step, and resumes to the same final state."""
+    steps = 16
+    ref = _Job(str(tmp_path), "reference", "-", device, backend, steps).finish()
+    states = _lines(ref[0], "state")
+    final = [line for line in ref[0] if line.startswith("final ")]
+    assert len(states) == steps and final, ref[0]
+    assert ref[1][-1] == final[0], "the ranks' replicas differ"
+    rng = random.Random(22)
+    for trial, victim in enumerate((1, 0)):
+        trial_root = f"{root}/job-{trial}"
+        job = _Job(str(tmp_path), f"trial{trial}", trial_root, device, backend, steps)
+        acked = job.kill_after_acks(rng.randint(2, 8), victim, rng.uniform(0, 0.05))
+        path = latest(trial_root)
+        assert path is not None, f"trial {trial}: nothing committed after {acked} acks"
+        resumed = _Job(str(tmp_path), f"resume{trial}", trial_root, device, backend,
+                       steps).finish()
+        restored = [_lines(out, "restored") for out in resumed]
+        assert len(restored[0]) == 1 and restored[0] == restored[1], \
+            f"trial {trial}: the ranks restored {restored}"
+        (step, got), = restored[0].items()
+        assert path.endswith(f"step-{step}"), f"trial {trial}: {path} holds step {step}"
+        assert acked <= step <= acked + 1, f"trial {trial}: step {step}, acked {acked}"
+        assert got == states[step], f"trial {trial}: step {step} restored differs from the run"
+        for r, out in enumerate(resumed):
+            assert out[-1] == final[0], f"trial {trial}: rank {r} resumed to another state"
