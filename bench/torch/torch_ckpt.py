@@ -385,10 +385,12 @@ def record(args, trainer, mode, m, step_s, stall, durable, restore, alone, nbyte
         engine = [e for _, e in alone if e is not None]
         if engine:
             metrics["engine_s"] = statistics.median(engine)
+    where = machine(trainer.device, m.world, args.backend)
+    if args.ranks > 1 and args.isolate_gpus:
+        where["isolated_gpus"] = "each rank sees only its GPU"
     return {
         "schema": "gpmkit.bench/1", "workload": workload_name(args.model, args.ranks),
-        "mode": mode, "backend": gpmkit.backend(),
-        "machine": machine(trainer.device, m.world, args.backend),
+        "mode": mode, "backend": gpmkit.backend(), "machine": where,
         "sizes": {"parameters": trainer.params, "state_bytes": nbytes, "batch": args.batch,
                   "sequence": args.seq, "steps": args.steps, "every": args.every,
                   "ranks": args.ranks},
@@ -437,8 +439,15 @@ def run(rank, args, dirs, store):
     """One rank of the benchmark (the only one without --ranks)."""
     dev = torch.device("cuda" if gpmkit.backend() == "cuda" else "cpu")
     if args.ranks > 1:
-        if dev.type == "cuda":
+        if dev.type == "cuda" and args.isolate_gpus:
+            # Before anything touches CUDA in this new process: its GPU is its only one.
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            visible = visible.split(",") if visible else [str(i) for i in range(args.ranks)]
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible[rank]
+            dev = torch.device("cuda", 0)
+        elif dev.type == "cuda":
             dev = torch.device("cuda", rank)
+        if dev.type == "cuda":
             torch.cuda.set_device(dev)
         dist.init_process_group(args.backend, init_method=f"file://{store}", rank=rank,
                                 world_size=args.ranks)
@@ -497,6 +506,9 @@ def main():
     ap.add_argument("--backend", default="auto",
                     help="torch.distributed backend of the training: nccl on GPUs, gloo on the "
                     "CPU (auto)")
+    ap.add_argument("--isolate-gpus", action="store_true",
+                    help="each rank sees only its own GPU (CUDA_VISIBLE_DEVICES): gpmkit then "
+                    "runs on device 0 of every process (NCCL may go through host memory)")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds after which no further mode starts (0: no limit)")
     ap.add_argument("--shm", default="/dev/shm", help="where pools and /dev/shm files go")
