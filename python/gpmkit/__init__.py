@@ -16,7 +16,7 @@ corrupt, ...) and whose message says what to do. docs/python.md has the whole AP
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Hashable, Mapping, Optional, Sequence, Union
 
 import numpy as _np
 import numpy.typing as _npt
@@ -181,6 +181,9 @@ class Checkpointer:
 
     def __init__(self, core: _CoreCheckpointer) -> None:
         self._core = core
+        # Per chunk name: (group, where) of the memory _attach() registered last; add()
+        # forgets the name, since it may register other memory under it.
+        self._attached: dict[str, tuple[int, Hashable]] = {}
 
     @classmethod
     def _open(cls, how: str, pool: Pool, name: str, max_chunks: int, path: str,
@@ -223,6 +226,19 @@ class Checkpointer:
         After a restart the same name finds its chunk again; registering it with another size or
         element type raises Error (invalid_argument) naming both."""
         self._core.add(name, array, group)
+        self._attached.pop(name, None)
+
+    def _attach(self, name: str, array: Any, group: int, where: Hashable) -> None:
+        """add(name, array, group) unless chunk `name` of `group` is registered with the memory
+        `where` already (what identifies the array's memory: its address, size, element type
+        and device). The registration holds the array it was given, so that memory is still
+        the same allocation, and registering it again would change nothing; skipping it spares
+        the DLPack import, some microseconds a tensor, which a model's parameters and an
+        optimizer's moments (updated in place) would otherwise cost at every save."""
+        if self._attached.get(name) == (group, where):
+            return
+        self._core.add(name, array, group)
+        self._attached[name] = (group, where)
 
     def save(self, arrays: Mapping[str, Any], group: int = 0,
              wait: bool = True) -> Union[dict[str, Any], PendingCheckpoint]:
@@ -260,3 +276,4 @@ class Checkpointer:
         """Waits for a pending checkpoint and releases the checkpointer (and its share of the
         pool)."""
         self._core.close()
+        self._attached.clear()

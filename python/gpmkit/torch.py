@@ -1,10 +1,12 @@
 """gpmkit.torch: PyTorch state dicts (a model's, an optimizer's, nested in any dict or list)
 checkpointed into a pool through gpmkit.Checkpointer. Each tensor is one chunk, so tensors that did
 not change since the last save are skipped (redundant-chunk elimination), and a crash at any moment
-leaves the last completed save restorable. Tensors in the device's memory (CUDA tensors on a GPU,
-CPU tensors on the emulator) are captured where they are, without a copy; others (an optimizer's
-CPU step counters on a GPU, non-contiguous views) through a contiguous copy on the device. Values
-that are not tensors (hyperparameters, step numbers) are kept as JSON in one more chunk.
+leaves the last completed save restorable. Tensors in the device's memory (CUDA tensors on this
+process's GPU, CPU tensors on the emulator) and contiguous are captured where they are, without a
+copy; others (an optimizer's CPU step counters on a GPU, non-contiguous views) through device
+buffers kept from save to save, the CPU tensors' filled by one copy from pinned memory. A chunk is
+registered again only when its tensor's memory changed. Values that are not tensors
+(hyperparameters, step numbers) are kept as JSON in one more chunk.
 
     ck = gpmkit.Checkpointer.open_or_create(pool, "train")
     gpmkit.torch.save(ck, {"model": model.state_dict(), "optim": opt.state_dict(), "step": step})
@@ -32,7 +34,11 @@ _TENSOR = "__gpmkit_tensor__"
 
 
 def _device():
-    return torch.device("cuda") if backend() == "cuda" else torch.device("cpu")
+    """The device whose memory the checkpointer captures: this process's current GPU (rank r of
+    a job on cuda:r), or the CPU on the emulator."""
+    if backend() == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _chunk(i):
@@ -76,19 +82,87 @@ def _error(message, code="invalid_argument"):
     return e
 
 
-def _on_device(t):
-    """t itself when the checkpointer can capture it in place, else a contiguous device copy."""
-    d = t.detach() if t.requires_grad else t  # state_dict()'s tensors are detached already
-    if d.device == _device() and d.is_contiguous():
-        return d
-    return d.to(_device()).contiguous()
+def _capturable(t, device):
+    """Whether the checkpointer can capture t where it is: in `device`'s memory, contiguous, and
+    8-byte aligned (a view may start anywhere in its storage)."""
+    return t.device == device and t.is_contiguous() and t.data_ptr() % 8 == 0
 
 
-def _add(ck, path, name, tensor, group):
+def _where(t):
+    """What identifies tensor t's memory for Checkpointer._attach."""
+    return (t.data_ptr(), t.numel() * t.element_size(), t.dtype, t.device)
+
+
+def _add(ck, path, name, tensor, group, where=None):
+    """Registers `tensor` as chunk `name` (with `where`, only if its memory changed); an error
+    names the state dict's key `path`."""
     try:
-        ck.add(name, tensor, group)
+        if where is None:
+            ck.add(name, tensor, group)
+        else:
+            ck._attach(name, tensor, group, where)
     except Error as e:
         raise _error(f"key {path}: {e}", getattr(e, "code", "invalid_argument")) from e
+
+
+class _Staging:
+    """Device buffers for the tensors of a group that the checkpointer cannot capture where they
+    are, kept from save to save while the group's structure stays: their chunks keep their memory
+    (no new registration). On a GPU the CPU tensors (an optimizer's step counters) are copied into
+    a pinned buffer and from it in one copy on the current stream: a synchronous copy each, as
+    .to("cuda") makes, costs some microseconds a tensor and waits for the work queued on the
+    GPU. Other tensors (strided views, tensors on another device) are copied into a buffer of
+    their own on the current stream."""
+
+    _ALIGN = 256  # each CPU tensor's place in the buffers, aligned as cudaMalloc aligns
+
+    def __init__(self):
+        self.key = None
+        self.slots = {}       # tensor index -> the device tensor its chunk captures
+        self.pinned = {}      # tensor index -> its place in the pinned buffer (CPU tensors)
+        self.host = self.device = None
+        self.uploaded = None  # an event after the last copy from the pinned buffer
+
+    def stage(self, tensors, dev):
+        """{index: tensor on `dev`} holding the values of `tensors` ((index, tensor) pairs) as of
+        this call, in buffers that the next call with the same shapes and dtypes reuses."""
+        key = (dev, tuple((i, tuple(t.shape), t.dtype, t.device.type) for i, t in tensors))
+        if key != self.key:
+            self._lay_out(tensors, dev)
+            self.key = key
+        with torch.no_grad():
+            if self.pinned:
+                if self.uploaded is not None:
+                    self.uploaded.synchronize()  # the last copy has read the pinned buffer
+                for i, t in tensors:
+                    if i in self.pinned:
+                        self.pinned[i].copy_(t)
+                self.device.copy_(self.host, non_blocking=True)
+                self.uploaded = torch.cuda.Event()
+                self.uploaded.record()
+            for i, t in tensors:
+                if i not in self.pinned:
+                    self.slots[i].copy_(t)
+        return self.slots
+
+    def _lay_out(self, tensors, dev):
+        gpu = dev.type == "cuda"
+        self.slots, self.pinned, self.uploaded = {}, {}, None
+        places, end = {}, 0
+        for i, t in tensors:
+            if gpu and t.device.type == "cpu":
+                places[i] = end
+                end += -(-t.numel() * t.element_size() // self._ALIGN) * self._ALIGN
+        self.host = torch.empty(end, dtype=torch.uint8, pin_memory=True) if places else None
+        self.device = torch.empty(end, dtype=torch.uint8, device=dev) if places else None
+        for i, t in tensors:
+            if i in places:
+                n = t.numel() * t.element_size()
+                at = slice(places[i], places[i] + n)
+                self.pinned[i] = self.host[at].view(t.dtype).view(t.shape)
+                self.slots[i] = self.device[at].view(t.dtype).view(t.shape)
+            else:
+                self.slots[i] = torch.empty(t.shape, dtype=t.dtype, device=dev)
 
 
 class _Meta:
@@ -127,8 +201,10 @@ class _Meta:
         return json.loads(raw[8:8 + n])
 
 
-# Each checkpointer's description chunk per group, kept between saves.
+# Each checkpointer's description chunk and staging buffers per group, kept between saves.
 _metas: weakref.WeakKeyDictionary[Checkpointer, dict[int, _Meta]] = weakref.WeakKeyDictionary()
+_stagings: weakref.WeakKeyDictionary[Checkpointer, dict[int, _Staging]] = \
+    weakref.WeakKeyDictionary()
 
 
 def _saved_meta_bytes(ck, group):
@@ -155,9 +231,16 @@ def save(ck: Checkpointer, state: Any, group: int = 0,
     data = json.dumps(_describe(state, "", tensors), separators=(",", ":")).encode()
     meta = _meta_for_save(ck, group, data)
     meta.write(data)
-    _add(ck, _META, _META, meta.tensor, group)
+    _add(ck, _META, _META, meta.tensor, group, _where(meta.tensor))
+    # state_dict()'s tensors are detached already; keep_vars=True ones are not
+    tensors = [(p, t.detach() if t.requires_grad else t) for p, t in tensors]
+    dev = _device()
+    staging = _stagings.setdefault(ck, {}).setdefault(group, _Staging())
+    staged = staging.stage([(i, t) for i, (_, t) in enumerate(tensors)
+                            if not _capturable(t, dev)], dev)
     for i, (path, t) in enumerate(tensors):
-        _add(ck, path, _chunk(i), _on_device(t), group)
+        d = staged.get(i, t)
+        _add(ck, path, _chunk(i), d, group, _where(d))
     return ck.save({}, group=group, wait=wait)
 
 

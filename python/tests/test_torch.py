@@ -1,6 +1,6 @@
 """Tests of gpmkit.torch (python/gpmkit/torch.py): a model's and an optimizer's state dicts saved
 into a pool and loaded back in place, in this process and after a restart, unchanged tensors
-skipped, bad templates refused without touching a tensor, and SIGKILLs during a training loop
+skipped, chunks registered again only when their memory changed, bad templates refused without touching a tensor, and SIGKILLs during a training loop
 that saves every step, after which the loaded model equals one completed save; on a machine with
 two GPUs, a process on the second. Run where PyTorch is installed: on a GPU with CUDA tensors, on
 the emulator with CPU tensors."""
@@ -112,6 +112,69 @@ def test_bad_templates_name_the_key_and_change_nothing(dirs):
             with pytest.raises(gpmkit.Error) as e:
                 gtorch.save(ck, {"model": model.state_dict(), "bad": object()})
             assert e.value.code == "invalid_argument" and "/bad" in str(e.value)
+
+
+class _CountingAdds:
+    """A checkpointer's core that counts the registrations it is asked for."""
+
+    def __init__(self, core):
+        self.core, self.adds = core, 0
+
+    def add(self, *args):
+        self.adds += 1
+        return self.core.add(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.core, name)
+
+
+def steps_of(opt):
+    return [float(s["step"]) for s in opt.state_dict()["state"].values()]
+
+
+def test_a_save_registers_only_tensors_whose_memory_changed(dirs):
+    """Parameters and moments updated in place keep their chunks' registration from save to save;
+    CPU tensors on a GPU (AdamW's step counters), strided views and views not 8-byte aligned are
+    captured through buffers kept between saves, holding each save's values; a tensor replaced by another is registered
+    again, and so is every chunk after a load (which registers buffers of its own)."""
+    model, opt = make(5)
+    train(model, opt, 1)
+    t = torch.arange(12.0, device=DEVICE).reshape(3, 4)
+
+    def state():
+        return {"model": model.state_dict(), "optim": opt.state_dict(), "t": t.t(),
+                "u": t.reshape(-1)[1:4]}
+
+    def load(ck):
+        return gtorch.load(ck, {"model": model.state_dict(), "optim": opt.state_dict(),
+                                "t": torch.zeros(4, 3, device=DEVICE),
+                                "u": torch.zeros(3, device=DEVICE)})
+
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.create(pool, "m") as ck:
+            ck._core = counting = _CountingAdds(ck._core)
+            gtorch.save(ck, state())
+            first = counting.adds
+            assert first == 1 + 4 + 3 * 4 + 2  # description, model, AdamW state, the views
+            train(model, opt, 1)
+            t.add_(100)
+            gtorch.save(ck, state())
+            assert counting.adds == first, "tensors that stayed in place registered again"
+            with torch.no_grad():
+                model[0].weight = torch.nn.Parameter(model[0].weight + 1)  # new memory
+            gtorch.save(ck, state())
+            assert counting.adds == first + 1
+            expected, expected_t = params(model), t.t().clone()
+            expected_u = t.reshape(-1)[1:4].clone()
+            train(model, opt, 1)
+            t.add_(100)
+            back = load(ck)
+            assert all(torch.equal(a, b) for a, b in zip(params(model), expected))
+            assert torch.equal(back["t"], expected_t) and torch.equal(back["u"], expected_u)
+            assert steps_of(opt) == [2.0] * 4, "not the step counters of the last save"
+            after_load = counting.adds
+            gtorch.save(ck, state())
+            assert counting.adds - after_load == first, "a load's buffers stayed registered"
 
 
 CHILD = textwrap.dedent("""
