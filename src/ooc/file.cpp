@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,6 +205,52 @@ void backing_file::read(std::uint64_t at, void* buf, std::size_t bytes,
                                 ": it was truncated while mapped");
     }
     done += static_cast<std::size_t>(n);
+  }
+}
+
+void backing_file::read_scattered(std::uint64_t at, std::byte* const* dst, std::size_t n,
+                                  std::size_t line, std::uint64_t bytes) const {
+  const std::uint64_t rounded = (bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  bool direct = rounded <= std::uint64_t{n} * line && line % kDirectAlign == 0 &&
+                direct_ok(at, dst[0], rounded);
+  for (std::size_t k = 1; k < n && direct; ++k) {
+    direct = reinterpret_cast<std::uintptr_t>(dst[k]) % kDirectAlign == 0;
+  }
+  const int fd = direct ? direct_fd_ : fd_;
+  const std::uint64_t want = direct ? rounded : bytes;
+  std::vector<iovec> iov;
+  for (std::size_t k = 0; k < n && k * std::uint64_t{line} < want; ++k) {
+    iov.push_back(
+        {dst[k], static_cast<std::size_t>(std::min<std::uint64_t>(line, want - k * line))});
+  }
+  std::size_t next = 0;  // the first iovec not filled yet
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const int count = static_cast<int>(std::min<std::size_t>(iov.size() - next, IOV_MAX));
+    const ssize_t r =
+        ::preadv(fd, iov.data() + next, count, static_cast<off_t>(offset_ + at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EINVAL && direct) {
+      direct_refused_ = true;
+      return read_scattered(at, dst, n, line, bytes);
+    }
+    if (r < 0) {
+      throw_error(errc::io, "cannot read " + std::to_string(bytes) + " bytes at " +
+                                std::to_string(offset_ + at) + " of " + path_ + ": " +
+                                sys_reason(errno));
+    }
+    if (r == 0) {
+      throw_error(errc::io, path_ + " ends before byte " + std::to_string(offset_ + at + bytes) +
+                                ": it was truncated while mapped");
+    }
+    done += static_cast<std::uint64_t>(r);
+    for (std::size_t left = static_cast<std::size_t>(r); left > 0;) {  // skip what was filled
+      const std::size_t take = std::min(left, iov[next].iov_len);
+      iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + take;
+      iov[next].iov_len -= take;
+      left -= take;
+      if (iov[next].iov_len == 0) ++next;
+    }
   }
 }
 

@@ -86,9 +86,7 @@ std::uint64_t host_cache::valid_bytes(std::uint64_t line) const {
                                                             : config_.line_bytes;
 }
 
-bool host_cache::in_spill(std::uint64_t line) const {
-  return !spilled_.empty() && spilled_[line];
-}
+bool host_cache::in_spill(std::uint64_t line) const { return !spilled_.empty() && spilled_[line]; }
 
 std::uint32_t host_cache::take_free() {
   for (;;) {
@@ -278,18 +276,81 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
   cv_.notify_all();
 }
 
-void host_cache::read_ahead(std::uint64_t line) {
+void host_cache::read_ahead(std::uint64_t first, std::uint64_t n) {
   std::unique_lock lock(m_);
-  if (line * config_.line_bytes >= config_.mapping_bytes || index_.count(line) != 0) return;
-  const std::uint32_t e = room(lock, true);  // may write a dirty line back, off the kernels' path
-  if (e == kNone || index_.count(line) != 0) return;
-  const bool from_spill = in_spill(line);
-  note_reread(line);
-  install(e, line, false, true);
-  unlocked_io(
-      lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
-  entries_[e].pins = 0;
-  ++counters_.read_ahead_lines;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> run;
+  const bool one_file = files_.size() == 1;
+  try {
+    for (std::uint64_t line = first; line < first + n; ++line) {
+      if (line * config_.line_bytes >= config_.mapping_bytes) break;
+      if (index_.count(line) != 0) {  // present: the run so far ends here
+        read_run(lock, run);
+        continue;
+      }
+      // Only lines of the one file that follow each other share a read. The run so far is read
+      // before room() picks this line's entry: read_run unlocks, and an entry picked but not
+      // installed could meanwhile be picked and installed by another thread for another line.
+      const bool alone = !one_file || in_spill(line);
+      if (alone || (!run.empty() && run.back().first + 1 != line)) read_run(lock, run);
+      const std::uint32_t e = room(lock, true);  // may unlock: check for the line again
+      if (e == kNone) break;
+      // Brought in meanwhile, or even spilled since: e is left unused (read-ahead is a hint).
+      if (index_.count(line) != 0 || (!alone && in_spill(line))) {
+        read_run(lock, run);
+        continue;
+      }
+      note_reread(line);
+      install(e, line, true, true);  // busy until read_run: nobody uses its bytes
+      run.emplace_back(line, e);
+      if (alone) read_run(lock, run);
+    }
+    read_run(lock, run);
+  } catch (...) {
+    for (const auto& [line, e] : run) {  // installed, not read: nothing holds them yet
+      entries_[e].busy = false;
+      forget(e);
+    }
+    cv_.notify_all();
+    throw;
+  }
+}
+
+void host_cache::read_run(std::unique_lock<std::mutex>& lock,
+                          std::vector<std::pair<std::uint64_t, std::uint32_t>>& run) {
+  if (run.empty()) return;
+  const std::uint64_t lb = config_.line_bytes;
+  std::vector<std::byte*> dst;
+  std::uint64_t valid = 0;
+  for (const auto& [line, e] : run) {
+    dst.push_back(data(e));
+    valid += valid_bytes(line);
+  }
+  const std::uint64_t first = run.front().first;
+  const bool from_spill = in_spill(first);
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> mine;
+  mine.swap(run);
+  lock.unlock();
+  try {
+    if (mine.size() == 1) {
+      read_line(first, from_spill, dst[0]);
+    } else {
+      files_.front()->read_scattered(place(first).second, dst.data(), dst.size(), lb, valid);
+      counters_.file_bytes_read += valid;
+      const std::uint64_t last_valid = valid_bytes(mine.back().first);
+      std::memset(dst.back() + last_valid, 0, lb - last_valid);
+    }
+  } catch (...) {
+    lock.lock();
+    run.swap(mine);  // the caller forgets them
+    throw;
+  }
+  lock.lock();
+  for (const auto& [line, e] : mine) {
+    entries_[e].busy = false;
+    entries_[e].pins = 0;
+    ++counters_.read_ahead_lines;
+  }
+  cv_.notify_all();
 }
 
 void host_cache::write_back(std::uint64_t first, std::uint64_t last) {
@@ -391,10 +452,11 @@ void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink e
     for (const std::uint64_t l : staged) {
       for (; next != dirty.end() && next->first < l; ++next) emit_entry(*next, emit, ctx);
       const std::uint64_t valid = valid_bytes(l);
-      const entry* resident = next != dirty.end() && next->first == l ? &entries_[next->second]
-                                                                       : nullptr;
+      const entry* resident =
+          next != dirty.end() && next->first == l ? &entries_[next->second] : nullptr;
       // A resident line written whole supersedes its staged copy.
-      const bool superseded = resident != nullptr && (config_.mode != mode::write || resident->whole);
+      const bool superseded =
+          resident != nullptr && (config_.mode != mode::write || resident->whole);
       if (!superseded) {
         spill_->read(l * config_.line_bytes, buf.data(), valid, config_.line_bytes);
         const auto it = spill_mask_.find(l);

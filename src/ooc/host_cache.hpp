@@ -84,9 +84,12 @@ class host_cache {
   // bytes; null: the whole line), merged over what the entry held.
   void store(std::uint32_t entry, const std::byte* src, const std::uint32_t* mask);
 
-  // Reads `line` into a free or clean entry unless it is present or there is no such entry;
-  // never writes. Throws gpm::error (io) if the read fails.
-  void read_ahead(std::uint64_t line);
+  // Reads lines [first, first + n) that are not present into free or clean entries (making room
+  // may write a dirty entry back, off the kernels' path), stopping at the first line without
+  // one; lines that lie one after another in the one mapped file go in one vectored read (a virtual
+  // disk read 1 MiB lines at 1.0 GB/s, the chunked pipeline's large reads at 1.6). Throws
+  // gpm::error (io) if a read fails: its lines are not kept.
+  void read_ahead(std::uint64_t first, std::uint64_t n);
 
   // The resident load at map time, before any other use of the cache: reads lines
   // [first, first + n) of the mapping from the files (zeros for scratch data; past the mapping's
@@ -162,6 +165,11 @@ class host_cache {
   // Records that the spill file holds entry x's line now (lock held).
   void note_spilled(const entry& x);
   void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
+  // read_ahead's reads of `run` (line, entry: installed, busy, pinned once), consecutive lines of
+  // the one file unless the run is a single line; then the entries are unpinned and counted, or,
+  // if the read failed, forgotten. Clears `run`. Throws gpm::error (io).
+  void read_run(std::unique_lock<std::mutex>& lock,
+                std::vector<std::pair<std::uint64_t, std::uint32_t>>& run);
   // Writes entry x's line to the file or the spill file; runs outside the lock, so it touches
   // no bookkeeping.
   void write_entry(const entry& x, const std::byte* src);

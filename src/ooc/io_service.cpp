@@ -257,14 +257,18 @@ void io_service::note_miss(std::uint64_t line) {
   // ahead, then evicted by write-backs before the kernels wanted them (a streaming read_write
   // pass read each line up to 10 times), and lines that warps running late had taken already. A
   // miss more than two windows behind the queued end starts a new pass over the data.
+  // The stream is queued a window at a time: once fewer than a window of lines lie queued ahead
+  // of the miss, the queue runs on to two windows ahead, so the I/O threads find runs of
+  // consecutive lines to read at once (read_ahead_one) instead of a line per miss.
   const std::uint64_t window = config_.read_ahead_window;
   const bool same_pass = line < ra_end_ && ra_end_ <= line + 1 + 2 * window;
+  if (same_pass && ra_end_ > line + window) return;  // a window or more is queued ahead
   const std::uint64_t from = same_pass ? std::max(line + 1, ra_end_) : line + 1;
-  const std::uint64_t end = line + 1 + window;
+  const std::uint64_t end = line + 1 + 2 * window;
   for (std::uint64_t l = from; l < end; ++l) {
     if (ra_queued_.insert(l).second) ra_queue_.push_back(l);
   }
-  ra_end_ = same_pass ? std::max(ra_end_, end) : end;
+  ra_end_ = end;
 }
 
 void io_service::schedule_read_ahead(std::uint64_t first, std::uint64_t last) {
@@ -299,16 +303,21 @@ bool io_service::take_hints() {
 }
 
 bool io_service::read_ahead_one() {
-  std::uint64_t line;
+  std::uint64_t first = 0, n = 0;
   {
     std::lock_guard lock(ra_m_);
-    if (ra_queue_.empty()) return false;
-    line = ra_queue_.front();
-    ra_queue_.pop_front();
-    ra_queued_.erase(line);
+    // The queued lines that follow the first one, up to a run's bytes, go in one read.
+    const std::uint64_t most = std::max<std::uint64_t>(1, kReadAheadRunBytes / gpu_.line_bytes);
+    while (!ra_queue_.empty() && n < most && (n == 0 || ra_queue_.front() == first + n)) {
+      if (n == 0) first = ra_queue_.front();
+      ra_queued_.erase(ra_queue_.front());
+      ra_queue_.pop_front();
+      ++n;
+    }
   }
+  if (n == 0) return false;
   try {
-    cache_.read_ahead(line);
+    cache_.read_ahead(first, n);
   } catch (const std::exception& e) {
     record(std::string("read-ahead: ") + e.what());
   }

@@ -31,6 +31,9 @@ namespace gpm::detail::ooc {
 // enough for reads at the disk's sequential bandwidth, small enough that the first copy to the
 // GPU starts early.
 inline constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
+// Read-ahead reads up to this many bytes of queued consecutive lines at once
+// (host_cache::read_ahead).
+inline constexpr std::uint64_t kReadAheadRunBytes = 16ull << 20;
 
 // Where the GPU cache lives, as the host addresses it with copies.
 struct gpu_cache_geometry {

@@ -260,7 +260,7 @@ void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
                                    ? o.read_ahead_window
                                    : std::max<std::uint64_t>(2, kDefaultReadAheadBytes / lb);
   m.read_ahead_window =
-      static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min(window, m.host_lines / 2)));
+      static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min(window, m.host_lines / 4)));
 }
 
 // Allocates and clears the GPU cache and the request queue, and fills in the kernels' view.

@@ -162,6 +162,28 @@ TEST(OocHostCache, LinesReadAgainGrowTheCacheToItsCap) {
   EXPECT_EQ(c.cache.allocated_entries(), 16u);
 }
 
+// Read-ahead of a run of lines reads those not present with one vectored read per stretch of
+// them, into entries that need not be contiguous, and every line then holds its own bytes; a
+// line already present splits the run and is not read again; the run stops at the cache's cap.
+TEST(OocHostCache, ReadAheadOfARunReadsEachMissingLineOnceIntoItsOwnEntry) {
+  growing_cache c(gpm::ooc::mode::read);
+  c.fetch(5, 6);  // present before the read-ahead
+  const std::uint64_t before = c.lines_read();
+  c.cache.read_ahead(2, 9);  // lines 2..10: 5 is there, so two stretches, 3 + 5 lines
+  EXPECT_EQ(c.lines_read() - before, 8u);
+  EXPECT_EQ(c.cache.counters().read_ahead_lines.load(), 8u);
+  // Each line's bytes are its own and none read ahead is read again (line 5, used and clean,
+  // may have made room for the run, as the clock allows, and then is read again).
+  c.fetch(2, 11);
+  EXPECT_EQ(c.cache.counters().read_ahead_hits.load(), 8u);
+  EXPECT_LE(c.lines_read() - before, 9u);
+  // A run longer than the cap's free room stops where read-ahead would have to evict unused
+  // read-ahead lines: at most the cap's 16 entries are ever held.
+  c.cache.read_ahead(20, 40);
+  EXPECT_LE(c.cache.allocated_entries(), 16u);
+  c.fetch(20, 60);
+}
+
 TEST(OocHostCache, VolatileDataGrowsBeforeItEvicts) {
   growing_cache c(gpm::ooc::mode::volatile_data);
   c.fetch(0, 12);

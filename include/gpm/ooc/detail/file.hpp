@@ -52,6 +52,12 @@ class backing_file {
   // Reads `bytes` at byte `at` of the range into `buf`, which has room for `capacity` bytes (an
   // O_DIRECT read may fill up to `bytes` rounded up to kDirectAlign). Throws io.
   void read(std::uint64_t at, void* buf, std::size_t bytes, std::size_t capacity) const;
+  // Reads `bytes` at byte `at` of the range into n buffers of `line` bytes each, in order (bytes
+  // <= n * line), with vectored reads: the read-ahead of a run of lines into cache entries that
+  // are not contiguous. O_DIRECT where the range, `line` and every buffer are aligned (then up to
+  // `bytes` rounded up to kDirectAlign may be filled). Throws io.
+  void read_scattered(std::uint64_t at, std::byte* const* dst, std::size_t n, std::size_t line,
+                      std::uint64_t bytes) const;
   // Writes `bytes` from `buf` at byte `at` of the range. Throws io (ENOSPC: says the disk is full).
   void write(std::uint64_t at, const void* buf, std::size_t bytes) const;
   // Writes the bytes of `src` (a line's first `valid` bytes, at byte `at` of the range) that
