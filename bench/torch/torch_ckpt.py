@@ -38,6 +38,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -364,6 +365,22 @@ def machine(device, world, dist_backend):
     return m
 
 
+def source_commit():
+    """The commit measured, as gpmbench's records name it (docs/bench.md, `commit`):
+    $GPMKIT_COMMIT (prepare.sh records it for the lent GPU machines, which get the tree without
+    .git), else the checkout's (-dirty with uncommitted changes to tracked files), else unknown."""
+    if os.environ.get("GPMKIT_COMMIT"):
+        return os.environ["GPMKIT_COMMIT"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=here).returncode
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def record(args, trainer, mode, m, step_s, stall, durable, restore, alone, nbytes, ceilings,
            extra):
     """A gpmbench-schema record: its times are the save calls' (the time a checkpoint blocks the
@@ -390,7 +407,7 @@ def record(args, trainer, mode, m, step_s, stall, durable, restore, alone, nbyte
         where["isolated_gpus"] = "each rank sees only its GPU"
     return {
         "schema": "gpmkit.bench/1", "workload": workload_name(args.model, args.ranks),
-        "mode": mode, "backend": gpmkit.backend(), "machine": where,
+        "mode": mode, "backend": gpmkit.backend(), "commit": source_commit(), "machine": where,
         "sizes": {"parameters": trainer.params, "state_bytes": nbytes, "batch": args.batch,
                   "sequence": args.seq, "steps": args.steps, "every": args.every,
                   "ranks": args.ranks},
