@@ -51,7 +51,7 @@ struct mapping_options {
   // at least 2 lines per I/O thread plus 2.
   std::uint64_t host_cache_bytes = 0;
   access_hint hint = access_hint::sequential;
-  // Lines read ahead when a sequential stream is seen (0: 8 MiB worth, at least 2 lines).
+  // Lines read ahead when a sequential stream is seen (0: 32 MiB worth, at least 2 lines).
   std::uint32_t read_ahead_window = 0;
   std::uint32_t io_threads = 2;     // 1..64
   std::uint32_t queue_slots = 128;  // misses in flight to the host at once (1..65536)
