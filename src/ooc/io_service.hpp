@@ -121,6 +121,7 @@ class io_service {
 
   std::mutex ra_m_;
   std::deque<std::uint64_t> ra_queue_;
+  std::uint32_t ra_reading_ = 0;  // threads reading ahead now (under ra_m_)
   std::unordered_set<std::uint64_t> ra_queued_;
   std::vector<std::uint64_t> recent_;  // ring of recent misses
   std::size_t recent_next_ = 0;

@@ -47,7 +47,8 @@ constexpr std::uint64_t kMaxLineBytes = 2ull << 20;
 constexpr std::uint64_t kMinGpuLineBytes = 64ull << 10;
 constexpr std::uint64_t kMinEmulatedLineBytes = 256;
 constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
-// Two I/O threads each read a 16 MiB run of a 32 MiB window at once (io_service::read_ahead_one).
+// Runs of up to 16 MiB are read ahead (io_service::read_ahead_one); with two windows queued
+// ahead, the next run is queued before the last one's lines are used.
 constexpr std::uint64_t kDefaultReadAheadBytes = 32ull << 20;
 // The host cache of a resident mapping only stages the load (two halves, one resident run each)
 // and write-backs, so it takes at most this much of host_cache_bytes: pinning the whole cap cost
