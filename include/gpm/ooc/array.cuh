@@ -177,7 +177,7 @@ class array {
   // mode::write: the element at `byte` of the line in `slot` was stored (the bytes written back).
   __device__ void mark_stored(std::uint32_t slot, std::uint64_t byte) const {
     if (v_.mapping_mode == mode::write) {
-      detail::ooc::mark_written(v_, slot, in_line(byte), sizeof(T));
+      detail::ooc::mark_written_warp(v_, slot, in_line(byte), sizeof(T));
     }
   }
   __device__ std::byte* at(std::uint32_t slot, std::uint64_t byte) const {

@@ -273,6 +273,46 @@ __device__ inline void mark_written(const cache_view& v, std::uint32_t slot, std
   }
 }
 
+// mark_written for every lane of the warp that stores now (any subset of it, possibly into
+// different slots and mappings): lanes whose bytes lie in one mask word of one slot OR their bits
+// together and the lowest of them applies them, so a warp storing 32 consecutive floats (the 128
+// bytes one mask word covers) makes one atomic instead of 32 on one word. The groups are served
+// one after another with collectives over all the lanes (per-group collectives would leave a
+// group's lanes in one while the others had moved on to the caller's __syncwarp).
+__device__ inline void mark_written_warp(const cache_view& v, std::uint32_t slot,
+                                         std::uint32_t first, std::uint32_t bytes) {
+  const std::uint32_t g0 = first / kMaskGranule;
+  const std::uint32_t g1 = (first + bytes - 1) / kMaskGranule;
+  const bool one_word = g0 / 32 == g1 / 32;
+  const std::uint32_t n = g1 - g0 + 1;
+  const unsigned mine = one_word ? (n == 32 ? ~0u : (1u << n) - 1) << (g0 % 32) : 0u;
+  const auto mapping = reinterpret_cast<unsigned long long>(v.mask);
+  // Lanes whose bytes span two words go alone (a key no word has: slot kNoSlot).
+  const unsigned long long key =
+      one_word ? static_cast<unsigned long long>(slot) << 32 | g0 / 32 : ~0ull - lane_id();
+  const unsigned active = __activemask();
+  for (unsigned pending = active; pending != 0;) {
+    const int leader = __ffs(static_cast<int>(pending)) - 1;
+    const unsigned long long leader_key = __shfl_sync(active, key, leader);
+    const unsigned long long leader_mapping = __shfl_sync(active, mapping, leader);
+    const bool member = key == leader_key && mapping == leader_mapping;
+    const unsigned members = __ballot_sync(active, member);
+    const unsigned bits = __reduce_or_sync(active, member ? mine : 0u);
+    if (lane_id() == static_cast<unsigned>(leader)) {
+      if (!one_word) {
+        mark_written(v, slot, first, bytes);
+      } else {
+        atomic_ref<std::uint32_t> word(
+            v.mask[static_cast<std::size_t>(slot) * v.mask_words + g0 / 32]);
+        if ((word.load(memory_order_relaxed) & bits) != bits) {
+          word.fetch_or(bits, memory_order_relaxed);
+        }
+      }
+    }
+    pending &= ~members;
+  }
+}
+
 // What the dirty word must become when a line is stored to under `m`.
 GPM_HOST_DEVICE inline std::uint32_t dirty_kind(mode m) {
   return m == mode::write ? kDirtyMasked : kDirtyWhole;
