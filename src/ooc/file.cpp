@@ -182,36 +182,15 @@ bool backing_file::direct_ok(std::uint64_t at, const void* buf, std::size_t byte
 
 void backing_file::read(std::uint64_t at, void* buf, std::size_t bytes,
                         std::size_t capacity) const {
-  const std::size_t rounded = (bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  const bool direct = rounded <= capacity && direct_ok(at, buf, rounded);
-  const int fd = direct ? direct_fd_ : fd_;
-  const std::size_t want = direct ? rounded : bytes;
-  std::size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd, static_cast<char*>(buf) + done, want - done,
-                              static_cast<off_t>(offset_ + at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EINVAL && direct) {
-      direct_refused_ = true;
-      return read(at, buf, bytes, capacity);
-    }
-    if (n < 0) {
-      throw_error(errc::io, "cannot read " + std::to_string(bytes) + " bytes at " +
-                                std::to_string(offset_ + at) + " of " + path_ + ": " +
-                                sys_reason(errno));
-    }
-    if (n == 0) {
-      throw_error(errc::io, path_ + " ends before byte " + std::to_string(offset_ + at + bytes) +
-                                ": it was truncated while mapped");
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  std::byte* const dst = static_cast<std::byte*>(buf);
+  read_scattered(at, &dst, 1, capacity, bytes);
 }
 
 void backing_file::read_scattered(std::uint64_t at, std::byte* const* dst, std::size_t n,
                                   std::size_t line, std::uint64_t bytes) const {
   const std::uint64_t rounded = (bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  bool direct = rounded <= std::uint64_t{n} * line && line % kDirectAlign == 0 &&
+  // Every buffer but the last is filled whole, so those must be whole aligned blocks.
+  bool direct = rounded <= std::uint64_t{n} * line && (n == 1 || line % kDirectAlign == 0) &&
                 direct_ok(at, dst[0], rounded);
   for (std::size_t k = 1; k < n && direct; ++k) {
     direct = reinterpret_cast<std::uintptr_t>(dst[k]) % kDirectAlign == 0;

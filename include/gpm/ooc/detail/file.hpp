@@ -53,9 +53,9 @@ class backing_file {
   // O_DIRECT read may fill up to `bytes` rounded up to kDirectAlign). Throws io.
   void read(std::uint64_t at, void* buf, std::size_t bytes, std::size_t capacity) const;
   // Reads `bytes` at byte `at` of the range into n buffers of `line` bytes each, in order (bytes
-  // <= n * line), with vectored reads: the read-ahead of a run of lines into cache entries that
-  // are not contiguous. O_DIRECT where the range, `line` and every buffer are aligned (then up to
-  // `bytes` rounded up to kDirectAlign may be filled). Throws io.
+  // <= n * line; read() is the case of one buffer), with vectored reads: the read-ahead of a run of
+  // lines into cache entries that are not contiguous. O_DIRECT where the range, `line` and every
+  // buffer are aligned (then up to `bytes` rounded up to kDirectAlign may be filled). Throws io.
   void read_scattered(std::uint64_t at, std::byte* const* dst, std::size_t n, std::size_t line,
                       std::uint64_t bytes) const;
   // Writes `bytes` from `buf` at byte `at` of the range. Throws io (ENOSPC: says the disk is full).
