@@ -240,26 +240,29 @@ class Checkpointer:
         self._core.add(name, array, group)
         self._attached[name] = (group, where)
 
-    def save(self, arrays: Mapping[str, Any], group: int = 0,
-             wait: bool = True) -> Union[dict[str, Any], PendingCheckpoint]:
+    def save(self, arrays: Mapping[str, Any], group: int = 0, wait: bool = True,
+             stream: int = 0) -> Union[dict[str, Any], PendingCheckpoint]:
         """Registers every {name: array} of `arrays` in `group` and checkpoints the group. Returns
         what checkpoint() returns (seq, copied, redundant, bytes_copied, ...), or with
         wait=False a PendingCheckpoint as soon as the arrays' contents are captured: its wait()
-        returns once the checkpoint is durable."""
+        returns once the checkpoint is durable. `stream`: the CUDA stream (a handle, such as
+        torch.cuda.current_stream().cuda_stream) whose queued work the checkpoint comes after;
+        0, the legacy default stream, does not wait for work on non-blocking streams."""
         for name, array in arrays.items():
             self.add(name, array, group)
         if wait:
-            return self._core.checkpoint(group)
-        return self._core.checkpoint_async(group)
+            return self._core.checkpoint(group, stream)
+        return self._core.checkpoint_async(group, stream)
 
     def precopy(self, name: str) -> None:
         """Hint: chunk `name` will not change before the group's next checkpoint."""
         self._core.precopy(name)
 
-    def restore(self, group: int = 0) -> dict[str, Any]:
+    def restore(self, group: int = 0, stream: int = 0) -> dict[str, Any]:
         """Copies the group's last completed checkpoint into its registered arrays, checking
-        every chunk's checksum (a corrupt copy is repaired from the older one, or raises)."""
-        return self._core.restore(group)
+        every chunk's checksum (a corrupt copy is repaired from the older one, or raises); after
+        the work queued on `stream` (as in save())."""
+        return self._core.restore(group, stream)
 
     def last_checkpoint(self, group: int = 0) -> int:
         """The newest completed checkpoint of the group (0: none)."""

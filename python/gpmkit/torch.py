@@ -41,6 +41,14 @@ def _device():
     return torch.device("cpu")
 
 
+def _stream() -> int:
+    """The current CUDA stream's handle, whose queued work (a training step, the staging copies)
+    a save or load is ordered after; 0 on the emulator."""
+    if backend() == "cuda":
+        return torch.cuda.current_stream().cuda_stream
+    return 0
+
+
 def _chunk(i):
     return f"t{i}"
 
@@ -241,7 +249,7 @@ def save(ck: Checkpointer, state: Any, group: int = 0,
     for i, (path, t) in enumerate(tensors):
         d = staged.get(i, t)
         _add(ck, path, _chunk(i), d, group, _where(d))
-    return ck.save({}, group=group, wait=wait)
+    return ck.save({}, group=group, wait=wait, stream=_stream())
 
 
 def load(ck: Checkpointer, template: Any, group: int = 0) -> Any:
@@ -257,7 +265,7 @@ def load(ck: Checkpointer, template: Any, group: int = 0) -> Any:
     staged = [torch.empty(t.shape, dtype=t.dtype, device=_device()) for _, t in tensors]
     for i, ((path, _), d) in enumerate(zip(tensors, staged)):
         _add(ck, path, _chunk(i), d, group)
-    ck.restore(group)
+    ck.restore(group, stream=_stream())
     desc = meta.read()
     saved: list[tuple[str, dict[str, Any]]] = []
     _describe_paths(desc, "", saved)

@@ -133,6 +133,9 @@ gpm::copy_path copy_path_of(const std::string& p) {
                    "path must be 'automatic', 'gpu_stores' or 'dma', not '" + p + "'");
 }
 
+// A stream handle from Python (0: the legacy default stream).
+cudaStream_t stream_of(std::uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
+
 nb::dict checkpoint_dict(const gpm::checkpoint_result& r) {
   nb::dict d;
   d["seq"] = r.seq;
@@ -404,36 +407,40 @@ NB_MODULE(_core, m) {
           "precopy",
           [](const py_checkpointer& c, const std::string& name) { c.live().precopy(name); },
           "name"_a)
+      // `stream`: a CUDA stream handle (PyTorch's torch.cuda.current_stream().cuda_stream); the
+      // checkpoint or restore is ordered after the work queued on it. 0: the legacy default
+      // stream, which orders only after blocking streams (not PyTorch's side streams).
       .def(
           "checkpoint",
-          [](const py_checkpointer& c, std::uint32_t group) {
+          [](const py_checkpointer& c, std::uint32_t group, std::uintptr_t stream) {
             gpm::checkpoint_result r;
             {
               nb::gil_scoped_release unlocked;
-              r = c.live().checkpoint(group);
+              r = c.live().checkpoint(group, stream_of(stream));
             }
             return checkpoint_dict(r);
           },
-          "group"_a = 0)
+          "group"_a = 0, "stream"_a = 0)
       .def(
           "checkpoint_async",
-          [](const py_checkpointer& c, std::uint32_t group) {
+          [](const py_checkpointer& c, std::uint32_t group, std::uintptr_t stream) {
             nb::gil_scoped_release unlocked;
-            gpm::pending_checkpoint p = c.live().checkpoint_async(group);
-            // The capture is ordered before later work on the default stream: waiting for that
-            // stream returns once the arrays' contents are captured (not yet durable), so Python
-            // may change them at once, also where the host writes them (NumPy on the emulator).
-            gpm::check_cuda(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize (save)");
+            gpm::pending_checkpoint p = c.live().checkpoint_async(group, stream_of(stream));
+            // The capture is ordered before later work on `stream`: waiting for that stream
+            // returns once the arrays' contents are captured (not yet durable), so Python may
+            // change them at once, also where the host writes them (NumPy on the emulator).
+            gpm::check_cuda(cudaStreamSynchronize(stream_of(stream)),
+                            "cudaStreamSynchronize (save)");
             return p;
           },
-          "group"_a = 0)
+          "group"_a = 0, "stream"_a = 0)
       .def(
           "restore",
-          [](const py_checkpointer& c, std::uint32_t group) {
+          [](const py_checkpointer& c, std::uint32_t group, std::uintptr_t stream) {
             gpm::restore_result r;
             {
               nb::gil_scoped_release unlocked;
-              r = c.live().restore(group);
+              r = c.live().restore(group, stream_of(stream));
             }
             nb::dict d;
             d["seq"] = r.seq;
@@ -443,7 +450,7 @@ NB_MODULE(_core, m) {
             d["seconds"] = r.seconds;
             return d;
           },
-          "group"_a = 0)
+          "group"_a = 0, "stream"_a = 0)
       .def(
           "last_checkpoint",
           [](const py_checkpointer& c, std::uint32_t group) {

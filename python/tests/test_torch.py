@@ -1,9 +1,10 @@
 """Tests of gpmkit.torch (python/gpmkit/torch.py): a model's and an optimizer's state dicts saved
 into a pool and loaded back in place, in this process and after a restart, unchanged tensors
-skipped, chunks registered again only when their memory changed, bad templates refused without touching a tensor, and SIGKILLs during a training loop
-that saves every step, after which the loaded model equals one completed save; on a machine with
-two GPUs, a process on the second. Run where PyTorch is installed: on a GPU with CUDA tensors, on
-the emulator with CPU tensors."""
+skipped, chunks registered again only when their memory changed, bad templates refused without
+touching a tensor, and SIGKILLs during a training loop that saves every step, after which the
+loaded model equals one completed save; on a GPU, saves and loads ordered after the current
+stream's work; on a machine with two GPUs, a process on the second. Run where PyTorch is
+installed: on a GPU with CUDA tensors, on the emulator with CPU tensors."""
 import os
 import random
 import subprocess
@@ -254,6 +255,32 @@ SECOND_GPU = textwrap.dedent("""
             assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
     print("ok")
 """ % LAYOUT)
+
+
+@pytest.mark.skipif(gpmkit.backend() != "cuda", reason="needs the cuda build (streams)")
+def test_a_save_comes_after_the_work_queued_on_the_current_stream(dirs):
+    """A tensor written by work still queued on a side stream (PyTorch's streams do not
+    synchronize with the legacy default stream) is saved as that work leaves it: gpmkit.torch
+    orders the checkpoint after the current stream, and the load after it too."""
+    side = torch.cuda.Stream()
+    t = torch.zeros(1 << 16, device=DEVICE)
+    with gpmkit.Pool.create("p", SIZE, LAYOUT, **dirs) as pool:
+        with gpmkit.Checkpointer.create(pool, "train") as ck:
+            gtorch.save(ck, {"t": t})  # registered once, so the next save is the one that counts
+            with torch.cuda.stream(side):
+                x = torch.randn(2048, 2048, device=DEVICE)
+                for _ in range(30):  # milliseconds of queued work before t changes
+                    x = torch.tanh(x @ x / 64)
+                t.copy_(x.flatten()[:t.numel()] + 1)
+                gtorch.save(ck, {"t": t})
+            torch.cuda.synchronize()
+            want = t.clone()
+            assert torch.count_nonzero(want) > 0
+            got = torch.full_like(t, -1)
+            with torch.cuda.stream(side):
+                gtorch.load(ck, {"t": got})
+            torch.cuda.synchronize()
+            assert torch.equal(got, want)
 
 
 @pytest.mark.skipif(gpmkit.backend() != "cuda" or torch.cuda.device_count() < 2,
