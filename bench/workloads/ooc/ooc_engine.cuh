@@ -401,13 +401,16 @@ class runner {
   std::uint64_t whole_lines(int a) const { return (pb_.array_bytes(a) + s_.line - 1) / s_.line; }
 
   // GPU-cache lines of array a that pass p touches while two consecutive windows of w items run
-  // (the windows alternate between two streams), one more for the line a miss brings in; 0 when
-  // p does not touch a, and never more than the array's lines.
+  // (the windows alternate between two streams), halo included, plus two: the span may straddle
+  // one line more than its bytes fill, and a miss brings one in. 0 when p does not touch a; never
+  // more than the array's lines.
   std::uint64_t window_lines(const pass& p, int a, std::uint64_t w) const {
     bool touched = false;
     std::uint64_t halo = 0;
     for (const array_read& r : p.reads) {
-      if (r.array == a) touched = true, halo = std::max(halo, r.halo);
+      if (r.array != a) continue;
+      touched = true;
+      halo = std::max(halo, r.halo);
     }
     for (int x : p.writes) touched = touched || x == a;
     if (!touched) return 0;
@@ -431,7 +434,10 @@ class runner {
     }
     std::uint64_t needed = 0;
     for (std::uint64_t n : need) needed += n;
-    if (needed > cap) std::fill(need.begin(), need.end(), 1), needed = narrays();
+    if (needed > cap) {
+      std::fill(need.begin(), need.end(), 1);
+      needed = narrays();
+    }
     const std::uint64_t left = cap > needed ? cap - needed : 0;
     std::vector<std::uint64_t> lines(need.size());
     for (int a = 0; a < narrays(); ++a) {
