@@ -11,8 +11,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <limits>
+#include <random>
+#include <thread>
 
 #include "ooc_test_util.hpp"
 
@@ -128,6 +129,84 @@ TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
     EXPECT_EQ(s.syncs, 0u);
   }
   EXPECT_EQ(read_file(path), before);
+}
+
+// The check an element load without a reference relies on (engine.cuh, peek and peek_valid),
+// step by step in one thread: a slot holding the line gives its generation; a fill's claim (the
+// generation raised) makes a value read before it invalid; a slot that is busy, holds another
+// line or whose generation is odd is no place to read.
+__global__ void peek_kernel(gpm::detail::ooc::cache_view v, std::uint32_t* out) {
+  namespace e = gpm::detail::ooc;
+  std::uint32_t slot = 0, gen = 0;
+  out[0] = e::peek(v, 1, slot, gen) ? 1 : 0;  // line 1 is in slot 0, generation 2
+  out[1] = slot;
+  out[2] = gen;
+  out[3] = e::peek_valid(v, slot, gen) ? 1 : 0;
+  gpm::atomic_ref<std::uint32_t>(v.slot_gen[0]).fetch_add(1);  // a fill claims the slot
+  out[4] = e::peek_valid(v, slot, gen) ? 1 : 0;
+  out[5] = e::peek(v, 1, slot, gen) ? 1 : 0;                   // odd: being filled
+  gpm::atomic_ref<std::uint32_t>(v.slot_gen[0]).fetch_add(1);  // ... and publishes line 1 again
+  out[6] = e::peek(v, 1, slot, gen) ? 1 : 0;
+  out[7] = e::peek(v, 2, slot, gen) ? 1 : 0;  // line 2 points at slot 1, which holds line 3
+  v.slot_word[0] |= e::kBusy;
+  out[8] = e::peek(v, 1, slot, gen) ? 1 : 0;  // busy
+}
+
+TEST(OocEngine, AReadWithoutAReferenceIsValidOnlyWhileTheSlotsGenerationHolds) {
+  namespace e = gpm::detail::ooc;
+  gpm::device_buffer<std::uint32_t> directory(4), slot_gen(2), out(9);
+  gpm::device_buffer<std::uint64_t> slot_word(2);
+  const std::uint32_t dir[4] = {e::kNoSlot, 0, 1, e::kPending};
+  const std::uint32_t gens[2] = {2, 0};
+  const std::uint64_t words[2] = {std::uint64_t{2} << 32, std::uint64_t{4} << 32};  // tags: line+1
+  directory.copy_from_host(dir, 4);
+  slot_gen.copy_from_host(gens, 2);
+  slot_word.copy_from_host(words, 2);
+  e::cache_view v;
+  v.directory = directory.data();
+  v.slot_gen = slot_gen.data();
+  v.slot_word = slot_word.data();
+  gpm::launch(peek_kernel, 1, 1, 0, nullptr, v, out.data());
+  gpm::check_cuda(cudaDeviceSynchronize(), "peek_kernel");
+  const auto r = gpm::test::to_host(out);
+  EXPECT_EQ(r[0], 1u);
+  EXPECT_EQ(r[1], 0u);
+  EXPECT_EQ(r[2], 2u);
+  EXPECT_EQ(r[3], 1u) << "nothing changed: the value read is good";
+  EXPECT_EQ(r[4], 0u) << "a fill claimed the slot after the read: the value may be another line's";
+  EXPECT_EQ(r[5], 0u) << "odd generation: a fill owns the slot";
+  EXPECT_EQ(r[6], 1u);
+  EXPECT_EQ(r[7], 0u) << "the slot holds another line";
+  EXPECT_EQ(r[8], 0u) << "a busy slot";
+  const auto w = gpm::test::to_host(slot_word);
+  EXPECT_NE(w[0] & e::kAccessed, 0u) << "a read marks the line accessed (its second chance)";
+}
+
+// An element load takes no reference when its line is in the GPU cache: it reads the slot and
+// keeps the value only if the slot's generation did not change meanwhile. With 4 GPU lines over
+// 64, fills keep reusing slots that other warps are reading: every load must still return its
+// own element, never bytes of the line that replaced it.
+TEST(OocMapping, LoadsWithoutAReferenceNeverReturnAnotherLinesBytes) {
+  files f;
+  const std::string path = f.make("seq.bin", lines(64), 7);
+  const auto want = as<std::uint64_t>(read_file(path));
+  mapping m(path, want.size() * sizeof(std::uint64_t), 0, tiny(mode::read, 4));
+  auto a = m.ref<std::uint64_t>();
+  std::mt19937_64 rng(11);
+  std::vector<std::uint64_t> idx(1 << 14);
+  for (int round = 0; round < 4; ++round) {
+    // Runs of neighbours (hits on a line while it lasts) at random places (misses elsewhere).
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      idx[k] = k % 64 == 0 ? rng() % a.size() : (idx[k - 1] + 1) % a.size();
+    }
+    const auto r = load(a, idx);
+    expect_all(r.st, status::ok);
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      ASSERT_EQ(r.values[k], want[idx[k]])
+          << "round " << round << ", load " << k << " of element " << idx[k];
+    }
+  }
+  EXPECT_GT(m.stats().gpu_misses, 64u);  // lines were filled again: slots were reused
 }
 
 TEST(OocMapping, WriteModeNeverFetchesAndWritesOnlyTheBytesWritten) {
@@ -449,8 +528,8 @@ TEST(OocMapping, TouchReadsLinesIntoTheHostCacheAhead) {
   EXPECT_EQ(s.gpu_misses, 0u);  // nothing was fetched into the GPU: the kernel did not wait
   const auto r = load(a, iota(16 * a.elements_per_line()));
   expect_all(r.st, status::ok);
-  EXPECT_EQ(r.values, as<std::uint32_t>(std::vector<unsigned char>(
-                          t.before.begin(), t.before.begin() + lines(16))));
+  EXPECT_EQ(r.values, as<std::uint32_t>(std::vector<unsigned char>(t.before.begin(),
+                                                                   t.before.begin() + lines(16))));
   s = t.m.stats();
   EXPECT_EQ(s.host_hits, 16u);
   EXPECT_EQ(s.host_misses, 0u);
@@ -519,13 +598,13 @@ TEST(OocMapping, AStreamingReadWritePassReadsEachLineAboutOnce) {
   const auto values = numbers(a.size(), 5);
   // At most 16 blocks: a grid of a whole GPU would have 16 lines in flight at each step, as many as
   // the host cache holds, and the cache would be too small for the stream, not its policy wrong.
-  const unsigned blocks = std::min<unsigned>(
-      gpm::resident_blocks(store_kernel<std::uint32_t>, kThreads), 16);
+  const unsigned blocks =
+      std::min<unsigned>(gpm::resident_blocks(store_kernel<std::uint32_t>, kThreads), 16);
   auto idx = gpm::test::to_device(iota(a.size()));
   auto val = gpm::test::to_device(values);
   gpm::device_buffer<status> st(a.size());
-  gpm::launch(store_kernel<std::uint32_t>, blocks, kThreads, 0, nullptr, a, idx.data(),
-              a.size(), val.data(), st.data());
+  gpm::launch(store_kernel<std::uint32_t>, blocks, kThreads, 0, nullptr, a, idx.data(), a.size(),
+              val.data(), st.data());
   gpm::test::sync_ok();
   expect_all(gpm::test::to_host(st), status::ok);
   const auto s = t.m.stats();
