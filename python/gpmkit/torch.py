@@ -142,9 +142,9 @@ class _Staging:
             if self.pinned:
                 if self.uploaded is not None:
                     self.uploaded.synchronize()  # the last copy has read the pinned buffer
-                for i, t in tensors:
-                    if i in self.pinned:
-                        self.pinned[i].copy_(t)
+                # one dispatch for all of them: an optimizer has a step counter per parameter
+                pairs = [(self.pinned[i], t) for i, t in tensors if i in self.pinned]
+                torch._foreach_copy_([d for d, _ in pairs], [t for _, t in pairs])
                 self.device.copy_(self.host, non_blocking=True)
                 self.uploaded = torch.cuda.Event()
                 self.uploaded.record()

@@ -58,6 +58,7 @@ std::uint64_t entry_checksum(const fmt::chunk_entry& e) {
 
 using kd::action;
 using kd::all_zero;
+using kd::batch_job;
 using kd::clock;
 using kd::copy_engine;
 using kd::copy_job;
@@ -75,7 +76,7 @@ enum predictor : std::uint8_t { redundant, likely_redundant, unlikely_redundant,
 struct chunk_state {
   fmt::chunk_entry* entry = nullptr;  // in the pool
   void* device = nullptr;             // the registered buffer (nullptr: not attached)
-  std::optional<gpm::stream> stream;
+  std::optional<gpm::stream> stream;  // of a pre-copy, made by the first one
   std::uint8_t prediction = not_redundant;
   // What a precopy() hint started on the stream, and into which slot.
   std::optional<action> precopy;
@@ -237,7 +238,8 @@ struct checkpointer::impl {
         candidates.begin(), candidates.end(), [&](std::uint32_t a, std::uint32_t b) {
           return chunks[a].entry->bytes < chunks[b].entry->bytes;
         });
-    engine->measure(job(big), chunks[big].entry->copy_offset[working_slot(big)]);
+    engine->measure({chunks[big].source, chunks[big].entry->bytes,
+                     chunks[big].entry->copy_offset[working_slot(big)]});
     notice(who() + ": copies chunks by " + std::string(to_string(engine->path())) +
            " (measured on \"" + chunks[big].entry->name + "\", " +
            std::to_string(chunks[big].entry->bytes) + " bytes)");
@@ -254,6 +256,8 @@ struct checkpointer::impl {
     std::vector<fmt::record_entry> next = records.current;
     std::vector<action> todo(chunks.size(), action::copy);
     std::vector<std::uint32_t> slot(chunks.size());
+    std::vector<std::uint64_t> digest(chunks.size());
+    std::vector<std::uint32_t> fresh;
     for (std::uint32_t i : members) {
       chunk_state& c = chunks[i];
       slot[i] = working_slot(i);
@@ -267,28 +271,31 @@ struct checkpointer::impl {
                         c.prediction <= likely_redundant
                     ? action::digest_first
                     : action::copy;
-      enqueue(todo[i], i, slot[i], r.path);
+      fresh.push_back(i);
+    }
+    run_batch(fresh, todo, slot, r.path, digest);
+    for (std::uint32_t i : members) {
+      if (chunks[i].precopy) digest[i] = finish(i);
     }
     // Chunks checksummed first: unchanged ones keep their consistent copy, changed ones are
-    // copied now (a misprediction).
-    std::vector<std::uint64_t> digest(chunks.size());
+    // copied now (a misprediction), in one more batch.
+    std::vector<std::uint32_t> mispredicted;
     for (std::uint32_t i : members) {
       if (todo[i] != action::digest_first) continue;
-      digest[i] = finish(i);
       if (digest[i] == records.current[i].digest) {
         next[i].confirmed_seq = r.seq;
         ++r.redundant;
       } else {
         ++r.mispredicted;
         todo[i] = action::copy;
-        enqueue(action::copy, i, slot[i], r.path);
+        mispredicted.push_back(i);
       }
     }
+    run_batch(mispredicted, todo, slot, r.path, digest);
     for (std::uint32_t i : members) {
       chunk_state& c = chunks[i];
       const bool changed = todo[i] == action::copy;
       if (changed) {
-        digest[i] = finish(i);
         // The bytes are in host memory (the copy's stream has completed); on device-DAX pools
         // this also writes back what a CPU cache may hold.
         persist_at("checkpoint.copy.working", copy_host(i, slot[i]), c.entry->bytes);
@@ -314,13 +321,29 @@ struct checkpointer::impl {
     return r;
   }
 
-  // Makes every member's stream wait for the work enqueued on `s` so far.
-  void order_after(cudaStream_t s, const std::vector<std::uint32_t>& members) {
+  // `todo` for each of `list` (its source, into its working copy `slot`) in one batch on the
+  // engine's stream, waited for; their digests into `digest`.
+  void run_batch(const std::vector<std::uint32_t>& list, const std::vector<action>& todo,
+                 const std::vector<std::uint32_t>& slot, copy_path via,
+                 std::vector<std::uint64_t>& digest) {
+    if (list.empty()) return;
+    std::vector<batch_job> jobs;
+    jobs.reserve(list.size());
+    for (std::uint32_t i : list) {
+      const chunk_state& c = chunks[i];
+      jobs.push_back(
+          {c.source, c.entry->bytes, todo[i] == action::copy ? c.entry->copy_offset[slot[i]] : 0});
+    }
+    engine->enqueue_batch(jobs, via);
+    const std::vector<std::uint64_t> d = engine->finish_batch();
+    for (std::size_t k = 0; k < list.size(); ++k) digest[list[k]] = d[k];
+  }
+
+  // Makes `waiter` wait for the work enqueued on `s` so far.
+  static void order_after(cudaStream_t s, cudaStream_t waiter) {
     gpm::event e;
     e.record(s);
-    for (std::uint32_t i : members) {
-      check_cuda(cudaStreamWaitEvent(*chunks[i].stream, e.get(), 0), "cudaStreamWaitEvent");
-    }
+    check_cuda(cudaStreamWaitEvent(waiter, e.get(), 0), "cudaStreamWaitEvent");
   }
 };
 
@@ -459,7 +482,6 @@ void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t by
                       std::to_string(group) + ". Register the buffer it was checkpointed from.");
     }
     m.chunks[*i].device = device_ptr;
-    if (!m.chunks[*i].stream) m.chunks[*i].stream.emplace(true);
     return;
   }
   std::uint32_t index = 0;
@@ -494,7 +516,6 @@ void checkpointer::add(std::string_view name, void* device_ptr, std::uint64_t by
   chunk_state& c = m.chunks[index];
   c.entry = &slot;
   c.device = device_ptr;
-  c.stream.emplace(true);
   c.prediction = not_redundant;
 }
 
@@ -507,7 +528,8 @@ void checkpointer::precopy(std::string_view name, cudaStream_t after) {
   require(c.device != nullptr, m.who() + ": chunk \"" + std::string(name) +
                                    "\" has no GPU buffer in this process; add() it first.");
   if (c.precopy) return;  // already started since the last checkpoint
-  m.order_after(after, {i});
+  if (!c.stream) c.stream.emplace(true);
+  m.order_after(after, *c.stream);
   c.source = c.device;
   const bool digest_first = m.options.eliminate_redundant &&
                             m.records.current[i].written_seq != 0 &&
@@ -522,12 +544,8 @@ checkpoint_result checkpointer::checkpoint(std::uint32_t group, cudaStream_t str
   const auto t0 = clock::now();
   const auto lock = m.exclusive();
   const std::vector<std::uint32_t> members = m.attached_group(group, "checkpointing");
-  std::vector<std::uint32_t> fresh;
-  for (std::uint32_t i : members) {
-    m.chunks[i].source = m.chunks[i].device;
-    if (!m.chunks[i].precopy) fresh.push_back(i);
-  }
-  if (!fresh.empty()) m.order_after(stream, fresh);
+  for (std::uint32_t i : members) m.chunks[i].source = m.chunks[i].device;
+  m.order_after(stream, m.engine->stream());
   return m.run(group, members, t0);
 }
 
@@ -536,35 +554,26 @@ pending_checkpoint checkpointer::checkpoint_async(std::uint32_t group, cudaStrea
   const auto t0 = clock::now();
   const auto lock = m.exclusive();
   const std::vector<std::uint32_t> members = m.attached_group(group, "checkpointing");
-  std::vector<std::uint32_t> fresh;
+  std::vector<batch_job> capture;
   for (std::uint32_t i : members) {
     chunk_state& c = m.chunks[i];
-    if (c.precopy) continue;  // the application promised not to change it
+    if (c.precopy) {
+      // The application promised not to change it: read in place, and later work on `stream`
+      // waits for its pre-copy.
+      c.source = c.device;
+      m.order_after(*c.stream, stream);
+      continue;
+    }
     if (c.shadow.size() != c.entry->bytes) c.shadow = device_buffer<unsigned char>(c.entry->bytes);
     c.source = c.shadow.data();
-    fresh.push_back(i);
+    capture.push_back({c.device, c.entry->bytes, 0, c.shadow.data()});
   }
-  if (!fresh.empty()) {
-    m.order_after(stream, fresh);
-    // The capture: a copy at HBM speed, which later work on `stream` waits for.
-    for (std::uint32_t i : fresh) {
-      chunk_state& c = m.chunks[i];
-      check_cuda(cudaMemcpyAsync(c.shadow.data(), c.device, c.entry->bytes,
-                                 cudaMemcpyDeviceToDevice, *c.stream),
-                 "cudaMemcpyAsync (capture)");
-      gpm::event captured;
-      captured.record(*c.stream);
-      check_cuda(cudaStreamWaitEvent(stream, captured.get(), 0), "cudaStreamWaitEvent");
-    }
-  }
-  for (std::uint32_t i : members) {
-    chunk_state& c = m.chunks[i];
-    if (!c.precopy) continue;
-    // Pre-copied chunks are read in place: later work on `stream` waits for their copies too.
-    c.source = c.device;
-    gpm::event copied;
-    copied.record(*c.stream);
-    check_cuda(cudaStreamWaitEvent(stream, copied.get(), 0), "cudaStreamWaitEvent");
+  if (!capture.empty()) {
+    // The capture: one copy kernel at HBM speed on the engine's stream, where the checkpoint
+    // follows; later work on `stream` waits for it.
+    m.order_after(stream, m.engine->stream());
+    m.engine->enqueue_batch(capture, copy_path::gpu_stores);
+    m.order_after(m.engine->stream(), stream);
   }
   impl* self = &m;
   // CUDA's current device is per thread, and a new thread's is device 0: the background task
@@ -596,31 +605,63 @@ restore_result checkpointer::restore(std::uint32_t group, cudaStream_t stream) {
                                        " (call checkpoint() first, or start from initial values).");
     }
   }
-  // Restore overwrites the buffers: work already enqueued on `stream` must finish first.
-  m.order_after(stream, members);
-  auto load = [&](std::uint32_t i, std::uint32_t slot) {
-    chunk_state& c = m.chunks[i];
-    check_cuda(cudaMemcpyAsync(c.device, m.copy_host(i, slot), c.entry->bytes,
-                               cudaMemcpyHostToDevice, *c.stream),
-               "cudaMemcpyAsync (restore)");
-    c.source = c.device;
-    m.enqueue(action::digest_first, i, slot, copy_path::dma);
-  };
-  for (std::uint32_t i : members) load(i, m.records.current[i].slot);
+  // Restore overwrites the buffers: work already enqueued on `stream` must finish first, and so
+  // must a pre-copy reading them.
+  m.order_after(stream, m.engine->stream());
   for (std::uint32_t i : members) {
-    const fmt::record_entry& e = m.records.current[i];
+    if (m.chunks[i].precopy) m.chunks[i].stream->synchronize();
+  }
+  // Copies each of `list` from its copy in `slot` into its buffer and checks it, in one batch:
+  // the chunks whose digest is not `expected`'s.
+  auto load = [&](const std::vector<std::uint32_t>& list, auto&& slot_of, auto&& expected) {
+    std::vector<batch_job> jobs;
+    for (std::uint32_t i : list) {
+      chunk_state& c = m.chunks[i];
+      check_cuda(cudaMemcpyAsync(c.device, m.copy_host(i, slot_of(i)), c.entry->bytes,
+                                 cudaMemcpyHostToDevice, m.engine->stream()),
+                 "cudaMemcpyAsync (restore)");
+      c.source = c.device;
+      jobs.push_back({c.device, c.entry->bytes});
+    }
+    m.engine->enqueue_batch(jobs, copy_path::dma);
+    const std::vector<std::uint64_t> digest = m.engine->finish_batch();
+    std::vector<std::uint32_t> failed;
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      if (digest[k] != expected(list[k])) failed.push_back(list[k]);
+    }
+    return failed;
+  };
+  const fmt::record_entry* older = m.records.previous_valid ? m.records.previous.data() : nullptr;
+  // The other copy holds an older state of a chunk if the previous record vouches for it.
+  auto has_older = [&](std::uint32_t i) {
+    return older != nullptr && older[i].written_seq != 0 &&
+           older[i].slot != m.records.current[i].slot;
+  };
+  for (std::uint32_t i : members) {
     r.bytes += m.chunks[i].entry->bytes;
-    r.seq = std::max(r.seq, e.confirmed_seq);
-    if (m.finish(i) == e.digest) continue;
-    const std::string chunk = m.chunks[i].entry->name;
-    std::string what = "chunk \"" + chunk + "\": its copy from checkpoint " +
-                       std::to_string(e.written_seq) + " fails its checksum";
-    // The other copy holds an older state of the chunk if the previous record vouches for it.
-    const fmt::record_entry* older = m.records.previous_valid ? &m.records.previous[i] : nullptr;
-    if (older != nullptr && older->written_seq != 0 && older->slot != e.slot) {
-      load(i, older->slot);
-      if (m.finish(i) == older->digest) {
-        what += "; restored its older copy, from checkpoint " + std::to_string(older->written_seq);
+    r.seq = std::max(r.seq, m.records.current[i].confirmed_seq);
+  }
+  const std::vector<std::uint32_t> failed = load(
+      members, [&](std::uint32_t i) { return m.records.current[i].slot; },
+      [&](std::uint32_t i) { return m.records.current[i].digest; });
+  std::vector<std::uint32_t> repairable;
+  for (std::uint32_t i : failed) {
+    if (has_older(i)) repairable.push_back(i);
+  }
+  const std::vector<std::uint32_t> unrepaired =
+      repairable.empty() ? std::vector<std::uint32_t>{}
+                         : load(
+                               repairable, [&](std::uint32_t i) { return older[i].slot; },
+                               [&](std::uint32_t i) { return older[i].digest; });
+  for (std::uint32_t i : failed) {
+    const fmt::record_entry& e = m.records.current[i];
+    std::string what = "chunk \"" + std::string(m.chunks[i].entry->name) +
+                       "\": its copy from checkpoint " + std::to_string(e.written_seq) +
+                       " fails its checksum";
+    if (has_older(i)) {
+      if (std::find(unrepaired.begin(), unrepaired.end(), i) == unrepaired.end()) {
+        what +=
+            "; restored its older copy, from checkpoint " + std::to_string(older[i].written_seq);
         m.notice(m.who() + ": " + what);
         r.repaired.push_back(what);
         continue;
@@ -633,12 +674,9 @@ restore_result checkpointer::restore(std::uint32_t group, cudaStream_t stream) {
                                    ". The media is damaged; restore the pool from its snapshot "
                                    "(gpm::pool::restore) or start over.");
   }
-  // Work enqueued later on `stream` sees the restored buffers. A pre-copy of the buffers'
-  // previous contents no longer describes them.
-  for (std::uint32_t i : members) {
-    m.chunks[i].stream->synchronize();
-    m.chunks[i].precopy.reset();
-  }
+  // Work enqueued later on `stream` sees the restored buffers (the batches have completed). A
+  // pre-copy of the buffers' previous contents no longer describes them.
+  for (std::uint32_t i : members) m.chunks[i].precopy.reset();
   r.seconds = seconds_since(t0);
   return r;
 }

@@ -1,14 +1,20 @@
-// The checkpoint's GPU work: a chunk's digest, or its copy into one of its copies in the pool
-// together with the digest, by GPU stores or by DMA, on the chunk's stream; and the choice
-// between the two paths, by measuring them. Knows nothing of commit records. Internal to
-// src/checkpoint.
+// The checkpoint's GPU work: chunks' digests, or their copies into the pool together with the
+// digests, by GPU stores or by DMA; and the choice between the two paths, by measuring them.
+// A checkpoint's chunks go in batches on the engine's own stream, one kernel launch for all of
+// them (a model's hundreds of tensors would otherwise cost a few API calls each); a chunk
+// pre-copied on a hint goes alone, on its own stream. Knows nothing of commit records. Internal
+// to src/checkpoint.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include <gpm/checkpoint/checkpoint.hpp>
+#include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/platform/runtime.hpp>
+
+#include "kernels.hpp"
 
 namespace gpm::checkpoint_detail {
 
@@ -18,7 +24,7 @@ double seconds_since(clock::time_point t0);
 // What a checkpoint does with one chunk.
 enum class action { digest_first, copy };
 
-// One chunk as the copy engine sees it: its bytes in GPU memory and the stream its work runs on.
+// One chunk alone: its bytes in GPU memory and the stream its work runs on.
 struct copy_job {
   std::uint32_t index;  // its table index, which names its digest word
   const void* source;
@@ -26,24 +32,40 @@ struct copy_job {
   const gpm::stream& stream;
 };
 
+// One chunk of a batch: digest `source`, and copy it into the pool's copy at `copy_offset`
+// (non-zero), or into GPU memory at `gpu_copy` (non-null), or nowhere.
+struct batch_job {
+  const void* source;
+  std::uint64_t bytes;
+  std::uint64_t copy_offset = 0;
+  void* gpu_copy = nullptr;
+};
+
 class copy_engine {
  public:
   copy_engine(pool& p, std::uint32_t max_chunks, copy_path path);
-  ~copy_engine();
   copy_engine(const copy_engine&) = delete;
   copy_engine& operator=(const copy_engine&) = delete;
 
-  // Enqueues `a` for the chunk on its stream; a copy goes into the copy at `copy_offset` in the
-  // pool, by `via`.
-  void enqueue(action a, const copy_job& j, std::uint64_t copy_offset, copy_path via);
+  // The stream batches run on; whatever produces their sources must be ordered before them.
+  const gpm::stream& stream() const { return stream_; }
 
+  // Enqueues a batch (at most max_chunks jobs) on stream(); pool copies go by `via`. The
+  // previous batch need not be finished.
+  void enqueue_batch(const std::vector<batch_job>& jobs, copy_path via);
+  // Waits for stream(); the digests of the last batch's chunks, in its order.
+  std::vector<std::uint64_t> finish_batch();
+
+  // Enqueues `a` for one chunk on its own stream; a copy goes into the copy at `copy_offset` in
+  // the pool, by `via`.
+  void enqueue(action a, const copy_job& j, std::uint64_t copy_offset, copy_path via);
   // Waits for the chunk's stream; the digest of what its last enqueue read.
   std::uint64_t finish(const copy_job& j);
 
-  // Times both copy paths on the chunk, copying it into the copy at `copy_offset` (which no
-  // record may reference), and keeps the faster: which one wins depends on the GPU, the link and
-  // the pool's pages (docs/checkpointing.md, "How it works").
-  void measure(const copy_job& j, std::uint64_t copy_offset);
+  // Times both copy paths on a chunk (a batch of one on stream()), copying it into the copy at
+  // `j.copy_offset` (which no record may reference), and keeps the faster: which one wins depends
+  // on the GPU, the link and the pool's pages (docs/checkpointing.md, "How it works").
+  void measure(const batch_job& j);
 
   // The path asked for or measured; automatic until measured.
   copy_path path() const { return path_; }
@@ -56,8 +78,18 @@ class copy_engine {
   pool* p_;
   copy_path path_;
   int multiprocessors_;
-  device_buffer<unsigned long long> sums_;   // per chunk: the digest sum being computed
-  unsigned long long* host_sums_ = nullptr;  // pinned, per chunk
+  std::uint32_t max_chunks_;
+  gpm::stream stream_{true};
+  // A batch: its table of chunks (filled here, uploaded to the GPU), each chunk's digest sum.
+  pinned_buffer<chunk_span> table_;
+  device_buffer<chunk_span> device_table_;
+  gpm::event table_uploaded_;  // after the last upload: the host table may be refilled
+  device_buffer<unsigned long long> batch_sums_;
+  pinned_buffer<unsigned long long> host_batch_sums_;
+  std::vector<std::uint64_t> batch_bytes_;  // of the last batch's chunks
+  // One chunk alone: per chunk index.
+  device_buffer<unsigned long long> sums_;
+  pinned_buffer<unsigned long long> host_sums_;
 };
 
 }  // namespace gpm::checkpoint_detail

@@ -79,14 +79,61 @@ TEST(ChunkDigest, GpuEqualsHostForEverySizeAndAlignment) {
   for (std::uint64_t words_offset : {0u, 1u}) {  // 16-byte aligned and only 8-byte aligned
     for (std::uint64_t bytes : {1ull, 7ull, 8ull, 9ull, 24ull, 4000ull, 8 * 3001ull}) {
       sum.fill_bytes(0);
-      gpm::checkpoint_detail::enqueue_digest(d.data() + words_offset, bytes, sum.data(), 2,
-                                             nullptr);
+      gpm::checkpoint_detail::enqueue_span({d.data() + words_offset, nullptr, bytes, 0}, sum.data(),
+                                           2, nullptr);
       const auto s = gpm::test::to_host(sum);
       EXPECT_EQ(gpm::chunk_digest_finish(s[0], bytes),
                 gpm::chunk_digest(host.data() + words_offset, bytes))
           << bytes << " bytes at word " << words_offset;
     }
   }
+}
+
+// A batch: chunks of many sizes (several tiles, one, less than a word) and both alignments in one
+// launch, some copied and some only digested; each chunk's digest and copy are its own, and
+// nothing outside a copy's range is written.
+TEST(ChunkDigest, ABatchDigestsAndCopiesEachChunkAsAlone) {
+  namespace kd = gpm::checkpoint_detail;
+  constexpr std::uint64_t kWords = 3 * kd::kTileBytes / 8 + 64;
+  const std::vector<std::uint64_t> host =
+      gpm::test::random_values<std::uint64_t>(kWords, 12, 0, ~0ull);
+  gpm::device_buffer<std::uint64_t> src = gpm::test::to_device(host);
+  gpm::device_buffer<std::uint64_t> dst(kWords);
+  dst.fill_bytes(0xee);
+  struct piece {
+    std::uint64_t word, bytes;
+    bool copy;
+  };
+  const std::vector<piece> pieces = {
+      {0, 2 * kd::kTileBytes + 24, true},  // three tiles, 16-byte aligned
+      {kWords - 2 * (kd::kTileBytes / 8) - 7, 2 * kd::kTileBytes + 13, true},  // 8-byte aligned
+      {1, 5, false},
+      {2 * (kd::kTileBytes / 8) + 9, kd::kTileBytes, false},
+      {2 * (kd::kTileBytes / 8) + 3, 48, true},
+      {100, 8, true},
+  };
+  std::vector<kd::chunk_span> table;
+  std::uint64_t tiles = 0;
+  for (const piece& c : pieces) {
+    table.push_back({src.data() + c.word, c.copy ? dst.data() + c.word : nullptr, c.bytes, tiles});
+    tiles += kd::tiles_of(c.bytes);
+  }
+  // Where two copies overlap they write the same values (a word goes to its own index).
+  gpm::device_buffer<kd::chunk_span> d_table = gpm::test::to_device(table);
+  gpm::device_buffer<unsigned long long> sums(pieces.size());
+  sums.fill_bytes(0);
+  kd::enqueue_spans(d_table.data(), static_cast<std::uint32_t>(pieces.size()), tiles, sums.data(),
+                    2, nullptr);
+  const auto s = gpm::test::to_host(sums);
+  const auto out = gpm::test::to_host(dst);
+  std::vector<unsigned char> want(kWords * 8, 0xee);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    const piece& c = pieces[k];
+    EXPECT_EQ(gpm::chunk_digest_finish(s[k], c.bytes), gpm::chunk_digest(&host[c.word], c.bytes))
+        << "chunk " << k;
+    if (c.copy) std::memcpy(want.data() + c.word * 8, &host[c.word], c.bytes);
+  }
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
 }
 
 TEST(ChunkDigest, OneChangedWordOrSwappedWordsChangeIt) {
