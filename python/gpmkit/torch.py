@@ -53,11 +53,23 @@ def _chunk(i):
     return f"t{i}"
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype):
+    """str(dtype), remembered: a save describes hundreds of tensors."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def _describe(obj, path, tensors):
     """The JSON-able description of obj; its tensors appended to `tensors` as (path, tensor)."""
     if isinstance(obj, torch.Tensor):
         tensors.append((path, obj))
-        return {_TENSOR: len(tensors) - 1, "shape": list(obj.shape), "dtype": str(obj.dtype)}
+        return {_TENSOR: len(tensors) - 1, "shape": list(obj.shape),
+                "dtype": _dtype_name(obj.dtype)}
     if isinstance(obj, dict):
         for k in obj:
             if not isinstance(k, (str, int)):
@@ -98,7 +110,7 @@ def _capturable(t, device):
 
 def _where(t):
     """What identifies tensor t's memory for Checkpointer._attach."""
-    return (t.data_ptr(), t.numel() * t.element_size(), t.dtype, t.device)
+    return (t.data_ptr(), t.nbytes, t.dtype, t.device)
 
 
 def _add(ck, path, name, tensor, group, where=None):
@@ -181,6 +193,7 @@ class _Meta:
     def __init__(self, nbytes):
         self.tensor = torch.zeros(nbytes, dtype=torch.uint8, device=_device())
         self.written = None
+        self.described = None  # the description `written` encodes
 
     @staticmethod
     def size_for(data):
@@ -223,11 +236,19 @@ def _saved_meta_bytes(ck, group):
     return None
 
 
-def _meta_for_save(ck, group, data):
+def _meta_for_save(ck, group, desc):
+    """The group's description chunk, holding `desc`: encoded again only when it changed (a
+    training loop saves the same structure each time, and encoding it costs a millisecond)."""
     per_group = _metas.setdefault(ck, {})
-    if group not in per_group:
-        per_group[group] = _Meta(_saved_meta_bytes(ck, group) or _Meta.size_for(data))
-    return per_group[group]
+    meta = per_group.get(group)
+    if meta is not None and meta.described == desc:
+        return meta
+    data = json.dumps(desc, separators=(",", ":")).encode()
+    if meta is None:
+        meta = per_group[group] = _Meta(_saved_meta_bytes(ck, group) or _Meta.size_for(data))
+    meta.write(data)
+    meta.described = desc
+    return meta
 
 
 def save(ck: Checkpointer, state: Any, group: int = 0,
@@ -236,9 +257,7 @@ def save(ck: Checkpointer, state: Any, group: int = 0,
     `ck`'s `group`: what Checkpointer.save returns, or with wait=False a PendingCheckpoint as soon
     as the tensors are captured (they may change at once; wait() returns once durable)."""
     tensors: list[tuple[str, torch.Tensor]] = []
-    data = json.dumps(_describe(state, "", tensors), separators=(",", ":")).encode()
-    meta = _meta_for_save(ck, group, data)
-    meta.write(data)
+    meta = _meta_for_save(ck, group, _describe(state, "", tensors))
     _add(ck, _META, _META, meta.tensor, group, _where(meta.tensor))
     # state_dict()'s tensors are detached already; keep_vars=True ones are not
     tensors = [(p, t.detach() if t.requires_grad else t) for p, t in tensors]

@@ -33,16 +33,20 @@ void copy_engine::enqueue_batch(const std::vector<batch_job>& jobs, copy_path vi
   }
   const cudaStream_t s = stream_.get();
   const auto n = static_cast<std::uint32_t>(jobs.size());
+  if (n == 0) return;
   table_uploaded_.synchronize();  // the last batch's table has been read
   batch_bytes_.resize(n);
+  // The DMAs wait for what stream_ waits for (the sources' producers), and stream_ for them.
+  forked_.record(s);
+  check_cuda(cudaStreamWaitEvent(dma_stream_.get(), forked_.get(), 0), "cudaStreamWaitEvent");
   std::uint64_t tiles = 0;
   for (std::uint32_t k = 0; k < n; ++k) {
     const batch_job& j = jobs[k];
     void* copy = j.gpu_copy;
     if (j.copy_offset != 0) {
-      if (via == copy_path::dma) {
+      if (via == copy_path::dma && j.bytes >= kDmaMinBytes) {
         check_cuda(cudaMemcpyAsync(p_->host_ptr<void>(j.copy_offset), j.source, j.bytes,
-                                   cudaMemcpyDeviceToHost, s),
+                                   cudaMemcpyDeviceToHost, dma_stream_.get()),
                    "cudaMemcpyAsync (checkpoint copy)");
       } else {
         copy = p_->ref().ptr<void>(j.copy_offset);
@@ -52,7 +56,6 @@ void copy_engine::enqueue_batch(const std::vector<batch_job>& jobs, copy_path vi
     tiles += tiles_of(j.bytes);
     batch_bytes_[k] = j.bytes;
   }
-  if (n == 0) return;
   check_cuda(cudaMemcpyAsync(device_table_.data(), table_.data(), n * sizeof(chunk_span),
                              cudaMemcpyHostToDevice, s),
              "cudaMemcpyAsync (checkpoint batch)");
@@ -63,6 +66,8 @@ void copy_engine::enqueue_batch(const std::vector<batch_job>& jobs, copy_path vi
   check_cuda(cudaMemcpyAsync(host_batch_sums_.data(), batch_sums_.data(),
                              n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s),
              "cudaMemcpyAsync (digests)");
+  joined_.record(dma_stream_.get());
+  check_cuda(cudaStreamWaitEvent(s, joined_.get(), 0), "cudaStreamWaitEvent");
 }
 
 std::vector<std::uint64_t> copy_engine::finish_batch() {

@@ -19,6 +19,8 @@
 namespace gpm::checkpoint_detail {
 
 using clock = std::chrono::steady_clock;
+
+inline constexpr std::uint64_t kDmaMinBytes = 64 << 10;
 double seconds_since(clock::time_point t0);
 
 // What a checkpoint does with one chunk.
@@ -50,8 +52,10 @@ class copy_engine {
   // The stream batches run on; whatever produces their sources must be ordered before them.
   const gpm::stream& stream() const { return stream_; }
 
-  // Enqueues a batch (at most max_chunks jobs) on stream(); pool copies go by `via`. The
-  // previous batch need not be finished.
+  // Enqueues a batch (at most max_chunks jobs) on stream(); pool copies go by `via`, except that
+  // on the DMA path chunks under kDmaMinBytes are copied by the digest kernel's stores, running
+  // beside the DMAs: a DMA's fixed cost, some microseconds, is more than such a chunk's transfer.
+  // The previous batch need not be finished.
   void enqueue_batch(const std::vector<batch_job>& jobs, copy_path via);
   // Waits for stream(); the digests of the last batch's chunks, in its order.
   std::vector<std::uint64_t> finish_batch();
@@ -80,6 +84,8 @@ class copy_engine {
   int multiprocessors_;
   std::uint32_t max_chunks_;
   gpm::stream stream_{true};
+  gpm::stream dma_stream_{true};  // a batch's DMAs, beside its kernel on stream_
+  gpm::event forked_, joined_;
   // A batch: its table of chunks (filled here, uploaded to the GPU), each chunk's digest sum.
   pinned_buffer<chunk_span> table_;
   device_buffer<chunk_span> device_table_;

@@ -152,21 +152,25 @@ TEST(ChunkDigest, OneChangedWordOrSwappedWordsChangeIt) {
 
 class CheckpointPaths : public fixture, public ::testing::WithParamInterface<gpm::copy_path> {};
 
+// Chunk d is large enough to go by DMA on the DMA path; the others are copied by the digest
+// kernel's stores there (copy_engine.hpp, kDmaMinBytes).
 TEST_P(CheckpointPaths, RestoresTheLastCheckpointOfEachGroup) {
   gpm::pool p = make_pool();
   gpm::checkpointer cp = gpm::checkpointer::create(p, "train", quiet(GetParam()));
-  gpm::device_buffer<std::uint64_t> a(1000), b(333), c(4096);
+  gpm::device_buffer<std::uint64_t> a(1000), b(333), c(4096), d(9001);
   cp.add("a", a.data(), a.size(), 0);
   cp.add("b", b.data(), b.size(), 0);
   cp.add("c", c.data(), c.size(), 1);
+  cp.add("d", d.data(), d.size(), 0);
   EXPECT_EQ(cp.last_checkpoint(0), 0u);
   fill_device(a, 1);
   fill_device(b, 2);
   fill_device(c, 3);
+  fill_device(d, 8);
   const gpm::checkpoint_result r0 = cp.checkpoint(0);
   EXPECT_EQ(r0.seq, 1u);
-  EXPECT_EQ(r0.copied, 2u);
-  EXPECT_EQ(r0.bytes_copied, (1000 + 333) * 8u);
+  EXPECT_EQ(r0.copied, 3u);
+  EXPECT_EQ(r0.bytes_copied, (1000 + 333 + 9001) * 8u);
   EXPECT_NE(r0.path, gpm::copy_path::automatic);
   cp.checkpoint(1);
   fill_device(a, 4);  // checkpoint 3 holds a=4, b=2
@@ -174,12 +178,14 @@ TEST_P(CheckpointPaths, RestoresTheLastCheckpointOfEachGroup) {
   fill_device(a, 5);
   fill_device(b, 6);
   fill_device(c, 7);
+  fill_device(d, 9);
   const gpm::restore_result r = cp.restore(0);
   EXPECT_EQ(r.seq, 3u);
-  EXPECT_EQ(r.chunks, 2u);
+  EXPECT_EQ(r.chunks, 3u);
   EXPECT_TRUE(r.repaired.empty());
   EXPECT_EQ(gpm::test::to_host(a), expected(1000, 4));
   EXPECT_EQ(gpm::test::to_host(b), expected(333, 2));
+  EXPECT_EQ(gpm::test::to_host(d), expected(9001, 8));
   EXPECT_EQ(gpm::test::to_host(c), expected(4096, 7));  // group 1 untouched
   cp.restore(1);
   EXPECT_EQ(gpm::test::to_host(c), expected(4096, 3));
