@@ -1,6 +1,7 @@
 """Tests of gpmkit.dcp (python/gpmkit/dcp.py), the torch.distributed.checkpoint storage backend:
 dcp.save / dcp.async_save / dcp.load of a model's and an optimizer's state through pools, two
-ranks over gloo writing their shards into pools of their own, a save that fails before its commit
+ranks over gloo writing their shards into pools of their own (a DTensor's rows too, loaded back
+resharded by columns), a save that fails before its commit
 leaving the previous checkpoint the latest, bad checkpoints refused with errors naming them,
 SIGKILLs during a loop of saves after which the latest checkpoint loads whole, and SIGKILLs of one
 rank of a DDP job of two (gloo on the CPU; NCCL on two GPUs where there are two) after which every
@@ -180,6 +181,22 @@ RANK = textwrap.dedent("""
     back = {f"rank{rank}": torch.zeros_like(mine), "shared": torch.zeros_like(shared)}
     dcp.load(back, storage_reader=PoolReader(root))
     assert torch.equal(back[f"rank{rank}"], mine) and torch.equal(back["shared"], shared)
+    if device == "cpu":
+        # Sharded state: a DTensor split by rows over the two ranks, each rank writing its rows,
+        # loaded back into the same layout and into one split by columns (DCP reshards on load).
+        try:
+            from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
+        except ImportError:  # PyTorch before 2.5
+            from torch.distributed._tensor import Shard, distribute_tensor, init_device_mesh
+        mesh = init_device_mesh("cpu", (2,))
+        full = torch.arange(64 * 8, dtype=torch.float32).reshape(64, 8)
+        rows = distribute_tensor(full, mesh, [Shard(0)])
+        assert rows.to_local().shape == (32, 8)
+        dcp.save({"w": rows}, storage_writer=PoolWriter(root + "-sharded"))
+        for dim in (0, 1):
+            back = {"w": distribute_tensor(torch.zeros_like(full), mesh, [Shard(dim)])}
+            dcp.load(back, storage_reader=PoolReader(root + "-sharded"))
+            assert torch.equal(back["w"].full_tensor(), full), dim
     dist.destroy_process_group()
     print("ok", rank)
 """)
@@ -195,6 +212,9 @@ def test_two_ranks_write_their_shards_into_pools_of_their_own(root, dirs):
         assert p.returncode == 0 and f"ok {r}" in out, out
     names = sorted(os.listdir(f"{root}/two"))
     assert names == sorted([METADATA, "rank-0.pool", "rank-1.pool"]), names
+    if DEVICE == "cpu":
+        names = sorted(os.listdir(f"{root}/two-sharded"))
+        assert names == sorted([METADATA, "rank-0.pool", "rank-1.pool"]), names
 
 
 CHILD = textwrap.dedent("""
