@@ -178,7 +178,8 @@ log_view log_object::host_view() const {
   v.stream_chunks = head_.stream_chunks;
   v.control_offset = head_.control_offset;
   v.control_stride = head_.control_stride;
-  v.data_offset = head_.data_offset;
+  v.data_base = v.object + head_.data_offset;
+  v.data_bytes = head_.data_bytes;
   v.blocks = head_.blocks;
   v.threads_per_block = head_.threads_per_block;
   v.warps_per_block = head_.warps_per_block;
@@ -188,6 +189,7 @@ log_view log_object::host_view() const {
 log_view log_object::view() const {
   log_view v = host_view();
   v.object = pool_->ref().ptr<char>(offset_);
+  v.data_base = v.object + head_.data_offset;
   return v;
 }
 

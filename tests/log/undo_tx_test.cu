@@ -367,4 +367,51 @@ TEST(ConvUndoTx, BlocksSharingAPartitionRollBack) {
   for (std::uint32_t i = 0; i < kElems; ++i) ASSERT_EQ(a[i], value_of(0, i)) << "element " << i;
 }
 
+// Thread t of the grid updates its own elements t * 8, ..., t * 8 + depth(t) - 1, so streams
+// (and partitions) are filled to different depths, some not at all.
+__host__ __device__ std::uint32_t depth_of(std::uint64_t t) { return t % 7; }
+
+template <class Log>
+__global__ void update_to_depth(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool,
+                                std::uint64_t off, std::uint64_t salt, std::uint32_t* status) {
+  const std::uint64_t t = gpm::tile_index();
+  std::uint64_t* a = pool.ptr<std::uint64_t>(off);
+  status[t] = 0;
+  for (std::uint64_t k = 0; k < depth_of(t); ++k) {
+    const log_status st = tx.update(&a[t * 8 + k], value_of(salt, t * 8 + k));
+    if (st != log_status::ok) status[t] = static_cast<std::uint32_t>(st);
+  }
+}
+
+// recover() rolls back from a copy of the log's used lines in GPU memory (undo_tx.cu): streams
+// filled to different depths, a warp only partly made of threads (48 threads a block), and
+// partitions whose size is not a multiple of 16 bytes, so that copied pieces start and end
+// between lines. After recovery every element is as before the batch.
+template <class Tx>
+void recover_ragged(Tx tx, gpm::pool& pool, std::uint32_t blocks, std::uint32_t threads) {
+  const std::uint64_t n = std::uint64_t{blocks} * threads * 8;
+  const std::uint64_t off = pool.allocate("ragged", n * sizeof(std::uint64_t));
+  auto* a = pool.host_ptr<std::uint64_t>(off);
+  for (std::uint64_t i = 0; i < n; ++i) a[i] = value_of(0, i);
+  gpm::device_buffer<std::uint32_t> status(std::uint64_t{blocks} * threads);
+  tx.begin();
+  gpm::launch(update_to_depth<typename Tx::log_type>, blocks, threads, 0, nullptr, tx.ref(),
+              pool.ref(), off, 1, status.data());
+  for (std::uint32_t s : gpm::test::statuses(status)) ASSERT_EQ(s, 0u);
+  ASSERT_EQ(a[8 + 0], value_of(1, 8));  // thread 1 updated one element
+  EXPECT_TRUE(tx.recover());
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], value_of(0, i)) << "element " << i;
+}
+
+TEST(UndoTxRecovery, RaggedStreamsAndAPartialWarp) {
+  gpm::test::scratch_pool sp("undo-ragged");
+  recover_ragged(gpm::undo_tx::create(sp.get(), "tx", {3, 48, 6 * 48}), sp.get(), 3, 48);
+}
+
+TEST(ConvUndoTxRecovery, RaggedPartitionsOfAnOddSize) {
+  gpm::test::scratch_pool sp("undo-ragged-conv");
+  // 4 * 4001 bytes a partition; blocks 0..2 log to partitions 0..2 of 5, 3 and 4 stay empty
+  recover_ragged(gpm::conv_undo_tx::create(sp.get(), "tx", {5, 4 * 4001}), sp.get(), 3, 48);
+}
+
 }  // namespace

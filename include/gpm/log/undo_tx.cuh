@@ -81,6 +81,32 @@ struct undo_streams<hcl_log> {
   }
   static dim3 grid(const hcl_log& log) { return log.grid(); }
   static dim3 block(const hcl_log& log) { return log.block(); }
+
+  // Recovery reads the log from a copy in GPU memory (basic_undo_tx::recover), made region by
+  // region: a region is one warp's rows; lane L's stream uses the rows below its tail.
+  GPM_HOST_DEVICE static std::uint64_t regions(const hcl_log_ref& log) {
+    return std::uint64_t{log.v_.blocks} * log.v_.warps_per_block;
+  }
+  GPM_HOST_DEVICE static std::uint64_t region_bytes(const hcl_log_ref& log) {
+    return log.v_.stream_chunks * line_bytes;
+  }
+  __device__ static std::uint64_t used_bytes(const hcl_log_ref& log, std::uint64_t region,
+                                             std::uint32_t lane) {
+    const std::uint64_t thread = region % log.v_.warps_per_block * warp_lanes + lane;
+    if (thread >= log.v_.threads_per_block) return 0;
+    const std::uint64_t stream =
+        region / log.v_.warps_per_block * log.v_.threads_per_block + thread;
+    const stream_ref s{reinterpret_cast<std::uint64_t*>(log.v_.control(stream)),
+                       log.v_.stream_chunks, log.v_.generation(), stream};
+    return std::min(load_used(s), s.capacity) * line_bytes;
+  }
+  GPM_HOST_DEVICE static const char* data(const hcl_log_ref& log) { return log.v_.data(); }
+  static std::uint64_t data_bytes(const hcl_log_ref& log) { return log.v_.data_bytes; }
+  // The same log, its chunks read from `copy` (GPU memory holding what data() holds).
+  static hcl_log_ref reading(hcl_log_ref log, char* copy) {
+    log.v_.data_base = copy;
+    return log;
+  }
 };
 
 // conv_log: a thread logs to its block's partition (linear block index modulo the partitions,
@@ -118,6 +144,26 @@ struct undo_streams<conv_log> {
   }
   static dim3 block(const conv_log& log) {
     return dim3(std::min(log.partitions(), recovery_threads));
+  }
+
+  // As for hcl_log; a region is one partition's chunks, which its lane 0 uses.
+  GPM_HOST_DEVICE static std::uint64_t regions(const conv_log_ref& log) { return log.v_.streams; }
+  GPM_HOST_DEVICE static std::uint64_t region_bytes(const conv_log_ref& log) {
+    return log.v_.stream_chunks * chunk_bytes;
+  }
+  __device__ static std::uint64_t used_bytes(const conv_log_ref& log, std::uint64_t region,
+                                             std::uint32_t lane) {
+    if (lane != 0) return 0;
+    auto* control = reinterpret_cast<partition_control*>(log.v_.control(region));
+    const stream_ref s{&control->tail, log.v_.stream_chunks, log.v_.generation(), region};
+    return std::min(load_used(s), s.capacity) * chunk_bytes;
+  }
+  GPM_HOST_DEVICE static const char* data(const conv_log_ref& log) { return log.v_.data(); }
+  static std::uint64_t data_bytes(const conv_log_ref& log) { return log.v_.data_bytes; }
+  // The same log, its chunks read from `copy` (GPU memory holding what data() holds).
+  static conv_log_ref reading(conv_log_ref log, char* copy) {
+    log.v_.data_base = copy;
+    return log;
   }
 };
 
@@ -284,6 +330,7 @@ class basic_undo_tx {
 
  private:
   basic_undo_tx(pool& p, std::string name, std::uint64_t record_offset, Log log);
+  void roll_back(cudaStream_t stream) const;
   std::uint64_t* mark() const;
   void set_mark(std::uint64_t value, const char* site);  // stores and persists at `site`
 

@@ -22,7 +22,10 @@ struct log_view {
   std::uint64_t stream_chunks = 0;
   std::uint64_t control_offset = 0;
   std::uint64_t control_stride = 0;
-  std::uint64_t data_offset = 0;
+  // Where the streams' chunks are read and written: object + the header's data offset, or in
+  // undo recovery a copy of them in GPU memory (read only; see basic_undo_tx::recover).
+  char* data_base = nullptr;
+  std::uint64_t data_bytes = 0;
   std::uint32_t blocks = 0;
   std::uint32_t threads_per_block = 0;
   std::uint32_t warps_per_block = 0;
@@ -37,7 +40,7 @@ struct log_view {
   GPM_HOST_DEVICE char* control(std::uint64_t stream) const {
     return object + control_offset + stream * control_stride;
   }
-  GPM_HOST_DEVICE char* data() const { return object + data_offset; }
+  GPM_HOST_DEVICE char* data() const { return data_base; }
 
   // Records a failed operation (any status but ok and empty) in the fault record, where the host
   // finds it (check_faults), and returns the status unchanged.
