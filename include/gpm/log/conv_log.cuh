@@ -33,6 +33,8 @@ class pool;
 namespace detail::log {
 template <class Log>
 struct undo_streams;
+template <class Ref>
+struct log_data;
 }
 
 class conv_log_ref {
@@ -103,6 +105,8 @@ class conv_log_ref {
   friend class conv_log;
   template <class>
   friend struct detail::log::undo_streams;  // conv_undo_tx logs to and rolls back partitions
+  template <class>
+  friend struct detail::log::log_data;  // undo recovery reads a copy of the data
   conv_log_ref(const detail::log::log_view& v, std::uint32_t* locks) : v_(v), locks_(locks) {}
 
   // Runs f(layout, stream) on `partition` holding its lock (a device-scope spin lock in GPU memory

@@ -36,6 +36,8 @@ class pool;
 namespace detail::log {
 template <class Log>
 struct undo_streams;
+template <class Ref>
+struct log_data;
 }
 
 struct hcl_geometry {
@@ -112,6 +114,8 @@ class hcl_log_ref {
   friend class hcl_log;
   template <class>
   friend struct detail::log::undo_streams;  // undo_tx logs to and rolls back the thread's stream
+  template <class>
+  friend struct detail::log::log_data;  // undo recovery reads a copy of the data
   explicit hcl_log_ref(const detail::log::log_view& v) : v_(v) {}
 
   // Runs f(layout, stream) on the calling thread's log after checking the launch geometry, and

@@ -58,10 +58,22 @@ namespace detail::log {
 template <class Log>
 struct undo_streams;
 
+// What undo recovery's copy of a log needs of its device view, either log's: where its streams'
+// chunks are, how many bytes, and the same view reading them from a copy (basic_undo_tx).
+template <class Ref>
+struct log_data {
+  GPM_HOST_DEVICE static const char* data(const Ref& log) { return log.v_.data(); }
+  static std::uint64_t data_bytes(const Ref& log) { return log.v_.data_bytes; }
+  static Ref reading(Ref log, char* copy) {
+    log.v_.data_base = copy;
+    return log;
+  }
+};
+
 // hcl_log: a thread logs to and rolls back its own stream; every kernel that uses the
 // transaction, recovery included, runs with the log's geometry (checked: wrong_geometry).
 template <>
-struct undo_streams<hcl_log> {
+struct undo_streams<hcl_log> : log_data<hcl_log_ref> {
   using ref_type = hcl_log_ref;
   using shape = hcl_geometry;
   static hcl_log create(pool& p, std::string_view name, const shape& s) {
@@ -100,20 +112,13 @@ struct undo_streams<hcl_log> {
                        log.v_.stream_chunks, log.v_.generation(), stream};
     return std::min(load_used(s), s.capacity) * line_bytes;
   }
-  GPM_HOST_DEVICE static const char* data(const hcl_log_ref& log) { return log.v_.data(); }
-  static std::uint64_t data_bytes(const hcl_log_ref& log) { return log.v_.data_bytes; }
-  // The same log, its chunks read from `copy` (GPU memory holding what data() holds).
-  static hcl_log_ref reading(hcl_log_ref log, char* copy) {
-    log.v_.data_base = copy;
-    return log;
-  }
 };
 
 // conv_log: a thread logs to its block's partition (linear block index modulo the partitions,
 // as gpmlog's default partition); in the recovery kernel thread i rolls back partition i.
 // Logging kernels may have any shape.
 template <>
-struct undo_streams<conv_log> {
+struct undo_streams<conv_log> : log_data<conv_log_ref> {
   using ref_type = conv_log_ref;
   using shape = conv_partitions;
   static constexpr std::uint32_t recovery_threads = 128;
@@ -157,13 +162,6 @@ struct undo_streams<conv_log> {
     auto* control = reinterpret_cast<partition_control*>(log.v_.control(region));
     const stream_ref s{&control->tail, log.v_.stream_chunks, log.v_.generation(), region};
     return std::min(load_used(s), s.capacity) * chunk_bytes;
-  }
-  GPM_HOST_DEVICE static const char* data(const conv_log_ref& log) { return log.v_.data(); }
-  static std::uint64_t data_bytes(const conv_log_ref& log) { return log.v_.data_bytes; }
-  // The same log, its chunks read from `copy` (GPU memory holding what data() holds).
-  static conv_log_ref reading(conv_log_ref log, char* copy) {
-    log.v_.data_base = copy;
-    return log;
   }
 };
 
