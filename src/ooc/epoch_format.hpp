@@ -32,8 +32,30 @@ struct log_header {
 static_assert(sizeof(log_header) == 336 && offsetof(log_header, common) == 0);
 static_assert(sizeof(log_header) <= kRootAt[0]);
 
-inline constexpr object_kind kKind{
-    "gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'}, 1, 0, sizeof(log_header)};
+// Incompatible feature: the range is striped over several files, which the stripe table after
+// the header page names; a reader that does not know it would write every record into the first.
+inline constexpr std::uint64_t kStriped = 1;
+
+inline constexpr object_kind kKind{"gpm::ooc epoch log",
+                                   {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'},
+                                   1,
+                                   0,
+                                   sizeof(log_header),
+                                   kStriped};
+
+// A striped log's stripe table, at kHeaderPage: this head, then `count` paths (absolute, in stripe
+// order), each a 4-byte length and its bytes, the whole padded to 8; its checksum is seeded with
+// the log's uuid. The records start at the first multiple of kHeaderPage after it.
+struct stripe_table_head {
+  std::uint32_t count;
+  std::uint32_t reserved;
+  std::uint64_t line_bytes;  // the stripe unit: line l is in file l % count
+  std::uint64_t bytes;       // of the table, this head included
+  std::uint64_t checksum;    // of the table with this field zero
+};
+static_assert(sizeof(stripe_table_head) == 32);
+inline constexpr std::uint32_t kMaxStripes = 1u << 16;
+inline constexpr std::uint32_t kMaxStripePathBytes = 4096;
 
 // A root slot, double-buffered: the valid one with the higher seq is in force.
 struct epoch_root {

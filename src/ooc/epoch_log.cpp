@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/crash_point.hpp>
@@ -85,19 +87,63 @@ std::uint64_t head_checksum(const record_head& h, std::uint64_t seed) {
   return checksum64(&h, offsetof(record_head, checksum), seed);
 }
 
+std::uint64_t table_checksum(std::vector<std::byte> table, std::uint64_t seed) {
+  std::memset(table.data() + offsetof(stripe_table_head, checksum), 0, sizeof(std::uint64_t));
+  return checksum64(table.data(), table.size(), seed ^ 0x7374726970657321ull);
+}
+
+// Where the records start after a stripe table of `table_bytes` (none: 0).
+std::uint64_t records_start(std::uint64_t table_bytes) {
+  return table_bytes == 0
+             ? kHeaderPage
+             : kHeaderPage + (table_bytes + kHeaderPage - 1) / kHeaderPage * kHeaderPage;
+}
+
+// The stripe set as logs record and compare it: one file as given; several by absolute paths.
+stripe_set normalized(const stripe_set& s) {
+  if (s.paths.size() <= 1) return {s.paths, 0};
+  stripe_set n{{}, s.line_bytes};
+  for (const std::string& p : s.paths) {
+    n.paths.push_back(std::filesystem::absolute(p).lexically_normal().string());
+  }
+  return n;
+}
+
+std::string describe(const stripe_set& s) {
+  if (s.paths.size() == 1) return "the file " + s.paths[0] + " alone";
+  std::string d = std::to_string(s.paths.size()) + " files striped by " +
+                  std::to_string(s.line_bytes) + "-byte lines:";
+  for (const std::string& p : s.paths) d += " " + p;
+  return d;
+}
+
 }  // namespace
 
-epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset)
+epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset, const stripe_set* files)
     : path_(gpm::ooc::epoch_log_path(data_path, offset)),
       data_path_(data_path),
       data_name_(name_of(data_path)),
       offset_(offset) {
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
-    if (errno != ENOENT) throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
-    create();
+    if (errno != ENOENT || files == nullptr) {
+      throw_error(errno == ENOENT ? errc::not_found : errc::io,
+                  "cannot stat " + path_ + ": " + sys_reason(errno));
+    }
+    create(normalized(*files));
   }
   open_existing(true);
+  if (files != nullptr) {
+    const stripe_set want = normalized(*files);
+    if (want.paths.size() != stripes_.paths.size() ||
+        (want.paths.size() > 1 && !(want == stripes_))) {
+      throw_error(errc::layout_mismatch,
+                  "epoch log " + path_ + " belongs to " + describe(stripes_) + ", not to " +
+                      describe(want) +
+                      ": map the range as it was mapped, or recover it first (gpmkit ooc "
+                      "recover) and move the log away (nothing was deleted)");
+    }
+  }
 }
 
 epoch_log epoch_log::open_read_only(const std::string& data_path, std::uint64_t offset) {
@@ -119,6 +165,8 @@ epoch_log::epoch_log(epoch_log&& o) noexcept
       data_path_(std::move(o.data_path_)),
       data_name_(std::move(o.data_name_)),
       offset_(o.offset_),
+      stripes_(std::move(o.stripes_)),
+      records_at_(o.records_at_),
       fd_(std::exchange(o.fd_, -1)),
       created_ns_(o.created_ns_),
       uuid_seed_(o.uuid_seed_),
@@ -141,7 +189,7 @@ std::uint64_t epoch_log::seed(std::uint64_t pos) const {
   return uuid_seed_ ^ mix64(pos + 0x9e3779b97f4a7c15ull);
 }
 
-void epoch_log::create() {
+void epoch_log::create(const stripe_set& files) {
   // Written aside and renamed, so that a crash never leaves a log without a valid header.
   const std::string tmp = path_ + ".new";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -151,16 +199,39 @@ void epoch_log::create() {
                               "sync");
   }
   try {
-    std::vector<std::byte> page(kHeaderPage);
+    // A striped range's table: its head, then each path's length and bytes, padded to 8.
+    std::vector<std::byte> table;
+    if (files.paths.size() > 1) {
+      table.resize(sizeof(stripe_table_head));
+      for (const std::string& p : files.paths) {
+        const auto n = static_cast<std::uint32_t>(p.size());
+        const std::size_t at = table.size();
+        table.resize(at + 4 + n);
+        std::memcpy(table.data() + at, &n, 4);
+        std::memcpy(table.data() + at + 4, p.data(), n);
+      }
+      table.resize(padded(table.size()));
+    }
+    const std::uint64_t records_at = records_start(table.size());
+    std::vector<std::byte> page(records_at);
     log_header h{};
     h.common = format::make_header(kKind, kHeaderPage);
+    if (!table.empty()) h.common.incompat_features = kStriped;
     h.offset = offset_;
     h.name_bytes = static_cast<std::uint32_t>(data_name_.size());
     std::memcpy(h.name, data_name_.data(), data_name_.size());
     format::seal_header(&h);
     std::memcpy(page.data(), &h, sizeof h);
     uuid_seed_ = checksum64(h.common.uuid, sizeof h.common.uuid);
-    root r{1, 0, kApplied, 0, 0, kHeaderPage, 0, 0};
+    if (!table.empty()) {
+      stripe_table_head t{static_cast<std::uint32_t>(files.paths.size()), 0, files.line_bytes,
+                          table.size(), 0};
+      std::memcpy(table.data(), &t, sizeof t);
+      t.checksum = table_checksum(table, uuid_seed_);
+      std::memcpy(table.data(), &t, sizeof t);
+      std::memcpy(page.data() + kHeaderPage, table.data(), table.size());
+    }
+    root r{1, 0, kApplied, 0, 0, records_at, 0, 0};
     r.checksum = root_checksum(r, uuid_seed_);
     std::memcpy(page.data() + kRootAt[r.seq % 2], &r, sizeof r);
     pwrite_all(fd, page.data(), page.size(), 0, tmp);
@@ -214,6 +285,12 @@ void epoch_log::open_existing(bool writable) {
   std::memcpy(uuid_, h.common.uuid, sizeof uuid_);
   created_ns_ = h.common.created_ns;
   uuid_seed_ = checksum64(h.common.uuid, sizeof h.common.uuid);
+  if ((h.common.incompat_features & kStriped) != 0) {
+    read_stripe_table();
+  } else {
+    stripes_ = {{data_path_}, 0};
+    records_at_ = kHeaderPage;
+  }
   bool found = false;
   for (const std::uint64_t at : kRootAt) {
     root r;
@@ -226,7 +303,39 @@ void epoch_log::open_existing(bool writable) {
     }
   }
   if (!found) corrupt("neither root record is valid");
-  end_ = kHeaderPage;
+  end_ = records_at_;
+}
+
+void epoch_log::read_stripe_table() {
+  stripe_table_head t{};
+  std::size_t got = 0;
+  pread_all(fd_, &t, sizeof t, kHeaderPage, path_, got);
+  const std::uint64_t most = sizeof t + std::uint64_t{kMaxStripes} * (4 + kMaxStripePathBytes) + 8;
+  if (got != sizeof t || t.count < 2 || t.count > kMaxStripes ||
+      t.bytes < sizeof t + 4ull * t.count || t.bytes > most || t.bytes % 8 != 0 ||
+      t.line_bytes == 0 || t.line_bytes > kMaxRecordBytes) {
+    corrupt("its stripe table is damaged or cut short");
+  }
+  std::vector<std::byte> table(t.bytes);
+  pread_all(fd_, table.data(), table.size(), kHeaderPage, path_, got);
+  if (got != table.size() || t.checksum != table_checksum(table, uuid_seed_)) {
+    corrupt("its stripe table fails its checksum");
+  }
+  stripe_set s{{}, t.line_bytes};
+  std::size_t at = sizeof t;
+  for (std::uint32_t k = 0; k < t.count; ++k) {
+    std::uint32_t n = 0;
+    if (at + 4 > table.size()) corrupt("its stripe table is damaged");
+    std::memcpy(&n, table.data() + at, 4);
+    if (n == 0 || n > kMaxStripePathBytes || at + 4 + n > table.size()) {
+      corrupt("its stripe table is damaged");
+    }
+    s.paths.emplace_back(reinterpret_cast<const char*>(table.data() + at + 4), n);
+    if (s.paths.back().find('\0') != std::string::npos) corrupt("its stripe table is damaged");
+    at += 4 + n;
+  }
+  stripes_ = std::move(s);
+  records_at_ = records_start(t.bytes);
 }
 
 std::uint64_t epoch_log::file_bytes() const {
@@ -251,11 +360,11 @@ void epoch_log::write_root(const root& r) {
 }
 
 void epoch_log::truncate_records() {
-  if (::ftruncate(fd_, static_cast<off_t>(kHeaderPage)) != 0) {
+  if (::ftruncate(fd_, static_cast<off_t>(records_at_)) != 0) {
     throw_error(errc::io, "cannot truncate the epoch log " + path_ + ": " + sys_reason(errno));
   }
   sync_log("emptied");
-  end_ = kHeaderPage;
+  end_ = records_at_;
   records_ = 0;
   chain_ = 0;
 }
@@ -294,7 +403,7 @@ void epoch_log::commit() {
 
 template <class F>
 void epoch_log::walk(F&& f) const {
-  std::uint64_t pos = kHeaderPage;
+  std::uint64_t pos = records_at_;
   std::uint64_t chain = 0;
   std::vector<std::byte> payload;
   const std::string which = "record ";
@@ -327,33 +436,49 @@ void epoch_log::walk(F&& f) const {
   }
 }
 
-gpm::ooc::epoch_recovery epoch_log::apply(const backing_file& data) {
+gpm::ooc::epoch_recovery epoch_log::apply(const epoch_target& data) {
+  if (data.size() != stripes_.paths.size()) {
+    throw_error(errc::invalid_argument, "epoch log " + path_ + ": " + std::to_string(data.size()) +
+                                            " files given for " + describe(stripes_));
+  }
+  // Where byte `at` of the range lies: its file and the byte of that file's range.
+  const std::uint64_t n = data.size();
+  const std::uint64_t lb = stripes_.line_bytes;
+  const auto place = [&](std::uint64_t at) -> std::pair<const backing_file*, std::uint64_t> {
+    if (n == 1) return {data.front(), at};
+    const std::uint64_t line = at / lb;
+    return {data[line % n], line / n * lb + at % lb};
+  };
   gpm::ooc::epoch_recovery rep;
   // Every record is checked before the first byte is written: a bad log changes nothing.
   walk([&](const record_head& h, const std::byte*) {
-    if (h.at > data.size() || h.bytes > data.size() - h.at) {
+    const auto [file, at] = place(h.at);
+    if ((n > 1 && h.at % lb + h.bytes > lb) || at > file->size() || h.bytes > file->size() - at) {
       corrupt("a record of epoch " + std::to_string(root_.epoch) + " writes bytes [" +
               std::to_string(h.at) + ", " + std::to_string(h.at + h.bytes) +
-              ") outside the range's " + std::to_string(data.size()) + " bytes");
+              ") of the range, outside " +
+              (n == 1 ? "its " + std::to_string(file->size()) + " bytes"
+                      : "a line of its file's " + std::to_string(file->size()) + " bytes"));
     }
   });
   walk([&](const record_head& h, const std::byte* payload) {
     const auto* mask = h.mask_words != 0 ? reinterpret_cast<const std::uint32_t*>(payload) : nullptr;
-    data.write_masked(h.at, payload + h.mask_words * 4ull, h.bytes, mask, h.mask_words);
+    const auto [file, at] = place(h.at);
+    file->write_masked(at, payload + h.mask_words * 4ull, h.bytes, mask, h.mask_words);
     ++rep.records;
     rep.bytes += h.bytes;
     crash_point("ooc.apply");
   });
-  data.datasync();
+  for (const backing_file* f : data) f->datasync();
   crash_point("ooc.applied");
-  write_root({root_.seq + 1, root_.epoch, kApplied, 0, 0, kHeaderPage, 0, 0});
+  write_root({root_.seq + 1, root_.epoch, kApplied, 0, 0, records_at_, 0, 0});
   crash_point("ooc.published");
   truncate_records();
   rep.epoch = root_.epoch;
   return rep;
 }
 
-gpm::ooc::epoch_recovery epoch_log::recover(const backing_file& data) {
+gpm::ooc::epoch_recovery epoch_log::recover(const epoch_target& data) {
   if (root_.state == kCommitted) {
     gpm::ooc::epoch_recovery rep = apply(data);
     rep.replayed = true;
@@ -362,8 +487,8 @@ gpm::ooc::epoch_recovery epoch_log::recover(const backing_file& data) {
   gpm::ooc::epoch_recovery rep;
   rep.epoch = root_.epoch;
   const std::uint64_t size = file_bytes();
-  if (size > kHeaderPage || records_ != 0) {
-    rep.discarded_bytes = size > kHeaderPage ? size - kHeaderPage : 0;
+  if (size > records_at_ || records_ != 0) {
+    rep.discarded_bytes = size > records_at_ ? size - records_at_ : 0;
     truncate_records();
   }
   return rep;
@@ -375,6 +500,10 @@ gpm::ooc::epoch_log_info epoch_log::info() const {
   i.exists = true;
   i.data_file = data_name_;
   i.offset = offset_;
+  if (stripes_.paths.size() > 1) {
+    i.stripes = stripes_.paths;
+    i.stripe_line_bytes = stripes_.line_bytes;
+  }
   i.uuid = format::uuid_string(uuid_);
   i.created_ns = created_ns_;
   i.epoch = root_.epoch;
@@ -384,7 +513,7 @@ gpm::ooc::epoch_log_info epoch_log::info() const {
     i.records = root_.records;
     walk([&](const record_head& h, const std::byte*) { i.record_bytes += h.bytes; });
   }
-  const std::uint64_t committed_end = i.pending ? root_.end : kHeaderPage;
+  const std::uint64_t committed_end = i.pending ? root_.end : records_at_;
   i.discard_bytes = i.log_bytes > committed_end ? i.log_bytes - committed_end : 0;
   return i;
 }
@@ -416,21 +545,33 @@ epoch_log_info inspect_epoch_log(const std::string& path, std::uint64_t offset) 
 
 epoch_recovery recover_epoch_log(const std::string& path, std::uint64_t offset) {
   const std::string log = epoch_log_path(path, offset);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw_error(errno == ENOENT ? errc::not_found : errc::io,
-                "cannot recover " + path + ": " + std::strerror(errno));
-  }
+  // The range's files (the log's stripe table names them all), opened for writing: bytes from
+  // `offset` of each.
+  const auto open_range = [&](const std::string& file) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) {
+      throw_error(errno == ENOENT ? errc::not_found : errc::io,
+                  "cannot recover " + file + ": " + std::strerror(errno));
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (offset >= size) {
+      throw_error(errc::invalid_argument, "cannot recover bytes from " + std::to_string(offset) +
+                                              " of " + file + ": the file holds " +
+                                              std::to_string(size) + " bytes");
+    }
+    return std::make_unique<detail::ooc::backing_file>(file, size - offset, offset, true, false,
+                                                       false);
+  };
+  auto first = open_range(path);
   if (!log_exists(log)) return {};
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (offset >= size) {
-    throw_error(errc::invalid_argument, "cannot recover bytes from " + std::to_string(offset) +
-                                            " of " + path + ": the file holds " +
-                                            std::to_string(size) + " bytes");
+  detail::ooc::epoch_log l(path, offset, nullptr);
+  std::vector<std::unique_ptr<detail::ooc::backing_file>> others;
+  detail::ooc::epoch_target files{first.get()};
+  for (std::size_t k = 1; k < l.stripes().paths.size(); ++k) {
+    others.push_back(open_range(l.stripes().paths[k]));
+    files.push_back(others.back().get());
   }
-  const detail::ooc::backing_file data(path, size - offset, offset, true, false, false);
-  detail::ooc::epoch_log l(path, offset);
-  return l.recover(data);
+  return l.recover(files);
 }
 
 }  // namespace gpm::ooc

@@ -5,10 +5,15 @@
 //                 range's offset, checksummed, written once;
 //                 two root slots at 1024 and 2048 (double-buffered, checksummed, newest valid seq
 //                 wins): {epoch, state (applied | committed), records, end, chain}
-//   [4096, end)   records of the next epoch: a 48-byte head {kind, mask words, epoch, offset in
-//                 the range, bytes, payload checksum, head checksum} and a payload (mask words,
-//                 then the bytes; padded to 8). Checksums are seeded with the log's uuid and the
-//                 record's position, so a stale or transplanted record never validates.
+//   [4096, ...)   a striped range only (incompatible feature kStriped): the stripe table, the
+//                 paths of its files in stripe order, checksummed, written once
+//   [records, end) records of the next epoch, from 4096 (or the page after the stripe table): a
+//                 48-byte head {kind, mask words, epoch, offset in the range, bytes, payload
+//                 checksum, head checksum} and a payload (mask words, then the bytes; padded to
+//                 8). Checksums are seeded with the log's uuid and the record's position, so a
+//                 stale or transplanted record never validates.
+// A striped range has one log, beside its first file, whose records address the range (lines
+// striped over the files): one commit makes an epoch of every file durable at once.
 // An epoch: append the records, fdatasync, commit (root: epoch + 1, committed, with the record
 // count, end and a chain of the records' checksums), fdatasync, write the records in place,
 // fdatasync the data file, publish (root: applied), fdatasync, empty the log. Recovery: a
@@ -28,12 +33,25 @@
 
 namespace gpm::detail::ooc {
 
+// The data files of a range: one, or several with the range's lines striped over them (line l in
+// file l % n, as line l / n of that file's range; gpm::ooc::mapping's striping).
+struct stripe_set {
+  std::vector<std::string> paths;
+  std::uint64_t line_bytes = 0;  // the stripe unit (unused with one file)
+  bool operator==(const stripe_set&) const = default;
+};
+
+// What an epoch is written into: the range's files, open, in the log's stripe order.
+using epoch_target = std::vector<const backing_file*>;
+
 class epoch_log {
  public:
-  // Opens the epoch log of the range at `offset` of `data_path` for appending epochs, creating it
-  // (atomically: written aside, then renamed) if it does not exist. Validates it. Throws corrupt,
-  // version, layout_mismatch, io.
-  epoch_log(const std::string& data_path, std::uint64_t offset);
+  // Opens the epoch log of the range at `offset` of `data_path` (its first file, when striped) for
+  // appending epochs. With `files`: creating it (atomically: written aside, then renamed) if it
+  // does not exist, and refusing (layout_mismatch) a log of another stripe set; without, the log
+  // must exist and says what its files are (stripes()). Validates it. Throws corrupt, version,
+  // layout_mismatch, not_found, io.
+  epoch_log(const std::string& data_path, std::uint64_t offset, const stripe_set* files);
   // Opens an existing log for reading only (inspection): no creation, no writes.
   static epoch_log open_read_only(const std::string& data_path, std::uint64_t offset);
   ~epoch_log();
@@ -44,7 +62,7 @@ class epoch_log {
 
   // Finishes a committed epoch into `data` (the range, opened for writing) or drops the records
   // of an uncommitted one. Throws corrupt (a committed record fails validation), io.
-  gpm::ooc::epoch_recovery recover(const backing_file& data);
+  gpm::ooc::epoch_recovery recover(const epoch_target& data);
 
   // Appends a record of the next epoch: `bytes` bytes at byte `at` of the range, of which those
   // `mask` marks (null: all) changed. Throws io (ENOSPC: the disk is full).
@@ -54,9 +72,11 @@ class epoch_log {
   // Makes the appended records the committed next epoch (the point of no return).
   void commit();
   // Writes the committed epoch into `data`, fdatasyncs it, publishes it and empties the log.
-  gpm::ooc::epoch_recovery apply(const backing_file& data);
+  gpm::ooc::epoch_recovery apply(const epoch_target& data);
 
   std::uint64_t epoch() const { return root_.epoch; }
+  // The range's files: the data file alone, or the stripe table's.
+  const stripe_set& stripes() const { return stripes_; }
   std::uint64_t bytes_written() const { return bytes_written_; }
   gpm::ooc::epoch_log_info info() const;
 
@@ -65,7 +85,8 @@ class epoch_log {
  private:
   epoch_log() = default;
   void open_existing(bool writable);
-  void create();
+  void read_stripe_table();
+  void create(const stripe_set& files);
   std::uint64_t file_bytes() const;
   void write_root(const root& r);
   void truncate_records();
@@ -81,6 +102,8 @@ class epoch_log {
   std::string data_path_;  // the data file, for messages
   std::string data_name_;  // its name as the log records it
   std::uint64_t offset_ = 0;
+  stripe_set stripes_;
+  std::uint64_t records_at_ = gpm::format::ooc::kHeaderPage;  // where the records start
   int fd_ = -1;
   std::uint8_t uuid_[16] = {};
   std::uint64_t created_ns_ = 0;

@@ -88,6 +88,12 @@ std::string mib(std::uint64_t bytes) {
 // What a mapping holds while mapped; destroyed members in reverse order, the I/O threads first.
 struct live_state {
   std::vector<std::unique_ptr<backing_file>> files;  // none for volatile scratch data
+  // The files as an epoch is written into them, in stripe order.
+  epoch_target targets() const {
+    epoch_target t;
+    for (const auto& f : files) t.push_back(f.get());
+    return t;
+  }
   std::unique_ptr<epoch_log> log;                    // crash-consistent mappings
   std::unique_ptr<backing_file> spill;               // volatile data, crash-consistent staging
   device_buffer<std::byte> lines;
@@ -181,12 +187,6 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
     throw_error(errc::invalid_argument,
                 what + "crash_consistent needs mode::read_write or mode::write, not mode::" +
                     to_string(o.mode) + " (it makes the file's changes all-or-nothing)");
-  }
-  if (o.crash_consistent && m.paths.size() != 1) {
-    throw_error(errc::invalid_argument,
-                what +
-                    "crash_consistent maps one file: an epoch of data striped over several "
-                    "files is not supported");
   }
   if (m.size == 0) throw_error(errc::invalid_argument, what + "cannot map 0 bytes");
   const std::uint64_t lines = (m.size - 1) / o.line_bytes + 1;
@@ -394,12 +394,13 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   }
   // Before the data is read, the file must be at its newest committed epoch: a writing mapping
   // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
-  const bool has_log =
-      !first.empty() && paths.size() == 1 && std::filesystem::exists(epoch_log_path(first, offset));
+  // A striped range has one log, beside its first file.
+  const bool has_log = !first.empty() && std::filesystem::exists(epoch_log_path(first, offset));
   if (md == mode::read_write || md == mode::write) {
     if (options.crash_consistent || has_log) {
-      auto log = std::make_unique<epoch_log>(first, offset);
-      m.recovery = log->recover(*s->files.front());
+      const stripe_set files{paths, options.line_bytes};
+      auto log = std::make_unique<epoch_log>(first, offset, &files);
+      m.recovery = log->recover(s->targets());
       if (options.crash_consistent) s->log = std::move(log);
     }
   } else if (has_log) {
@@ -505,7 +506,7 @@ detail::ooc::cache_view mapping::view() const { return impl_->state().view; }
 namespace {
 
 void commit_epoch(live_state& s, std::uint64_t lb, std::uint64_t first, std::uint64_t last) {
-  const backing_file& data = *s.files.front();
+  const epoch_target data = s.targets();
   s.log->recover(data);  // a sync that failed after its commit left that epoch to finish
   struct sink {
     epoch_log* log;

@@ -130,9 +130,9 @@ std::optional<header_problem> check_header(const void* header, std::uint64_t ava
                           "corrupt; " +
                               restore_or_recreate(k)};
   }
-  if (h.incompat_features != 0) {
+  if (const std::uint64_t unknown = h.incompat_features & ~k.known_incompat; unknown != 0) {
     char bits[24];
-    std::snprintf(bits, sizeof bits, "%#llx", static_cast<unsigned long long>(h.incompat_features));
+    std::snprintf(bits, sizeof bits, "%#llx", static_cast<unsigned long long>(unknown));
     return header_problem{errc::version, std::string("it uses features this gpmkit does not know "
                                                      "(incompatible feature bits ") +
                                              bits + "): upgrade gpmkit"};

@@ -1,7 +1,8 @@
 // Unit tests of crash-consistent sync (mapping_options::crash_consistent,
 // include/gpm/ooc/epoch.hpp) on both backends: the file changes only at sync, read-write and
 // write-only, whole and range syncs, epochs counted, recovery of a committed epoch (made by a child
-// killed right after its commit) at mapping and by recover_epoch_log, and every bad input: options,
+// killed right after its commit) at mapping and by recover_epoch_log, ranges striped over several
+// files (one log, its stripe table checked), and every bad input: options,
 // two writers, corrupt, truncated, foreign and transplanted epoch logs, a committed record that
 // fails its checksum, a full disk while the log is written, and random damage to a committed log.
 #include <cstdio>
@@ -287,10 +288,58 @@ TEST(OocEpoch, OptionsItRefuses) {
     expect_error(gpm::errc::invalid_argument, "crash_consistent needs mode::read_write",
                  [&] { mapping m(a, lines(8), 0, consistent(md)); });
   }
-  expect_error(gpm::errc::invalid_argument, "striped", [&] {
-    mapping m(std::vector<std::string>{a, b}, lines(8), 0, consistent(mode::read_write));
-  });
   EXPECT_FALSE(fs::exists(gpm::ooc::epoch_log_path(a)));
+  EXPECT_FALSE(fs::exists(gpm::ooc::epoch_log_path(b)));
+}
+
+// ---- striped ranges ---------------------------------------------------------------------------
+
+// One log beside the first file commits each epoch in all of them; it names its files, so the
+// range mapped another way is refused, and so is a damaged stripe table.
+TEST(OocEpoch, StripedRangesCommitEachEpochInEveryFile) {
+  files f;
+  const std::vector<std::string> paths = {
+      f.make("s0.bin", lines(8), 1), f.make("s1.bin", lines(8), 2), f.make("s2.bin", lines(8), 3)};
+  const std::uint64_t size = lines(22) + 100;  // the last line partial, in the second file
+  std::vector<std::vector<unsigned char>> before;
+  for (const auto& p : paths) before.push_back(read_file(p));
+  const auto values = numbers(size / 4, 13);
+  {
+    mapping m(paths, size, 0, consistent(mode::read_write));
+    store_all(m.ref<std::uint32_t>(), values);
+    for (std::size_t k = 0; k < paths.size(); ++k) EXPECT_EQ(read_file(paths[k]), before[k]) << k;
+    m.sync();
+    EXPECT_EQ(m.stats().epoch, 1u);
+  }
+  std::vector<std::vector<unsigned char>> after;
+  for (const auto& p : paths) after.push_back(read_file(p));
+  EXPECT_EQ(gather(after, 0, size), bytes_of(values));
+  auto expect = before;
+  scatter(expect, 0, bytes_of(values));
+  EXPECT_EQ(after, expect);  // nothing past the range's lines changed
+  const auto info = gpm::ooc::inspect_epoch_log(paths[0]);
+  EXPECT_EQ(info.epoch, 1u);
+  ASSERT_EQ(info.stripes.size(), 3u);
+  EXPECT_EQ(fs::path(info.stripes[2]).filename(), "s2.bin");
+  EXPECT_EQ(info.stripe_line_bytes, line_size());
+  EXPECT_FALSE(fs::exists(gpm::ooc::epoch_log_path(paths[1])));
+  expect_error(gpm::errc::layout_mismatch, "3 files striped",
+               [&] { mapping m(paths[0], lines(8), 0, tiny(mode::read_write)); });
+  expect_error(gpm::errc::layout_mismatch, "3 files striped", [&] {
+    mapping m(std::vector<std::string>{paths[0], paths[2], paths[1]}, size, 0,
+              consistent(mode::read_write));
+  });
+  mapping again(paths, size, 0, consistent(mode::read_write));
+  EXPECT_EQ(again.last_recovery().epoch, 1u);
+  again.unmap();
+  // A byte of the table (in the first path) flipped.
+  const std::string log = gpm::ooc::epoch_log_path(paths[0]);
+  auto bytes = read_file(log);
+  bytes[4096 + 40] ^= 0x20;
+  write_file(log, bytes);
+  expect_error(gpm::errc::corrupt, "stripe table",
+               [&] { mapping m(paths, size, 0, consistent(mode::read_write)); });
+  expect_error(gpm::errc::corrupt, "stripe table", [&] { gpm::ooc::recover_epoch_log(paths[0]); });
 }
 
 TEST(OocEpoch, TwoWritersOfOneRangeAreRefused) {

@@ -15,7 +15,9 @@
 //  - recovery is idempotent: a recovery killed mid-write-back or mid-publish, then recovery
 //    again, gives the same file and epoch as one straight recovery.
 // Half the trials map the file resident (a 16-line GPU cache holds it whole, so kernels access it
-// directly; the 6-line host cache does not, so sync stages lines).
+// directly; the 6-line host cache does not, so sync stages lines). Half stripe the array line by
+// line over three files (one epoch log, beside the first, commits each epoch in all three); "the
+// file" is then the array the three hold.
 // Trials: GPMKIT_CRASH_TRIALS (a few hundred in CI, thousands in the crash-long label).
 #include <chrono>
 #include <filesystem>
@@ -64,6 +66,24 @@ __global__ void epoch_kernel(gpm::ooc::array<std::uint32_t> a, std::uint32_t e, 
 
 bool write_only(std::uint64_t seed) { return seed % 2 == 1; }
 bool resident(std::uint64_t seed) { return seed / 4 % 2 == 1; }
+bool striped(std::uint64_t seed) { return seed / 8 % 2 == 1; }
+
+// The files of trial `seed` whose first is `path`.
+std::vector<std::string> files_of(const std::string& path, std::uint64_t seed) {
+  if (!striped(seed)) return {path};
+  return {path, path + ".1", path + ".2"};
+}
+constexpr std::uint64_t kStripeLines = (kLines + 2) / 3;  // the most lines a stripe file holds
+
+// The array the files hold.
+std::vector<unsigned char> read_data(const std::string& path, std::uint64_t seed) {
+  std::vector<std::vector<unsigned char>> files;
+  for (const std::string& f : files_of(path, seed)) files.push_back(read_file(f));
+  for (const auto& f : files) {
+    if (f.size() < (files.size() == 1 ? lines(kLines) : lines(kStripeLines))) return files[0];
+  }
+  return gather(files, 0, lines(kLines));
+}
 
 gpm::ooc::mapping_options options_for(std::uint64_t seed) {
   gpm::ooc::mapping_options o =
@@ -122,7 +142,7 @@ std::string difference(const std::vector<unsigned char>& file, std::uint64_t see
 }
 
 GPM_CRASH_SCENARIO(ooc_epochs) {
-  mapping m(args.pool_path, lines(kLines), 0, options_for(args.seed));
+  mapping m(files_of(args.pool_path, args.seed), lines(kLines), 0, options_for(args.seed));
   auto a = m.ref<std::uint32_t>();
   gpm::device_buffer<unsigned> failures(1);
   failures.fill_bytes(0);
@@ -164,7 +184,15 @@ tally g_tally;
 // (ooc_epoch_test runs the protocol on a disk).
 std::string make_file(const gpm::test::scratch_dirs& dirs, std::uint64_t seed) {
   const std::string path = dirs.pm_dir() + "/data.bin";
-  write_file(path, initial(seed));
+  const std::vector<std::string> paths = files_of(path, seed);
+  if (paths.size() == 1) {
+    write_file(path, initial(seed));
+  } else {
+    std::vector<std::vector<unsigned char>> files(paths.size(),
+                                                  std::vector<unsigned char>(lines(kStripeLines)));
+    scatter(files, 0, initial(seed));
+    for (std::size_t k = 0; k < paths.size(); ++k) write_file(paths[k], files[k]);
+  }
   return path;
 }
 
@@ -179,7 +207,7 @@ gpm::test::scenario_args args_for(const gpm::test::scratch_dirs& dirs, const std
 std::uint64_t recover(const std::string& path, std::uint64_t seed, bool by_mapping) {
   gpm::ooc::epoch_recovery r;
   if (by_mapping) {
-    mapping m(path, lines(kLines), 0, options_for(seed));
+    mapping m(files_of(path, seed), lines(kLines), 0, options_for(seed));
     r = m.last_recovery();
   } else {
     r = gpm::ooc::recover_epoch_log(path);
@@ -202,7 +230,7 @@ void check_trial(const std::string& path, std::uint64_t seed,
   ASSERT_TRUE(e == acked || e == acked + 1)
       << what << ": the file is at epoch " << e << " but sync() had returned epoch " << acked;
   ASSERT_LE(e, kEpochs) << what;
-  const auto file = read_file(path);
+  const auto file = read_data(path, seed);
   ASSERT_TRUE(file == contents(seed, e))
       << what << ": the file is not exactly epoch " << e << "'s contents after recovery "
       << (by_mapping ? "by mapping" : "by recover_epoch_log") << ": " << difference(file, seed, e);
@@ -243,7 +271,8 @@ void epoch_trial(int t, bool at_points) {
   std::mt19937_64 rng(seed);
   std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ", " +
                      (write_only(seed) ? "write" : "read_write") +
-                     (resident(seed) ? ", resident" : "") + ")";
+                     (resident(seed) ? ", resident" : "") +
+                     (striped(seed) ? ", striped over 3 files" : "") + ")";
   gpm::test::kill_policy policy;
   if (!at_points) {
     policy = gpm::test::kill_during_run(rng, run_ms());
@@ -284,7 +313,9 @@ TEST(OocCrash, RecoveryIsIdempotent) {
   int killed = 0;
   for (int t = 0; t < trials; ++t) {
     gpm::test::scratch_dirs dirs("ooc-idem");
-    const std::uint64_t seed = gpm::test::trial_seed(200000 + t);
+    // One file: the copy below moves a file and its log, and a striped log names its files.
+    std::uint64_t seed = gpm::test::trial_seed(200000 + t);
+    if (striped(seed)) seed += 8;
     const std::string path = make_file(dirs, seed);
     std::mt19937_64 rng(seed);
     // A committed epoch waiting in the log.

@@ -148,6 +148,24 @@ TEST(ObjectHeader, UnknownIncompatibleFeaturesAreRefused) {
                  {"features", "0x10000000000", "upgrade gpmkit"});
 }
 
+// A kind that knows a feature bit accepts headers with it and still refuses the others, naming
+// only those.
+TEST(ObjectHeader, KnownIncompatibleFeaturesAreAccepted) {
+  format::object_kind knowing = kWidget;
+  knowing.known_incompat = 0x5;
+  std::vector<char> object = make_widget();
+  header_of(object).common.incompat_features = 0x4;
+  reseal(object);
+  EXPECT_FALSE(format::check_header(object.data(), kObjectBytes, knowing).has_value());
+  expect_problem(object, kObjectBytes, gpm::errc::version, {"features", "0x4"});
+  header_of(object).common.incompat_features = 0x6;
+  reseal(object);
+  const auto problem = format::check_header(object.data(), kObjectBytes, knowing);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->code, gpm::errc::version);
+  EXPECT_NE(problem->text.find("bits 0x2)"), std::string::npos) << problem->text;
+}
+
 TEST(ObjectHeader, TruncatedAndExtendedObjects) {
   const std::vector<char> object = make_widget();
   expect_problem(object, kObjectBytes - 1, gpm::errc::corrupt, {"4096 bytes", "4095", "truncated"});

@@ -48,6 +48,12 @@ json::object log_json(const gpm::ooc::epoch_log_info& i) {
   o.add("state", state_of(i));
   if (!i.exists) return o;
   o.add("data_file", i.data_file);
+  if (!i.stripes.empty()) {
+    json::array files;
+    for (const std::string& f : i.stripes) files.emplace_back(f);
+    o.add("stripes", std::move(files));
+    o.add("stripe_line_bytes", i.stripe_line_bytes);
+  }
   o.add("uuid", i.uuid);
   o.add("created", utc_time(i.created_ns));
   o.add("epoch", i.epoch);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gpm::ooc {
 
@@ -23,7 +24,11 @@ struct epoch_log_info {
   bool exists = false;       // false: the range was never mapped crash-consistently
   std::string data_file;     // the data file's name as the log records it
   std::uint64_t offset = 0;  // the range's start in it
-  std::string uuid;          // the log's identity
+  // A range striped over several files: their paths in stripe order (data_file is the first's
+  // name) and the stripe unit; empty and 0 for one file.
+  std::vector<std::string> stripes;
+  std::uint64_t stripe_line_bytes = 0;
+  std::string uuid;  // the log's identity
   std::uint64_t created_ns = 0;
   std::uint64_t epoch = 0;  // the newest epoch the log has committed
   // Whether epoch `epoch` is committed but not yet known to be in the data file (a crash hit
@@ -50,7 +55,8 @@ struct epoch_recovery {
   std::uint64_t discarded_bytes = 0; // log bytes of an uncommitted epoch dropped
 };
 
-// Brings bytes [offset, end of file) of `path` to the newest committed epoch of its log: replays
+// Brings bytes [offset, end of file) of `path` (and of the other files of its range, when the log
+// says the range is striped over several) to the newest committed epoch of its log: replays
 // a committed epoch in place (fdatasync), publishes it and empties the log, or drops the records
 // of an uncommitted one. Idempotent: a crash during recovery, then recovery again, gives the same
 // file. Locks the range for writing while it runs (errc::busy if it is mapped). Throws gpm::error:

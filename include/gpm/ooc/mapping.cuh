@@ -120,8 +120,9 @@ class mapping {
   //   corrupt, version, layout_mismatch
   //                     the range's epoch log (epoch.hpp) fails validation, or belongs to another
   //                     file or range: nothing is written or deleted
-  // A mapping that writes one file first recovers the range's epoch log if there is one (see
-  // recover_epoch_log); last_recovery() says what that did. Striped mappings ignore epoch logs.
+  // A mapping that writes first recovers the range's epoch log if there is one (see
+  // recover_epoch_log; a striped range's lies beside its first file and names all of them: the
+  // same files in the same order, or layout_mismatch); last_recovery() says what that did.
   // mode::volatile_data takes an empty path for zero-initialised scratch data.
   mapping(const std::string& path, std::uint64_t size, std::uint64_t offset = 0,
           const mapping_options& options = {});

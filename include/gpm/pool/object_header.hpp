@@ -22,7 +22,7 @@ struct object_header {
   std::uint16_t minor;              // a compatible addition bumps this
   std::uint32_t header_bytes;       // bytes the checksum covers, from the start of this header
   std::uint64_t object_bytes;       // bytes of the whole structure (the file, the pool object)
-  std::uint64_t incompat_features;  // bits a reader must understand; none are defined yet
+  std::uint64_t incompat_features;  // bits a reader must understand (object_kind::known_incompat)
   std::uint8_t uuid[16];            // random (RFC 4122 version 4): this structure's identity
   std::uint64_t created_ns;         // CLOCK_REALTIME nanoseconds when it was written
   std::uint64_t checksum;           // checksum64 of header_bytes bytes, this field read as zero
@@ -37,6 +37,9 @@ struct object_kind {
   std::uint16_t major;    // the format version this gpmkit writes, and the only major it reads
   std::uint16_t minor;
   std::uint32_t header_bytes;  // its whole header (common part and own fields) or page
+  // The incompatible feature bits this gpmkit understands in such a structure; a header with
+  // others is refused (errc::version), so an older reader never misreads a newer layout.
+  std::uint64_t known_incompat = 0;
 };
 
 // A new structure's common header: kind's magic and version, a fresh uuid, the time now. The
