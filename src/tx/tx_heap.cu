@@ -356,7 +356,10 @@ struct tx_heap::impl {
   // Fig. 6 sweep does not predict for every kernel (on an H100 they won at 4.5 GB/s on BVH and
   // ATM A1 while the sweep's crossover was 5-8 GB/s), so each kernel is measured both ways: its
   // first launch with the ring and helpers held on, its second without, then whichever
-  // committed faster, the other measured again once it has not run for 16 launches. In a ring
+  // committed faster, the other measured again once it has not run for 16 launches. Where the
+  // sweep says helpers pay (the ring launch persisted faster than the threshold), it has not been
+  // found wrong, so the launch without the ring waits for that 16-launch re-measurement instead of
+  // being the second: a probe that cost Hashtable H2 a launch at a third of its speed. In a ring
   // launch the monitor still turns helpers off, as the paper's switch does, when a slice
   // persists under the lower of the calibrated threshold and half the bandwidth this kernel's
   // ring launch reached.
@@ -371,12 +374,13 @@ struct tx_heap::impl {
       c.slice_threshold = slice_bytes(threshold);
     } else if (k.ring < 0) {
       c.ring = c.start_on = true;  // helpers held on: slice threshold 0
-    } else if (k.direct < 0) {
+    } else if (k.direct < 0 && !(k.ring_bandwidth > threshold)) {
       c.ring = false;
     } else {
-      // The faster kind, unless the other has not run for kReprobeEvery launches: its rate may
-      // be stale (the load or the data changed), so it is measured again.
-      const bool ring_wins = k.ring >= k.direct;
+      // The faster kind (the ring, while only it was measured), unless the other has not run for
+      // kReprobeEvery launches: its rate may be stale (the load or the data changed), or unknown,
+      // so it is measured.
+      const bool ring_wins = k.direct < 0 || k.ring >= k.direct;
       const std::uint64_t other_at = ring_wins ? k.direct_at : k.ring_at;
       c.ring = n - other_at >= kReprobeEvery ? !ring_wins : ring_wins;
       c.start_on = c.ring;
