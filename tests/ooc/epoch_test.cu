@@ -2,7 +2,8 @@
 // include/gpm/ooc/epoch.hpp) on both backends: the file changes only at sync, read-write and
 // write-only, whole and range syncs, epochs counted, recovery of a committed epoch (made by a child
 // killed right after its commit) at mapping and by recover_epoch_log, ranges striped over several
-// files (one log, its stripe table checked), and every bad input: options,
+// files (one log, its stripe table checked, random damage to it refused or recovered in every
+// file alike), and every bad input: options,
 // two writers, corrupt, truncated, foreign and transplanted epoch logs, a committed record that
 // fails its checksum, a full disk while the log is written, and random damage to a committed log.
 #include <cstdio>
@@ -57,11 +58,24 @@ GPM_CRASH_SCENARIO(ooc_epoch_commit_then_die) {
   return 0;
 }
 
-// Runs that child on `path` until it reaches crash point `point`.
-void kill_child_at(const files& f, const std::string& path, const std::string& point) {
+// The same over kChildLines lines striped over three files: `path` and path + ".1", ".2".
+std::vector<std::string> stripes_of(const std::string& path) {
+  return {path, path + ".1", path + ".2"};
+}
+GPM_CRASH_SCENARIO(ooc_striped_commit_then_die) {
+  mapping m(stripes_of(args.pool_path), lines(kChildLines), 0, consistent(mode::read_write));
+  auto a = m.ref<std::uint32_t>();
+  store(a, iota(a.size()), numbers(a.size(), 7));
+  m.sync();
+  return 0;
+}
+
+// Runs child `scenario` on `path` until it reaches crash point `point`.
+void kill_child_at(const files& f, const std::string& path, const std::string& point,
+                   const char* scenario = "ooc_epoch_commit_then_die") {
   auto args = f.dirs.args("unused", 1);
   args.pool_path = path;
-  const auto r = gpm::test::run_child("ooc_epoch_commit_then_die", args, gpm::test::kill_at(point));
+  const auto r = gpm::test::run_child(scenario, args, gpm::test::kill_at(point));
   EXPECT_TRUE(r.killed) << point << ": " << r.describe();
 }
 
@@ -492,6 +506,70 @@ TEST(OocEpoch, RandomDamageToACommittedLogIsRefusedOrRecovered) {
   }
   std::printf("[ fuzz     ] %d trials: %d refused, %d recovered to epoch 0, %d to epoch 1\n",
               trials, refused, previous, committed);
+}
+
+// The same for a range striped over three files whose log holds a committed epoch: recovery
+// refuses the damaged log and leaves every file as it was, or leaves all three at the previous
+// epoch or all three at the committed one. Damage lands in the header page, the stripe table or
+// the records.
+TEST(OocEpoch, RandomDamageToAStripedLogIsRefusedOrRecoveredInEveryFile) {
+  files f;
+  const std::string path = f.disk("s.bin");
+  const std::vector<std::string> paths = stripes_of(path);
+  std::vector<std::vector<unsigned char>> before(3, std::vector<unsigned char>(lines(6)));
+  scatter(before, 0, pattern(lines(kChildLines), 5));
+  for (int k = 0; k < 3; ++k) write_file(paths[k], before[k]);
+  kill_child_at(f, path, "ooc.log.committed", "ooc_striped_commit_then_die");
+  auto after = before;
+  scatter(after, 0, bytes_of(numbers(lines(kChildLines) / 4, 7)));
+  const std::string log = gpm::ooc::epoch_log_path(path);
+  const std::vector<unsigned char> good = read_file(log);
+  ASSERT_TRUE(gpm::ooc::inspect_epoch_log(path).pending);
+  const auto contents = [&] {
+    std::vector<std::vector<unsigned char>> now;
+    for (const auto& p : paths) now.push_back(read_file(p));
+    return now;
+  };
+  const char* env = std::getenv("GPMKIT_FUZZ_ITERATIONS");
+  const int trials = env != nullptr && std::atoi(env) > 0 ? std::max(1, std::atoi(env) / 4) : 60;
+  std::mt19937_64 rng(0x57e1);
+  int refused = 0, previous = 0, committed = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    std::vector<unsigned char> damaged = good;
+    const std::uint64_t region = rng() % 3;  // header page, stripe table page, anywhere
+    const std::uint64_t from = region == 1 ? 4096 : 0;
+    const std::uint64_t span = region == 2 ? good.size() : 4096;
+    std::string what = "trial " + std::to_string(trial) + ", bytes";
+    for (int d = 1 + static_cast<int>(rng() % 8); d > 0; --d) {
+      const std::uint64_t at = from + rng() % span;
+      damaged[at] = rng() % 4 == 0 ? static_cast<unsigned char>(rng())
+                                   : static_cast<unsigned char>(damaged[at] ^ (1u << (rng() % 8)));
+      what += " " + std::to_string(at);
+    }
+    for (int k = 0; k < 3; ++k) write_file(paths[k], before[k]);
+    write_file(log, damaged);
+    try {
+      (void)gpm::ooc::inspect_epoch_log(path);
+    } catch (const gpm::error&) {
+    }
+    try {
+      gpm::ooc::recover_epoch_log(path);
+    } catch (const gpm::error&) {
+      ++refused;
+      EXPECT_EQ(contents(), before) << what << ": a refused log changed a file";
+      continue;
+    }
+    const auto now = contents();
+    if (now == before) {
+      ++previous;
+    } else {
+      ++committed;
+      EXPECT_EQ(now, after) << what << ": the files are neither all at epoch 0 nor all at epoch 1";
+    }
+  }
+  std::printf("[ fuzz     ] striped: %d trials: %d refused, %d recovered to epoch 0, %d to epoch 1\n",
+              trials, refused, previous, committed);
+  EXPECT_GT(refused, 0);
 }
 
 TEST(OocEpoch, DiskFullWhileLoggingKeepsTheFileAndTheData) {
