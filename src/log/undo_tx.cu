@@ -184,9 +184,9 @@ bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
 
 // Every stream rolls back reading its entries from a copy of the log's used lines in GPU memory.
 // Read from the pool, each stream's thread fetched its entries across PCIe 4 bytes at a time,
-// twice (checksum, then restore), a request each: recovery was bound by the link's rate of read
-// requests, an interrupted gpKVS batch taking 26 times the batch. The copy reads whole lines, at
-// the link's bandwidth. Without GPU memory for the copy, from the pool as before.
+// twice (checksum, then restore), a read request each; the copy reads whole lines. On an H200
+// this halved an interrupted gpDB UPDATE batch's recovery (docs/benchmarks.md). Without GPU
+// memory for the copy, from the pool as before.
 template <class Log>
 void basic_undo_tx<Log>::roll_back(cudaStream_t stream) const {
   const auto log = log_.ref();
