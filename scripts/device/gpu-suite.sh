@@ -20,8 +20,11 @@ done
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 start=$SECONDS
-{ nvidia-smi; nvcc --version; cmake --version; uname -a; df -h /dev/shm /var/tmp; } > "$out/machine.txt" 2>&1
-grep -E "NVIDIA H|Driver Version" "$out/machine.txt" | head -3
+{ nvidia-smi; nvcc --version; cmake --version; uname -a; df -h /dev/shm /var/tmp
+  for p in nsys ncu compute-sanitizer; do  # the profilers a later call could use
+    echo "$p: $(command -v "$p" || ls /usr/local/cuda/bin/"$p" 2>/dev/null || echo absent)"
+  done; } > "$out/machine.txt" 2>&1
+grep -E "NVIDIA H|Driver Version|^(nsys|ncu|compute-sanitizer):" "$out/machine.txt" | head -6
 
 log=$out/build.log
 # The Python package builds when nanobind is importable; the machine cannot reach PyPI, so the
