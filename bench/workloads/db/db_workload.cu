@@ -127,6 +127,8 @@ class logged_strategy {
   double restore_seconds(std::uint64_t b) {
     undo_.begin();
     gpu_.update(table_.device(), undo_of(undo_), b);
+    // The crash comes after the batch's work: none of it, on any stream, is left to recovery.
+    gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before recovery");
     return seconds_on_host([&] {
       if (!undo_.recover()) check_failed("db: recovery found no batch to undo");
     });

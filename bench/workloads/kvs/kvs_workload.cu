@@ -116,6 +116,8 @@ class logged_strategy {
   double restore_seconds(const op_stream& ops, std::uint64_t b, std::uint64_t count) {
     log_.begin();
     gpu_.batch(table_.device(), undo_of(log_), ops, b, count);
+    // The crash comes after the batch's work: none of it, on any stream, is left to recovery.
+    gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before recovery");
     return seconds_on_host([&] {
       if (!log_.recover()) check_failed("kvs: recovery found no batch to undo");
     });
