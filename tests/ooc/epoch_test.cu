@@ -464,25 +464,38 @@ TEST(OocEpoch, ACommittedRecordThatFailsItsChecksumChangesNothing) {
 // the header page): recovery either refuses it with gpm::error and leaves the data file as it was,
 // or works and leaves the file at the previous epoch or the committed one, never anything else.
 // inspect_epoch_log likewise works or throws gpm::error. Trials: GPMKIT_FUZZ_ITERATIONS / 4.
+int fuzz_trials() {
+  const char* env = std::getenv("GPMKIT_FUZZ_ITERATIONS");
+  return env != nullptr && std::atoi(env) > 0 ? std::max(1, std::atoi(env) / 4) : 60;
+}
+
+// `good` with 1 to 8 of its bytes in [from, from + span) flipped by a bit or replaced; `what`
+// gets their offsets.
+std::vector<unsigned char> damage(const std::vector<unsigned char>& good, std::uint64_t from,
+                                  std::uint64_t span, std::mt19937_64& rng, std::string& what) {
+  std::vector<unsigned char> damaged = good;
+  what += ", bytes";
+  for (int d = 1 + static_cast<int>(rng() % 8); d > 0; --d) {
+    const std::uint64_t at = from + rng() % span;
+    damaged[at] = rng() % 4 == 0 ? static_cast<unsigned char>(rng())
+                                 : static_cast<unsigned char>(damaged[at] ^ (1u << (rng() % 8)));
+    what += " " + std::to_string(at);
+  }
+  return damaged;
+}
+
 TEST(OocEpoch, RandomDamageToACommittedLogIsRefusedOrRecovered) {
   committed_file c;
   const std::string log = gpm::ooc::epoch_log_path(c.path);
   const std::vector<unsigned char> good = read_file(log);
-  const char* env = std::getenv("GPMKIT_FUZZ_ITERATIONS");
-  const int trials = env != nullptr && std::atoi(env) > 0 ? std::max(1, std::atoi(env) / 4) : 60;
+  const int trials = fuzz_trials();
   std::mt19937_64 rng(0xe90c);
   int refused = 0, previous = 0, committed = 0;
   for (int trial = 0; trial < trials; ++trial) {
-    std::vector<unsigned char> damaged = good;
     const std::uint64_t span =
         rng() % 2 == 0 ? std::min<std::uint64_t>(4096, good.size()) : good.size();
-    std::string what = "trial " + std::to_string(trial) + ", bytes";
-    for (int f = 1 + static_cast<int>(rng() % 8); f > 0; --f) {
-      const std::uint64_t at = rng() % span;
-      damaged[at] = rng() % 4 == 0 ? static_cast<unsigned char>(rng())
-                                   : static_cast<unsigned char>(damaged[at] ^ (1u << (rng() % 8)));
-      what += " " + std::to_string(at);
-    }
+    std::string what = "trial " + std::to_string(trial);
+    const std::vector<unsigned char> damaged = damage(good, 0, span, rng, what);
     write_file(c.path, c.before);
     write_file(log, damaged);
     try {
@@ -530,22 +543,15 @@ TEST(OocEpoch, RandomDamageToAStripedLogIsRefusedOrRecoveredInEveryFile) {
     for (const auto& p : paths) now.push_back(read_file(p));
     return now;
   };
-  const char* env = std::getenv("GPMKIT_FUZZ_ITERATIONS");
-  const int trials = env != nullptr && std::atoi(env) > 0 ? std::max(1, std::atoi(env) / 4) : 60;
+  const int trials = fuzz_trials();
   std::mt19937_64 rng(0x57e1);
   int refused = 0, previous = 0, committed = 0;
   for (int trial = 0; trial < trials; ++trial) {
-    std::vector<unsigned char> damaged = good;
     const std::uint64_t region = rng() % 3;  // header page, stripe table page, anywhere
     const std::uint64_t from = region == 1 ? 4096 : 0;
     const std::uint64_t span = region == 2 ? good.size() : 4096;
-    std::string what = "trial " + std::to_string(trial) + ", bytes";
-    for (int d = 1 + static_cast<int>(rng() % 8); d > 0; --d) {
-      const std::uint64_t at = from + rng() % span;
-      damaged[at] = rng() % 4 == 0 ? static_cast<unsigned char>(rng())
-                                   : static_cast<unsigned char>(damaged[at] ^ (1u << (rng() % 8)));
-      what += " " + std::to_string(at);
-    }
+    std::string what = "trial " + std::to_string(trial);
+    const std::vector<unsigned char> damaged = damage(good, from, span, rng, what);
     for (int k = 0; k < 3; ++k) write_file(paths[k], before[k]);
     write_file(log, damaged);
     try {
