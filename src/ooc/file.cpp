@@ -301,6 +301,17 @@ void backing_file::resize(std::uint64_t bytes) const {
   }
 }
 
+bool backing_file::punch(std::uint64_t at, std::uint64_t bytes) const {
+  return bytes == 0 || ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                   static_cast<off_t>(offset_ + at), static_cast<off_t>(bytes)) == 0;
+}
+
+std::uint64_t backing_file::allocated_bytes() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
+  return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+
 void backing_file::datasync() const {
   if (::fdatasync(fd_) != 0) {
     throw_error(errc::io, "fdatasync of " + path_ + " failed: " + sys_reason(errno));

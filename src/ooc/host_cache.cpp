@@ -488,11 +488,29 @@ void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
     x.whole = false;
     std::fill(x.mask.begin(), x.mask.end(), 0u);
   }
+  if (spilled_.empty()) return;  // nothing is staged without a spill file
   last = std::min<std::uint64_t>(last, spilled_.size() - 1);
-  for (std::uint64_t l = first; l <= last; ++l) {
-    if (!spilled_[l]) continue;
-    spilled_[l] = false;
-    spill_mask_.erase(l);
+  // The staged copies are in the file now: their blocks of the staging file are given back, so
+  // that it holds what was staged since the last epoch, not every line ever staged. Not a line
+  // whose entry is busy: an I/O thread may be reading its staged copy, having chosen the staging
+  // file before this epoch.
+  const auto busy = [&](std::uint64_t l) {
+    const auto it = index_.find(l);
+    return it != index_.end() && entries_[it->second].busy;
+  };
+  std::uint64_t run = 0;  // punchable lines ending at l - 1
+  for (std::uint64_t l = first; l <= last + 1; ++l) {
+    const bool punch = l <= last && spilled_[l] && !busy(l);
+    if (l <= last && spilled_[l]) {
+      spilled_[l] = false;
+      spill_mask_.erase(l);
+    }
+    if (punch) {
+      ++run;
+    } else if (run != 0) {
+      spill_->punch((l - run) * config_.line_bytes, run * config_.line_bytes);
+      run = 0;
+    }
   }
 }
 

@@ -615,6 +615,7 @@ mapping_stats mapping::stats() const {
   r.file_bytes_read = h.file_bytes_read;
   r.file_bytes_written = h.file_bytes_written;
   r.spill_bytes_written = h.spill_bytes_written;
+  r.spill_bytes_held = s.spill ? s.spill->allocated_bytes() : 0;
   r.syncs = s.syncs;
   r.last_io_error = s.io->last_error();
   r.epoch = s.log ? s.log->epoch() : m.recovery.epoch;

@@ -93,8 +93,11 @@ struct mapping_stats {
   std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
   std::uint64_t file_bytes_read = 0;
   std::uint64_t file_bytes_written = 0;
-  std::uint64_t spill_bytes_written = 0;  // mode::volatile_data
-  std::uint64_t syncs = 0;                // fdatasync calls
+  std::uint64_t spill_bytes_written = 0;  // mode::volatile_data, crash-consistent staging
+  // Disk space the spill (staging) file holds now: a crash-consistent mapping gives back the
+  // blocks of what each epoch wrote in place, where the file system can punch holes.
+  std::uint64_t spill_bytes_held = 0;
+  std::uint64_t syncs = 0;  // fdatasync calls
   std::string last_io_error;              // the most recent I/O failure, empty if none
   // Crash-consistent mappings: the epoch the file is at, epochs this mapping committed, and the
   // bytes it wrote to the epoch log (records, twice the changed bytes reach the disk).

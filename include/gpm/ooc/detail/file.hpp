@@ -70,6 +70,13 @@ class backing_file {
   void datasync() const;
   // Sets the file's length (a temporary file's: its holes read as zeros). Throws io.
   void resize(std::uint64_t bytes) const;
+  // Gives back the blocks of bytes [at, at + bytes) of the range, which read as zeros from then
+  // on (a temporary file's data no longer needed). Best effort: where the file system cannot punch
+  // holes, or refuses, the blocks stay allocated and the bytes as they were; returns whether it
+  // punched.
+  bool punch(std::uint64_t at, std::uint64_t bytes) const;
+  // Bytes of disk space the file holds (its allocated blocks). Throws io.
+  std::uint64_t allocated_bytes() const;
 
   // Bytes at the range's start that may hold data: the whole range, unless `create` extended the
   // file at open, when the part past its old end reads as zeros until something is written there
