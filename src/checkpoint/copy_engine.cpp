@@ -25,6 +25,15 @@ copy_engine::copy_engine(pool& p, std::uint32_t max_chunks, copy_path path)
       sums_(max_chunks),
       host_sums_(max_chunks) {}
 
+void* copy_engine::start_pool_copy(std::uint64_t copy_offset, const void* source,
+                                   std::uint64_t bytes, bool by_dma, cudaStream_t dma) {
+  if (!by_dma) return p_->ref().ptr<void>(copy_offset);
+  check_cuda(cudaMemcpyAsync(p_->host_ptr<void>(copy_offset), source, bytes,
+                             cudaMemcpyDeviceToHost, dma),
+             "cudaMemcpyAsync (checkpoint copy)");
+  return nullptr;
+}
+
 void copy_engine::enqueue_batch(const std::vector<batch_job>& jobs, copy_path via) {
   if (jobs.size() > max_chunks_) {
     throw_error(errc::invalid_argument, "checkpoint copy engine: a batch of " +
@@ -42,16 +51,11 @@ void copy_engine::enqueue_batch(const std::vector<batch_job>& jobs, copy_path vi
   std::uint64_t tiles = 0;
   for (std::uint32_t k = 0; k < n; ++k) {
     const batch_job& j = jobs[k];
-    void* copy = j.gpu_copy;
-    if (j.copy_offset != 0) {
-      if (via == copy_path::dma && j.bytes >= kDmaMinBytes) {
-        check_cuda(cudaMemcpyAsync(p_->host_ptr<void>(j.copy_offset), j.source, j.bytes,
-                                   cudaMemcpyDeviceToHost, dma_stream_.get()),
-                   "cudaMemcpyAsync (checkpoint copy)");
-      } else {
-        copy = p_->ref().ptr<void>(j.copy_offset);
-      }
-    }
+    void* copy = j.copy_offset == 0
+                     ? j.gpu_copy
+                     : start_pool_copy(j.copy_offset, j.source, j.bytes,
+                                       via == copy_path::dma && j.bytes >= kDmaMinBytes,
+                                       dma_stream_.get());
     table_.data()[k] = {j.source, copy, j.bytes, tiles};
     tiles += tiles_of(j.bytes);
     batch_bytes_[k] = j.bytes;
@@ -83,16 +87,9 @@ void copy_engine::enqueue(action a, const copy_job& j, std::uint64_t copy_offset
   const cudaStream_t s = j.stream.get();
   unsigned long long* sum = sums_.data() + j.index;
   check_cuda(cudaMemsetAsync(sum, 0, sizeof(unsigned long long), s), "cudaMemsetAsync");
-  void* copy = nullptr;
-  if (a == action::copy) {
-    if (via == copy_path::dma) {
-      check_cuda(cudaMemcpyAsync(p_->host_ptr<void>(copy_offset), j.source, j.bytes,
-                                 cudaMemcpyDeviceToHost, s),
-                 "cudaMemcpyAsync (checkpoint copy)");
-    } else {
-      copy = p_->ref().ptr<void>(copy_offset);
-    }
-  }
+  void* copy = a == action::copy
+                   ? start_pool_copy(copy_offset, j.source, j.bytes, via == copy_path::dma, s)
+                   : nullptr;
   enqueue_span({j.source, copy, j.bytes, 0}, sum, multiprocessors_, s);
   check_cuda(cudaMemcpyAsync(host_sums_.data() + j.index, sum, sizeof(unsigned long long),
                              cudaMemcpyDeviceToHost, s),

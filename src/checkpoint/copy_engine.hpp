@@ -79,6 +79,11 @@ class copy_engine {
   }
 
  private:
+  // A copy of `bytes` at `source` into the pool's copy at `copy_offset`: by DMA on `dma` (returns
+  // nullptr), or returns the GPU's view of the copy for the digest kernel's stores.
+  void* start_pool_copy(std::uint64_t copy_offset, const void* source, std::uint64_t bytes,
+                        bool by_dma, cudaStream_t dma);
+
   pool* p_;
   copy_path path_;
   int multiprocessors_;
