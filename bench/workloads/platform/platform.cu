@@ -90,6 +90,25 @@ __global__ void stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
   if constexpr (!PersistEachStore) gpm::persist();
 }
 
+// The same stores, each warp writing its own contiguous share of the object from start to end,
+// as warps write logs laid out a region per warp (hcl_log): the same bytes and store widths, but
+// the stores in flight at any moment are spread over the whole object instead of lying together.
+__global__ void warp_region_stores(uint4* dst, std::uint64_t n, unsigned seed) {
+  const std::uint64_t warps = gpm::tile_count<32>();
+  const std::uint64_t share = (n + warps - 1) / warps;
+  const std::uint64_t begin = gpm::tile_index<32>() * share;
+  const std::uint64_t end = std::min(n, begin + share);
+  std::uint64_t i = begin + gpm::lane_id();
+  for (; i + 3 * 32 < end; i += 4 * 32) {
+    stream_store<false>(dst, i, seed);
+    stream_store<false>(dst, i + 32, seed);
+    stream_store<false>(dst, i + 2 * 32, seed);
+    stream_store<false>(dst, i + 3 * 32, seed);
+  }
+  for (; i < end; i += 32) stream_store<false>(dst, i, seed);
+  gpm::persist();
+}
+
 // The same stores, staged in shared memory and written by Hopper's bulk-copy engine
 // (cp.async.bulk, shared -> global) 16 KiB at a time, double-buffered: whole-chunk writes that
 // can cross PCIe like a DMA copy does. On other GPUs and on the host backend the staged chunk is
@@ -191,16 +210,22 @@ measurement d2h_memcpy(const mode_context& ctx) {
   return measure_d2h_memcpy(ctx, sizes_for(ctx).stream_bytes);
 }
 
-enum class stream_kind { persist_per_thread, persist_each_store, bulk_copy };
+enum class stream_kind { persist_per_thread, persist_each_store, bulk_copy, warp_regions };
+
+constexpr const char* stream_mode_name(stream_kind k) {
+  switch (k) {
+    case stream_kind::persist_per_thread: return "persist_stream";
+    case stream_kind::persist_each_store: return "persist_stream_fence_each";
+    case stream_kind::bulk_copy: return "persist_stream_bulk";
+    case stream_kind::warp_regions: return "persist_warp_regions";
+  }
+  return "";
+}
 
 template <stream_kind Kind>
 measurement persist_stream_of(const mode_context& ctx, std::uint64_t bytes) {
   const std::uint64_t n = bytes / sizeof(uint4);
-  const bench_pool p(ctx,
-                     Kind == stream_kind::persist_per_thread   ? "persist_stream"
-                     : Kind == stream_kind::persist_each_store ? "persist_stream_fence_each"
-                                                               : "persist_stream_bulk",
-                     pool_bytes_for(bytes), bytes);
+  const bench_pool p(ctx, stream_mode_name(Kind), pool_bytes_for(bytes), bytes);
   uint4* dst = p.device<uint4>();
   const auto [blocks, threads] = filling_geometry(ctx);
   const gpm::stream s;
@@ -211,6 +236,8 @@ measurement persist_stream_of(const mode_context& ctx, std::uint64_t bytes) {
     return seconds_on_stream(s, [&] {
       if constexpr (Kind == stream_kind::bulk_copy) {
         gpm::launch(bulk_stream_stores, blocks, threads, 0, s, dst, n, seed);
+      } else if constexpr (Kind == stream_kind::warp_regions) {
+        gpm::launch(warp_region_stores, blocks, threads, 0, s, dst, n, seed);
       } else {
         gpm::launch(stream_stores<Kind == stream_kind::persist_each_store>, blocks, threads, 0, s,
                     dst, n, seed);
@@ -222,7 +249,7 @@ measurement persist_stream_of(const mode_context& ctx, std::uint64_t bytes) {
     const uint4 want = stream_pattern(i, seed);
     const uint4 got = host[i];
     if (got.x != want.x || got.y != want.y || got.z != want.z || got.w != want.w) {
-      check_failed("persist_stream: the 16 bytes at object offset " +
+      check_failed(std::string(stream_mode_name(Kind)) + ": the 16 bytes at object offset " +
                    std::to_string(i * sizeof(uint4)) + " are not what the last call stored");
     }
   }
@@ -429,6 +456,10 @@ workload platform_workload() {
           {"persist_stream_bulk",
            "the same bytes staged in shared memory, written by the bulk-copy engine (sm_90)",
            "d2h_memcpy", persist_stream<stream_kind::bulk_copy>},
+          {"persist_warp_regions",
+           "the same stores, each warp writing its own contiguous share in turn (a region per "
+           "warp, as hcl_log lays out logs)",
+           "d2h_memcpy", persist_stream<stream_kind::warp_regions>},
           {"persist_random8", "random 8-byte stores into a pool, each persisted (M stores/s)", "",
            persist_random8},
           {"persist_latency", "one thread: store + persist, repeated (ns per persist)", "",
