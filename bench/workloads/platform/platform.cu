@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,11 @@ __global__ void warp_region_stores(uint4* dst, std::uint64_t n, unsigned seed) {
   }
   for (; i < end; i += 32) stream_store<false>(dst, i, seed);
   gpm::persist();
+}
+
+// Coalesced grid-stride copy of n uint4 from the pool into GPU memory: the pool read sweeps.
+__global__ void sweep_copy(const uint4* src, uint4* dst, std::uint64_t n) {
+  for (std::uint64_t i : gpm::grid_stride(n)) dst[i] = src[i];
 }
 
 // The same stores, staged in shared memory and written by Hopper's bulk-copy engine
@@ -262,6 +268,78 @@ measurement persist_stream_of(const mode_context& ctx, std::uint64_t bytes) {
 template <stream_kind Kind>
 measurement persist_stream(const mode_context& ctx) {
   return persist_stream_of<Kind>(ctx, sizes_for(ctx).stream_bytes);
+}
+
+// What a timed read sweep of the pool finds before it: whether the GPU read the same pool pages
+// and wrote the same GPU memory before (warm), or the pool was just created and filled by the CPU,
+// or just written by the GPU (as a log is before recovery reads it), or the GPU memory was just
+// allocated. Each call of the cold kinds starts from a new pool or a new allocation.
+enum class sweep_kind { warm, fresh_pool, gpu_written_pool, fresh_destination };
+
+constexpr const char* sweep_mode_name(sweep_kind k) {
+  switch (k) {
+    case sweep_kind::warm: return "read_sweep";
+    case sweep_kind::fresh_pool: return "read_sweep_fresh_pool";
+    case sweep_kind::gpu_written_pool: return "read_sweep_gpu_written";
+    case sweep_kind::fresh_destination: return "read_sweep_fresh_destination";
+  }
+  return "";
+}
+
+template <sweep_kind Kind>
+measurement read_sweep(const mode_context& ctx) {
+  const std::uint64_t bytes = sizes_for(ctx).stream_bytes;
+  const std::uint64_t n = bytes / sizeof(uint4);
+  const auto [blocks, threads] = filling_geometry(ctx);
+  const gpm::stream s;
+  const auto fill = [&](const bench_pool& p, unsigned seed) {
+    if constexpr (Kind == sweep_kind::gpu_written_pool) {
+      gpm::launch(warp_region_stores, blocks, threads, 0, s, p.device<uint4>(), n, seed);
+      s.synchronize();
+    } else {
+      uint4* host = p.host<uint4>();
+      for (std::uint64_t i = 0; i < n; ++i) host[i] = stream_pattern(i, seed);
+    }
+  };
+  std::optional<bench_pool> pool;
+  std::optional<gpm::device_buffer<uint4>> dst;
+  const auto new_pool = [&](unsigned seed) {
+    pool.reset();
+    pool.emplace(ctx, sweep_mode_name(Kind), pool_bytes_for(bytes), bytes);
+    fill(*pool, seed);
+  };
+  const auto sweep = [&] {
+    return seconds_on_stream(s, [&] {
+      gpm::launch(sweep_copy, blocks, threads, 0, s, pool->device<uint4>(), dst->data(), n);
+    });
+  };
+  constexpr bool fresh_pools =
+      Kind == sweep_kind::fresh_pool || Kind == sweep_kind::gpu_written_pool;
+  unsigned seed = 1;
+  new_pool(seed);
+  dst.emplace(n);
+  if constexpr (!fresh_pools) sweep();  // the pages read and the memory written once, untimed
+  measurement m;
+  m.times_s = ctx.repeat([&](int call) {
+    if constexpr (fresh_pools) new_pool(seed = static_cast<unsigned>(call) + 2);
+    if constexpr (Kind == sweep_kind::fresh_destination) {
+      dst.reset();
+      dst.emplace(n);
+    }
+    return sweep();
+  });
+  std::vector<uint4> got(n);
+  dst->copy_to_host(got.data(), n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const uint4 want = stream_pattern(i, seed);
+    if (got[i].x != want.x || got[i].y != want.y || got[i].z != want.z || got[i].w != want.w) {
+      check_failed(std::string(sweep_mode_name(Kind)) + ": the 16 bytes at offset " +
+                   std::to_string(i * sizeof(uint4)) + " are not the pool's");
+    }
+  }
+  m.sizes = {{"bytes", bytes}, {"blocks", blocks}, {"threads_per_block", threads}};
+  m.throughput = gigabytes(bytes);
+  return m;
 }
 
 measurement persist_random8(const mode_context& ctx) {
@@ -460,6 +538,15 @@ workload platform_workload() {
            "the same stores, each warp writing its own contiguous share in turn (a region per "
            "warp, as hcl_log lays out logs)",
            "d2h_memcpy", persist_stream<stream_kind::warp_regions>},
+          {"read_sweep", "coalesced reads of a pool into GPU memory, both read and written before",
+           "d2h_memcpy", read_sweep<sweep_kind::warm>},
+          {"read_sweep_fresh_pool", "the same from a pool just created and filled by the CPU",
+           "d2h_memcpy", read_sweep<sweep_kind::fresh_pool>},
+          {"read_sweep_gpu_written",
+           "the same from a pool just created and written by the GPU (as a log before recovery)",
+           "d2h_memcpy", read_sweep<sweep_kind::gpu_written_pool>},
+          {"read_sweep_fresh_destination", "the same into GPU memory just allocated", "d2h_memcpy",
+           read_sweep<sweep_kind::fresh_destination>},
           {"persist_random8", "random 8-byte stores into a pool, each persisted (M stores/s)", "",
            persist_random8},
           {"persist_latency", "one thread: store + persist, repeated (ns per persist)", "",
