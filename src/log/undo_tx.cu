@@ -41,43 +41,39 @@ __global__ void roll_back_kernel(basic_undo_tx_ref<Log> tx) {
   tx.roll_back();
 }
 
-// recover()'s copy of the log, in two kernels. The first finds, per region (a warp's rows of an
-// hcl_log, a partition of a conv_log), the bytes its streams use: the largest tail of the
-// region's lanes, read by a warp per region.
+// The unit of recover()'s copy: a warp copies a piece of a region, the part of it that the
+// region's streams use (their tails, read by the warp's lanes).
+constexpr std::uint64_t copy_piece_bytes = 64 << 10;
+
 template <class Log>
-__global__ void used_per_region_kernel(typename L::undo_streams<Log>::ref_type log,
-                                       std::uint64_t* used) {
-  using S = L::undo_streams<Log>;
-  const auto warp = gpm::make_tile<L::warp_lanes>();
-  for (std::uint64_t region : gpm::grid_stride<L::warp_lanes>(S::regions(log))) {
-    const std::uint64_t u = gpm::tile_max(warp, S::used_bytes(log, region, warp.thread_rank()));
-    if (warp.thread_rank() == 0) used[region] = u;
-  }
+GPM_HOST_DEVICE std::uint64_t copy_pieces_per_region(
+    const typename L::undo_streams<Log>::ref_type& log) {
+  return (L::undo_streams<Log>::region_bytes(log) + copy_piece_bytes - 1) / copy_piece_bytes;
 }
 
-// The second copies the used bytes into `copy`, at the same offsets, in 16-byte words (rounded
-// out: a neighbour's bytes copied along are the same bytes). The whole grid sweeps the log in
-// address order, so the words in flight at any moment lie close together: given a piece of a
-// region each, the warps read thousands of places at once across the log, missing the GPU's
-// translation cache on host memory at every load (an interrupted gpKVS batch's 0.75 GB log
-// copied at about 1 GB/s on an H200, against 51 GB/s for a sweep).
+// Copies the used part of the log's data into `copy`, at the same offsets, with 16-byte loads of
+// whole lines (rounded out to 16 bytes: a neighbour's bytes copied along are the same bytes).
 template <class Log>
-__global__ void copy_used_kernel(typename L::undo_streams<Log>::ref_type log,
-                                 const std::uint64_t* used, char* copy) {
+__global__ void copy_used_kernel(typename L::undo_streams<Log>::ref_type log, char* copy) {
   using S = L::undo_streams<Log>;
   const std::uint64_t region_bytes = S::region_bytes(log);
-  const std::uint64_t regions = S::regions(log);
+  const std::uint64_t per_region = copy_pieces_per_region<Log>(log);
   const auto* src = reinterpret_cast<const ulonglong2*>(S::data(log));
   auto* dst = reinterpret_cast<ulonglong2*>(copy);
-  // Whether [begin, end) of the data overlaps the used bytes of a region it touches.
-  const auto in_use = [&](std::uint64_t begin, std::uint64_t end) {
-    const std::uint64_t r = begin / region_bytes;
-    if (begin - r * region_bytes < used[r]) return true;
-    const std::uint64_t next = (r + 1) * region_bytes;
-    return end > next && r + 1 < regions && used[r + 1] > 0;
-  };
-  for (std::uint64_t w : gpm::grid_stride((regions * region_bytes + 15) / 16)) {
-    if (in_use(w * 16, w * 16 + 16)) dst[w] = src[w];
+  const std::uint32_t lane = gpm::lane_id();
+  for (std::uint64_t item : gpm::grid_stride<L::warp_lanes>(S::regions(log) * per_region)) {
+    const std::uint64_t region = item / per_region;
+    const std::uint64_t lo = item % per_region * copy_piece_bytes;
+    std::uint64_t used = S::used_bytes(log, region, lane);
+    for (int offset = 16; offset > 0; offset /= 2) {
+      used = std::max(used, static_cast<std::uint64_t>(__shfl_xor_sync(0xffffffffu, used, offset)));
+    }
+    const std::uint64_t hi = std::min(used, lo + copy_piece_bytes);
+    if (hi <= lo) continue;
+    const std::uint64_t end = (region * region_bytes + hi + 15) / 16;
+    for (std::uint64_t w = (region * region_bytes + lo) / 16 + lane; w < end; w += L::warp_lanes) {
+      dst[w] = src[w];
+    }
   }
 }
 
@@ -194,10 +190,8 @@ bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
 template <class Log>
 void basic_undo_tx<Log>::roll_back(cudaStream_t stream) const {
   const auto log = log_.ref();
-  const std::uint64_t copy_bytes = (streams::data_bytes(log) + 15) / 16 * 16;
   void* copy = nullptr;
-  if (cudaMalloc(&copy, copy_bytes + streams::regions(log) * sizeof(std::uint64_t)) !=
-      cudaSuccess) {
+  if (cudaMalloc(&copy, streams::data_bytes(log)) != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky: the direct path below works without it
     copy = nullptr;
   }
@@ -205,14 +199,11 @@ void basic_undo_tx<Log>::roll_back(cudaStream_t stream) const {
   if (copy == nullptr) {
     launch(roll_back_kernel<Log>, grid(), block(), 0, stream, ref());
   } else {
-    // The region table sits after the copy (16-byte words), in the same allocation.
-    auto* used = reinterpret_cast<std::uint64_t*>(static_cast<char*>(copy) + copy_bytes);
-    // Grids the device runs at once: a later wave of blocks would start its sweep elsewhere.
+    const std::uint64_t warps = streams::regions(log) * copy_pieces_per_region<Log>(log);
     constexpr std::uint32_t threads = 256;
-    launch(used_per_region_kernel<Log>, resident_blocks(used_per_region_kernel<Log>, threads),
-           threads, 0, stream, log, used);
-    launch(copy_used_kernel<Log>, resident_blocks(copy_used_kernel<Log>, threads), threads, 0,
-           stream, log, used, static_cast<char*>(copy));
+    const auto blocks = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>((warps * L::warp_lanes + threads - 1) / threads, 1u << 20));
+    launch(copy_used_kernel<Log>, blocks, threads, 0, stream, log, static_cast<char*>(copy));
     launch(roll_back_kernel<Log>, grid(), block(), 0, stream,
            ref_type(streams::reading(log, static_cast<char*>(copy)), pool_->ref()));
   }
