@@ -64,10 +64,8 @@ __global__ void copy_used_kernel(typename L::undo_streams<Log>::ref_type log, ch
   for (std::uint64_t item : gpm::grid_stride<L::warp_lanes>(S::regions(log) * per_region)) {
     const std::uint64_t region = item / per_region;
     const std::uint64_t lo = item % per_region * copy_piece_bytes;
-    std::uint64_t used = S::used_bytes(log, region, lane);
-    for (int offset = 16; offset > 0; offset /= 2) {
-      used = std::max(used, static_cast<std::uint64_t>(__shfl_xor_sync(0xffffffffu, used, offset)));
-    }
+    const std::uint64_t used =
+        gpm::tile_max(gpm::make_tile<L::warp_lanes>(), S::used_bytes(log, region, lane));
     const std::uint64_t hi = std::min(used, lo + copy_piece_bytes);
     if (hi <= lo) continue;
     const std::uint64_t end = (region * region_bytes + hi + 15) / 16;
