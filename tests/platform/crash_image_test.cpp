@@ -205,6 +205,27 @@ TEST(CrashImage, ADisabledFenceSiteDoesNothing) {
   EXPECT_EQ(checker.stats().site_hits.at("t.fence.off"), 1u);
 }
 
+// persist_later_at names each range as it is stored (host code: the lines become durable at
+// once); persist_named_at, the fence a GPU makes after the run, carries no other line along.
+TEST(CrashImage, RangesPersistedLaterAreNamedOneByOne) {
+  buffer b;
+  image_log log("crash-image-later");
+  gpm::crash_image_checker checker(b.bytes.data(), b.bytes.size(), log.check(), log.options());
+  b.line(0)[0] = 'p';
+  b.line(1)[0] = 'q';  // stored by someone else, never persisted
+  b.line(2)[0] = 'r';
+  gpm::persist_later_at("t.later", b.line(0), kLine);
+  gpm::persist_later_at("t.later", b.line(2), kLine);
+  gpm::persist_named_at("t.later");
+  gpm::crash_point("t.point");
+  ASSERT_EQ(log.images.size(), 2u);  // line 1 lost, line 1 kept
+  for (const auto& image : log.images) {
+    EXPECT_EQ(line_byte(image, 0), 'p');
+    EXPECT_EQ(line_byte(image, 2), 'r');
+  }
+  EXPECT_EQ(checker.stats().site_hits.at("t.later"), 2u);
+}
+
 TEST(CrashImage, AdoptsTheNextMappingUntilItIsUnmapped) {
   buffer b;
   image_log log("crash-image-adopt");

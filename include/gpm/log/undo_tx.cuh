@@ -171,27 +171,34 @@ inline constexpr std::uint64_t undo_record_chunks = 4;
 
 // Rolls back one stream, newest entry first, restoring each entry's old bytes into the pool
 // and persisting them (each entry's range, which is what recover() relies on before it clears
-// the mark; on a GPU one __threadfence_system per entry); the stream itself is left as it is.
+// the mark; on a GPU one __threadfence_system after the stream's last entry: a fence per entry
+// made each thread wait a PCIe round trip per entry); the stream itself is left as it is. A word
+// saved by two entries of the stream ends with the older entry's bytes: the thread's stores to
+// one address reach memory in program order, so no fence is needed between them.
 // corrupt: an entry failed its checksum or names bytes outside the pool (the stream stops before
 // applying it).
 template <class Layout>
 __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
                                        const pool_ref& pool) {
+  log_status result = log_status::ok;
   for (std::uint64_t end = load_used(s); end != 0;) {
     const entry e = entry_ending_at(at, s, end);
-    if (e.status != log_status::ok) return e.status;
     const std::uint64_t head_bytes = undo_record_chunks * chunk_bytes;
-    if (e.bytes < head_bytes) return log_status::corrupt;
+    if (e.status != log_status::ok || e.bytes < head_bytes) {
+      result = e.status != log_status::ok ? e.status : log_status::corrupt;
+      break;
+    }
     // First pass: checksum and the record; nothing is written unless the entry is intact.
     std::uint32_t head[undo_record_chunks] = {};
-    const log_status st = walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
+    result = walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
       if (k < undo_record_chunks) head[k] = c;
     });
-    if (st != log_status::ok) return st;
+    if (result != log_status::ok) break;
     const std::uint64_t offset = head[0] | std::uint64_t{head[1]} << 32;
     const std::uint64_t bytes = head[2];
     if (bytes != e.bytes - head_bytes || head[3] != 0 || !pool.contains(offset, bytes)) {
-      return log_status::corrupt;
+      result = log_status::corrupt;
+      break;
     }
     // Second pass: restore the old bytes.
     unsigned char* target = pool.ptr<unsigned char>(offset);
@@ -207,10 +214,11 @@ __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
         target[pos + i] = static_cast<unsigned char>(c >> (8 * i));
       }
     });
-    gpm::persist_at("undo_tx.roll_back.data", target, bytes);
+    gpm::persist_later_at("undo_tx.roll_back.data", target, bytes);
     end = e.begin;
   }
-  return log_status::ok;
+  gpm::persist_named_at("undo_tx.roll_back.data");  // the entries restored before any failure
+  return result;
 }
 
 }  // namespace detail::log

@@ -12,6 +12,8 @@
 //                           checker models a fence naming no range as making every line durable
 //   gpm::persist_each_at(site, n, bytes, at)  a thread's n scattered ranges at one site: one
 //                           fence on a GPU, each range named elsewhere
+//   gpm::persist_later_at(site, p, len), then gpm::persist_named_at(site)  the same for ranges
+//                           named one by one as they are stored, with one fence after the last
 //   gpm::write_back(p, len) host only: writes the range's cache lines back to memory (clwb,
 //                           else clflushopt, else clflush), then fences, whatever the mapping;
 //                           what a CPU persisting GPU-written data does on PM platforms (the
@@ -125,6 +127,29 @@ GPM_HOST_DEVICE inline void persist_each_at(const char* site, std::uint64_t n, s
   persist_at(site);
 #else
   for (std::uint64_t i = 0; i < n; ++i) persist_at(site, at(i), bytes);
+#endif
+}
+
+// For a thread that makes a run of ranges durable at one site and can fence once after the
+// last: persist_later_at names each range as it is stored, persist_named_at fences once after
+// the run. In GPU code the first does nothing and the second is one fence, which makes every
+// store of the thread durable; elsewhere (host code, kernels on the emulator) the first persists
+// its range (so the crash-image checker makes exactly those lines durable) and the second does
+// nothing. Both are disabled together when the checker disables the site.
+GPM_HOST_DEVICE inline void persist_later_at(const char* site, const void* p, std::size_t len) {
+#if GPM_IN_GPU_CODE
+  (void)site;
+  (void)p;
+  (void)len;
+#else
+  persist_at(site, p, len);
+#endif
+}
+GPM_HOST_DEVICE inline void persist_named_at(const char* site) {
+#if GPM_IN_GPU_CODE
+  persist_at(site);
+#else
+  (void)site;
 #endif
 }
 
