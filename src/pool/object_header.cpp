@@ -19,17 +19,22 @@ std::string version_string(std::uint16_t major, std::uint16_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-// Magic bytes as text: printable characters as they are, others as \xNN.
+// Magic bytes for a message: quoted text when they are printable characters other than quote and
+// backslash (then zero bytes as padding), else the eight bytes in hex. No escapes: front ends that
+// escape what they print (the gpmkit CLI escapes backslashes) would escape them again.
 std::string magic_string(const char (&magic)[8]) {
-  std::string out;
+  std::size_t n = sizeof magic;
+  while (n > 0 && magic[n - 1] == '\0') --n;
+  bool text = n > 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    text = text && magic[i] >= 0x20 && magic[i] < 0x7f && magic[i] != '"' && magic[i] != '\\';
+  }
+  if (text) return "\"" + std::string(magic, n) + "\"";
+  std::string out = "bytes";
   for (const char c : magic) {
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += c;
-    } else {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-      out += buf;
-    }
+    char buf[4];
+    std::snprintf(buf, sizeof buf, " %02x", static_cast<unsigned char>(c));
+    out += buf;
   }
   return out;
 }
@@ -102,9 +107,9 @@ std::optional<header_problem> check_header(const void* header, std::uint64_t ava
   }
   if (std::memcmp(h.magic, k.magic, sizeof h.magic) != 0) {
     return header_problem{errc::corrupt,
-                          "not a " + noun + " (its magic is \"" + magic_string(h.magic) +
-                              "\", not \"" + magic_string(k.magic) +
-                              "\"): the name belongs to another kind of structure, or it was "
+                          "not a " + noun + " (its magic is " + magic_string(h.magic) + ", not " +
+                              magic_string(k.magic) +
+                              "): the name belongs to another kind of structure, or it was "
                               "overwritten"};
   }
   const std::string found = "written in format version " + version_string(h.major, h.minor);

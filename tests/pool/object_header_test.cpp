@@ -112,9 +112,14 @@ TEST(ObjectHeader, ForeignMagicNamesBothMagics) {
   std::memcpy(header_of(object).common.magic, "GPMHASH\0", 8);
   reseal(object);
   expect_problem(object, kObjectBytes, gpm::errc::corrupt,
-                 {"not a test widget", "\"GPMHASH\\x00\"", "\"GPMWDGT\\x00\""});
+                 {"not a test widget", "is \"GPMHASH\", not \"GPMWDGT\""});
   std::vector<char> text(kObjectBytes, 'x');
-  expect_problem(text, kObjectBytes, gpm::errc::corrupt, {"not a test widget", "xxxxxxxx"});
+  expect_problem(text, kObjectBytes, gpm::errc::corrupt, {"not a test widget", "\"xxxxxxxx\""});
+  // Bytes that are not text are shown in hex, without escapes a front end would escape again.
+  std::vector<char> binary = make_widget();
+  std::memcpy(header_of(binary).common.magic, "\x20\x29\\\x82\xe1\x00\x01\xfb", 8);
+  expect_problem(binary, kObjectBytes, gpm::errc::corrupt,
+                 {"its magic is bytes 20 29 5c 82 e1 00 01 fb, not \"GPMWDGT\""});
 }
 
 TEST(ObjectHeader, NewerAndOlderMajorVersionsAreRefusedEvenWithAnotherChecksum) {
