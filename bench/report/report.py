@@ -164,7 +164,7 @@ def history_table(records):
 SIDE_BY_SIDE = {
     "ycsb": ("gphash", "over"), "ycsb_key32": ("gphash", "over"),
     "ycsb_uniform": ("gphash", "over"), "hash_micro": ("gphash", "over"),
-    "hash_batch_sweep": ("gphash", "over"),
+    "hash_batch_sweep": ("gphash", "over"), "hash_batch_sweep_key32": ("gphash", "over"),
     "hash_factors": ("baseline", "under"), "hash_cache": ("no-cache", "under"),
 }
 

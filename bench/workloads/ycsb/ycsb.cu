@@ -5,7 +5,8 @@
 //   ycsb, ycsb_key32, ycsb_uniform   YCSB A, B, C, D, F, LOAD x index (8- or 32-byte keys; Zipf
 //                                    0.99 or uniform)
 //   hash_micro                       positive/negative search, insert, update, delete x index
-//   hash_batch_sweep                 YCSB A at batch sizes 2^10..2^22 x index: throughput-latency
+//   hash_batch_sweep(_key32)         YCSB A x index, C and LOAD x GPHash at batch sizes
+//                                    2^10..2^22 (8- or 32-byte keys): throughput-latency
 //   hash_factors                     GPHash's techniques added one at a time (FAST'25 Figure 9)
 //   hash_cache                       GPHash BktCache size and policy, YCSB C and A
 //   hash_load_factor                 inserts until the first finds no room, per index
@@ -429,18 +430,38 @@ workload hash_micro_workload() {
   return w;
 }
 
-workload hash_batch_sweep_workload() {
+// Batch sizes 2^10, 2^12, ... 2^22: YCSB A on every index, C and LOAD on GPHash and its
+// GPU-memory ceiling (`Key`: 8- or 32-byte keys).
+template <class Key>
+workload batch_sweep_workload(const std::string& name, const std::string& summary) {
   using namespace ycsb;
-  workload w{"hash_batch_sweep",
-             "YCSB A at batch sizes 2^10..2^22: throughput and batch latency of each index",
-             {bound_mode()}};
-  for (const index_choice& i : kIndexes) {
+  workload w{name, summary, {bound_mode()}};
+  const auto sweep = [&](workload_kind k, const index_choice& i) {
     for (unsigned log2 = 10; log2 <= 22; log2 += 2) {
-      w.modes.push_back(index_mode<key8>("A-batch" + std::to_string(1ull << log2), i,
-                                         {workload_kind::a, kDefaultTheta, false, 1ull << log2}));
+      w.modes.push_back(
+          index_mode<Key>(std::string(to_string(k)) + "-batch" + std::to_string(1ull << log2), i,
+                          {k, kDefaultTheta, false, 1ull << log2}));
     }
+  };
+  for (const index_choice& i : kIndexes) sweep(workload_kind::a, i);
+  for (workload_kind k : {workload_kind::c, workload_kind::load}) {
+    for (const index_choice& i : {kGphash, kGphashGpuMemory}) sweep(k, i);
   }
   return w;
+}
+
+workload hash_batch_sweep_workload() {
+  return batch_sweep_workload<ycsb::key8>(
+      "hash_batch_sweep",
+      "YCSB A (every index), C and LOAD (GPHash) at batch sizes 2^10..2^22: throughput and batch "
+      "latency, 8-byte keys");
+}
+
+workload hash_batch_sweep_key32_workload() {
+  return batch_sweep_workload<ycsb::key32>(
+      "hash_batch_sweep_key32",
+      "YCSB A (every index), C and LOAD (GPHash) at batch sizes 2^10..2^22: throughput and batch "
+      "latency, 32-byte keys");
 }
 
 workload hash_factors_workload() {
