@@ -95,7 +95,8 @@ def ablation_rows(workload, run):
         rows.append(
             f"| {workload} | {fmt_bytes(s.get('line_bytes', 0))} | "
             f"{fmt_bytes(s.get('gpu_cache_bytes', 0))} | {fmt_bytes(s.get('host_cache_bytes', 0))} | "
-            f"{'on' if s.get('read_ahead') else 'off'} | {fmt_time(seconds(r))} | "
+            f"{'on' if s.get('read_ahead') else 'off'} | {s.get('io_threads', '–')} | "
+            f"{fmt_time(seconds(r))} | "
             f"{fmt(metric(r, 'disk_fraction'))} | {fmt(metric(r, 'read_ahead_hits'), 6)} | "
             f"{fmt(metric(r, 'gpu_wait_s'))} |")
     return rows
@@ -139,9 +140,9 @@ def ooc_sections(records, describe_machine):
                    family_rows)
     lines += table(ablations,
                    ["### Ablations (gpmkit, out of core)", "",
-                    "| workload | line | GPU cache | host cache | read-ahead | time | disk_fraction "
-                    "| read-ahead hits | GPU wait (s) |",
-                    "|" + " --- |" * 9],
+                    "| workload | line | GPU cache | host cache | read-ahead | I/O threads | time "
+                    "| disk_fraction | read-ahead hits | GPU wait (s) |",
+                    "|" + " --- |" * 10],
                    ablation_rows)
     lines += ["Disk measured in each run: " + "; ".join(disks) + ".", "",
               "Machine: " + "; ".join(sorted(machines)) + ".", ""]

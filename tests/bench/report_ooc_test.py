@@ -42,7 +42,7 @@ def main():
         record("ooc_vectoradd", "gpmkit", 10.0, regime=2, metrics={"disk_fraction": 0.81}),
         record("ooc_vectoradd", "chunked-pipeline", 9.0, regime=2),
         record("ooc_ablation_line", "disk-sequential", 0.5, metrics=disk),
-        record("ooc_ablation_line", "gpmkit", 4.0, sizes={"line_bytes": 1 << 16},
+        record("ooc_ablation_line", "gpmkit", 4.0, sizes={"line_bytes": 1 << 16, "io_threads": 4},
                metrics={"disk_fraction": 0.25}),
     ]
     results = scratch / "results"
@@ -60,7 +60,7 @@ def main():
         "## Out of core (DRAGON): the ooc family",
         "| ooc_vectoradd | in-gpu | 1 GiB | 2 s | 2.5 s | 3 s | 8 s | 1.25× | 1.50× | 0.5 | 0.4 |",
         "| ooc_vectoradd | out-of-core | 1 GiB | 10 s | 9 s | – | – | 0.90× | – | 0.81 | – |",
-        "| ooc_ablation_line | 64 KiB | 512 MiB | 2 GiB | on | 4 s | 0.25 | – | – |",
+        "| ooc_ablation_line | 64 KiB | 512 MiB | 2 GiB | on | 4 | 4 s | 0.25 | – | – |",
         "disk 2 GB/s read, 1.5 GB/s write (O_DIRECT)",
     ]
     for line in expected:

@@ -65,6 +65,7 @@ struct settings {
   std::uint64_t host_cache = 0;  // host memory a mode may use for them
   std::uint64_t line = 0;        // gpmkit line bytes
   bool read_ahead = true;
+  std::uint32_t io_threads = 2;  // gpmkit's I/O threads per mapping (mapping_options::io_threads)
   // gpmkit maps outputs that no pass reads with mode::write (only the bytes written go back)
   // instead of mode::read_write (their lines are fetched first: holes of a fresh file). Off by
   // default: on an H100 every workload whose kernels stored element by element into a write-mode
@@ -81,7 +82,7 @@ std::uint64_t default_line(const mode_context& ctx);
 // read-ahead-on / read-ahead-off; line-div16, line-div4, line-x1, line-x2 (the default line
 // scaled); gpu-div32, gpu-div16, gpu-div8 (the GPU cap as a fraction of base) and host-div8,
 // host-div4, host-div2 (the host cap); outputs-read-write, outputs-write (gpmkit's mode for
-// outputs).
+// outputs); io-threads-N (gpmkit's I/O threads per mapping).
 settings ablation_settings(const mode_context& ctx, std::uint64_t base);
 // The run's base footprint: --bytes, or `gpu` on a GPU, gpu / 1024 on the emulator, 512 KiB with
 // --quick.
@@ -148,6 +149,7 @@ class runner {
             {"host_cache_bytes", s_.host_cache},
             {"line_bytes", s_.line},
             {"read_ahead", s_.read_ahead ? 1u : 0u},
+            {"io_threads", s_.io_threads},
             {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u}};
   }
 
@@ -196,6 +198,7 @@ class runner {
     for (int a = 0; a < narrays(); ++a) {
       gpm::ooc::mapping_options o;
       o.line_bytes = s_.line;
+      o.io_threads = s_.io_threads;
       o.gpu_cache_bytes = gpu_share_[a] * s_.line;
       o.host_cache_bytes = share(s_.host_cache, a, 2 * o.io_threads + 2);
       o.hint = s_.read_ahead ? gpm::ooc::access_hint::sequential : gpm::ooc::access_hint::random;

@@ -61,6 +61,8 @@ settings ablation_settings(const mode_context& ctx, std::uint64_t base) {
     s.host_cache = lines(base / divisor(8));
   } else if (c == "outputs-write") {
     s.write_mode_outputs = true;
+  } else if (c.rfind("io-threads-", 0) == 0) {
+    s.io_threads = static_cast<std::uint32_t>(divisor(11));
   } else if (c != "read-ahead-on" && c != "outputs-read-write") {
     throw std::logic_error("no ooc ablation case named \"" + c + "\"");
   }

@@ -303,6 +303,14 @@ workload lavamd_workload() {
       "DRAGON lavaMD: particle forces from the 27 neighbouring boxes of a 3-D grid",
       128 * kMiBytes);
 }
+// One I/O thread of a mapping's stays free for misses and the others read ahead, one run each
+// (io_service::read_ahead_one): more threads, more reads in flight.
+workload ablation_io_threads_workload() {
+  return ablation_workload<pathfinder>("ooc_ablation_io_threads",
+                                       "gpmkit I/O threads per mapping 2, 4 and 8 (1, 3 and 7 "
+                                       "reading ahead): pathfinder out of core",
+                                       4 * kGiB, {"io-threads-2", "io-threads-4", "io-threads-8"});
+}
 workload ablation_cache_workload() {
   return ablation_workload<hotspot>(
       "ooc_ablation_cache",
