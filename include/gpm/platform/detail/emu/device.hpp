@@ -24,6 +24,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
+#define __maxnreg__(...)
 // One block runs on an OS thread at a time and all its GPU threads are fibers of that OS
 // thread, so a thread_local is exactly "one instance per running block".
 #define __shared__ thread_local
