@@ -8,6 +8,10 @@
 #   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
 #       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
 #       (2 MiB pages; needs root, changes no system-wide setting)
+#   scripts/device/gpu-bench.sh runs 'W [gpmbench run options]' ...   chosen workloads and modes,
+#       one `gpmbench run` per argument (e.g. 'kvs_set --modes gpm,gpm-conv --repeats 3'), in
+#       order, each under what is left of RUNS_BUDGET_S (540); the records of all of them go to
+#       one directory, runs/ in the archive (a jsonl per workload), the log to $OUT/runs.txt
 # Results go to $OUT as one archive per results directory (the device returns at most 8 files):
 # unpack under bench/results/<gpu>/ and run `gpmbench report` on each.
 set -uo pipefail
@@ -59,6 +63,24 @@ case "$what" in
       echo "== $w: exit $rc ($note), ${SECONDS} s" | tee -a "$out/suite.txt"
     done
     ;;
+  runs)
+    budget=${RUNS_BUDGET_S:-540}
+    status=0
+    mkdir -p "$results/runs"
+    for args in "$@"; do
+      left=$((budget - SECONDS))
+      if [ "$left" -lt 20 ]; then
+        echo "== $args: not run (time budget spent)" | tee -a "$out/runs.txt"
+        continue
+      fi
+      # shellcheck disable=SC2086  # each argument is a gpmbench command line, split on purpose
+      timeout "$left" build/cuda/bench/gpmbench run $args --disk-dir /var/tmp \
+        --out "$results/runs" >> "$out/runs.txt" 2>&1
+      rc=$?
+      [ $rc -ne 0 ] && status=1
+      echo "== $args: exit $rc, ${SECONDS} s" | tee -a "$out/runs.txt"
+    done
+    ;;
   platform)
     build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp \
       --out "$results/default-pages"
@@ -72,7 +94,7 @@ case "$what" in
     umount "$mnt"
     ;;
   *)
-    echo "usage: $0 suite|platform [options]" >&2
+    echo "usage: $0 suite|platform|runs [options]" >&2
     exit 2
     ;;
 esac
