@@ -825,6 +825,12 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
 // ---- helper warps (tx_heap::launch with a ring) ---------------------------------------------
 
 inline constexpr std::uint32_t kDrainBatch = 128;  // chunks a helper copies before one persist
+// Adaptive launches: a helper reports its persisted bytes to the bandwidth monitor after this many
+// batches (and before it idles or ends), not after each: the report (a shared-memory atomic and
+// a read of the global timer, by lane 0 while the warp waits) sits between one batch and the
+// next, and the helper is what a ring-bound launch waits for. 16 batches of a few microseconds
+// each stay well inside a 100 us slice.
+inline constexpr std::uint32_t kDrainsPerReport = 16;
 
 // Called by every thread of the block before the workers start: the block's log stream continues
 // where the previous launch left it; ring positions start at 0 (no flag holds a position + 1).
@@ -853,6 +859,12 @@ __device__ inline void drain_ring(const heap_view& v) {
   const std::uint32_t log = blockIdx.x;
   ulonglong2* data = v.log_data + std::uint64_t{log} * v.log_chunks;
   const unsigned lane = threadIdx.x % 32;
+  std::uint64_t unreported = 0;  // lane 0: bytes persisted since the last report
+  std::uint32_t drains = 0;
+  const auto report = [&] {
+    if (unreported != 0) monitor_persisted(v, unreported);
+    unreported = 0;
+  };
   for (std::uint32_t idle = 0;;) {
     // Lane 0 reads what the other helper may change; the warp works on one view of it.
     std::uint64_t c = 0;
@@ -875,6 +887,7 @@ __device__ inline void drain_ring(const heap_view& v) {
       if (run < 32) break;
     }
     if (k == 0) {
+      if (lane == 0) report();
       if (__shfl_sync(~0u, static_cast<int>(done), 0) != 0) break;
       pause(idle++);
       continue;
@@ -903,7 +916,8 @@ __device__ inline void drain_ring(const heap_view& v) {
       dev64(v.logs_state[log].persisted).fetch_add(k, memory_order_relaxed);
       kernel_crash_point("tx.publish");
       blk64(ring->persisted).store(c + k, memory_order_release);
-      monitor_persisted(v, k * kChunkBytes);
+      unreported += k * kChunkBytes;
+      if (++drains % kDrainsPerReport == 0) report();
     }
     __syncwarp();
   }
