@@ -407,6 +407,28 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
   std::memset(dst + valid, 0, n * lb - valid);
 }
 
+void host_cache::write_lines(std::uint64_t first, std::uint64_t n, const std::byte* src) {
+  const std::uint64_t lb = config_.line_bytes;
+  if (files_.size() != 1) {  // striped: each line in another file
+    for (std::uint64_t k = 0; k < n; ++k) {
+      const auto [file, at] = place(first + k);
+      const std::uint64_t valid = valid_bytes(first + k);
+      file->write(at, src + k * lb, valid);
+      counters_.file_bytes_written += valid;
+    }
+    return;
+  }
+  const std::uint64_t start = first * lb;
+  const std::uint64_t bytes = std::min(n * lb, config_.mapping_bytes - start);
+  files_.front()->write(start, src, bytes);
+  counters_.file_bytes_written += bytes;
+}
+
+bool host_cache::holds_lines() const {
+  std::lock_guard lock(m_);
+  return !index_.empty();
+}
+
 void host_cache::write_entry(const entry& x, const std::byte* src) {
   const std::uint64_t valid = valid_bytes(x.line);
   const std::uint32_t* mask = config_.mode == mode::write && !x.whole ? x.mask.data() : nullptr;

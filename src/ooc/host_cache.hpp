@@ -97,8 +97,15 @@ class host_cache {
   // `dst`, n lines of room, with one read where they are contiguous in one file.
   // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
   void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
+  // The write-back of a resident mapping at sync: lines [first, first + n), n lines at `src`,
+  // written to the files with one write where they are contiguous in one file (the last line's
+  // valid bytes only). Bypasses the entries (call it while none holds a line: holds_lines());
+  // counts file_bytes_written. Throws gpm::error (io; ENOSPC: the disk is full).
+  void write_lines(std::uint64_t first, std::uint64_t n, const std::byte* src);
+  // Whether any entry holds a line (else the first segment is free for staging).
+  bool holds_lines() const;
   // The first segment of the cache's pinned memory, first_segment_entries() lines in a row:
-  // staging for the resident load, which runs while no entry holds a line.
+  // staging for the resident load and write-back, which run while no entry holds a line.
   std::byte* memory() const { return segment_[0]; }
   std::uint64_t first_segment_entries() const { return std::min(per_segment_, entries_.size()); }
   // Entries with pinned memory now (at most the cap).

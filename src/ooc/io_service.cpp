@@ -200,50 +200,114 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
   counters_.bytes_from_gpu += gpu_.line_bytes;
 }
 
-void io_service::load_resident(std::uint64_t lines) {
-  const std::uint64_t lb = gpu_.line_bytes;
+std::uint64_t io_service::resident_workers(std::uint64_t lines, std::uint64_t& run) const {
   const std::uint64_t buffers = cache_.first_segment_entries();
-  // As many loaders as I/O threads, each with two runs' room of the first segment of its own.
-  const std::uint64_t loaders =
+  const std::uint64_t workers =
       std::max<std::uint64_t>(1, std::min<std::uint64_t>({config_.threads, buffers / 2, lines}));
-  const std::uint64_t run =
-      std::max<std::uint64_t>(1, std::min(buffers / (2 * loaders), kResidentRunBytes / lb));
-  std::atomic<std::uint64_t> next_run{0};
+  run = std::max<std::uint64_t>(
+      1, std::min(buffers / (2 * workers), kResidentRunBytes / gpu_.line_bytes));
+  return workers;
+}
+
+void io_service::on_workers(
+    std::uint64_t workers,
+    const std::function<void(std::uint64_t, channel&, const std::atomic<bool>&)>& work) {
   std::atomic<bool> failed{false};
-  std::vector<std::exception_ptr> errors(loaders);
-  // Loader w takes the next run not taken, reads it into one of its two buffers and copies it to
-  // the GPU on its own stream, reading its next run while that copy runs.
-  const auto load = [&](std::uint64_t w) {
+  std::vector<std::exception_ptr> errors(workers);
+  const auto one = [&](std::uint64_t w) {
     try {
       check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
       channel ch = make_channel();
-      event copied[2];
-      for (std::uint64_t k = 0; !failed.load(std::memory_order_relaxed); ++k) {
-        const std::uint64_t first = next_run.fetch_add(1) * run;
-        if (first >= lines) break;
-        const std::uint64_t n = std::min(run, lines - first);
-        std::byte* half = cache_.memory() + (2 * w + k % 2) * run * lb;
-        if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
-        cache_.read_lines(first, n, half);
-        check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb, cudaMemcpyHostToDevice,
-                                   ch.copies),
-                   "cudaMemcpyAsync");
-        copied[k % 2].record(ch.copies);
-        counters_.bytes_to_gpu += n * lb;
+      try {
+        work(w, ch, failed);
+      } catch (...) {
+        // No copy of the worker's may still be landing in its buffers once it has returned.
+        (void)cudaStreamSynchronize(ch.copies);
+        throw;
       }
-      ch.copies.synchronize();
     } catch (...) {
       errors[w] = std::current_exception();
       failed = true;
     }
   };
   std::vector<std::thread> helpers;
-  for (std::uint64_t w = 1; w < loaders; ++w) helpers.emplace_back(load, w);
-  load(0);
+  for (std::uint64_t w = 1; w < workers; ++w) helpers.emplace_back(one, w);
+  one(0);
   for (std::thread& t : helpers) t.join();
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+void io_service::load_resident(std::uint64_t lines) {
+  const std::uint64_t lb = gpu_.line_bytes;
+  std::uint64_t run = 0;
+  const std::uint64_t loaders = resident_workers(lines, run);
+  std::atomic<std::uint64_t> next_run{0};
+  // Loader w takes the next run not taken, reads it into one of its two buffers and copies it to
+  // the GPU on its own stream, reading its next run while that copy runs.
+  on_workers(loaders, [&](std::uint64_t w, channel& ch, const std::atomic<bool>& failed) {
+    event copied[2];
+    for (std::uint64_t k = 0; !failed.load(std::memory_order_relaxed); ++k) {
+      const std::uint64_t first = next_run.fetch_add(1) * run;
+      if (first >= lines) break;
+      const std::uint64_t n = std::min(run, lines - first);
+      std::byte* half = cache_.memory() + (2 * w + k % 2) * run * lb;
+      if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
+      cache_.read_lines(first, n, half);
+      check_cuda(
+          cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb, cudaMemcpyHostToDevice, ch.copies),
+          "cudaMemcpyAsync");
+      copied[k % 2].record(ch.copies);
+      counters_.bytes_to_gpu += n * lb;
+    }
+    ch.copies.synchronize();
+  });
+}
+
+void io_service::store_resident(const std::vector<std::uint64_t>& lines,
+                                std::vector<char>& written) {
+  if (lines.empty()) return;
+  const std::uint64_t lb = gpu_.line_bytes;
+  std::uint64_t run = 0;
+  const std::uint64_t writers = resident_workers(lines.size(), run);
+  // Runs of consecutive lines, at most `run` lines each: [runs[i], runs[i + 1]) of `lines`.
+  std::vector<std::size_t> runs{0};
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i] != lines[i - 1] + 1 || i - runs.back() == run) runs.push_back(i);
+  }
+  runs.push_back(lines.size());
+  std::atomic<std::size_t> next_run{0};
+  // Writer w takes the next run not taken and copies it from the GPU into one of its two
+  // buffers, then writes the run it copied before while that copy runs.
+  on_workers(writers, [&](std::uint64_t w, channel& ch, const std::atomic<bool>& failed) {
+    event copied[2];
+    std::size_t pending = runs.size();  // the run copied last, not written yet
+    for (std::uint64_t k = 0;; ++k) {
+      const std::size_t r =
+          failed.load(std::memory_order_relaxed) ? runs.size() : next_run.fetch_add(1);
+      const bool more = r + 1 < runs.size();
+      if (more) {
+        const std::uint64_t first = lines[runs[r]], n = runs[r + 1] - runs[r];
+        check_cuda(
+            cudaMemcpyAsync(cache_.memory() + (2 * w + k % 2) * run * lb, gpu_.lines + first * lb,
+                            n * lb, cudaMemcpyDeviceToHost, ch.copies),
+            "cudaMemcpyAsync");
+        copied[k % 2].record(ch.copies);
+      }
+      if (pending < runs.size()) {
+        const std::uint64_t first = lines[runs[pending]], n = runs[pending + 1] - runs[pending];
+        copied[(k + 1) % 2].synchronize();
+        cache_.write_lines(first, n, cache_.memory() + (2 * w + (k + 1) % 2) * run * lb);
+        std::fill(written.begin() + runs[pending], written.begin() + runs[pending + 1], 1);
+        counters_.gpu_evictions += n;
+        counters_.bytes_from_gpu += n * lb;
+      }
+      if (!more) break;
+      pending = r;
+    }
+    ch.copies.synchronize();
+  });
 }
 
 void io_service::note_miss(std::uint64_t line) {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -88,6 +89,14 @@ class io_service {
   // buffers of the host cache's pinned memory in turn, so that the file is read by several
   // threads at once, each while its previous run is copied to the GPU. Throws gpm::error (io).
   void load_resident(std::uint64_t lines);
+  // A resident mapping's write-back at sync: the GPU cache's slots `lines` (ascending; slot l
+  // holds line l) to the files, in runs of consecutive lines, by as many writers as I/O threads
+  // (the calling thread one of them), each copying a run from the GPU into one of its two
+  // buffers of the host cache's pinned memory while it writes the run before to the files. Only
+  // while the host cache holds no line (host_cache::holds_lines). written[i] becomes 1 once
+  // lines[i] is in the file. Throws gpm::error (io) after every writer stopped; lines not
+  // written then are still only in the GPU cache.
+  void store_resident(const std::vector<std::uint64_t>& lines, std::vector<char>& written);
   // Queues lines [first, last] for reading ahead into the host cache.
   void schedule_read_ahead(std::uint64_t first, std::uint64_t last);
 
@@ -96,6 +105,14 @@ class io_service {
 
  private:
   void run();
+  // The resident load and write-back: how many workers, and lines per run (`run`), for `lines`.
+  std::uint64_t resident_workers(std::uint64_t lines, std::uint64_t& run) const;
+  // Runs work(w, channel, failed) on `workers` threads, the calling thread as worker 0, each with
+  // its own channel; `failed` is set once one has thrown, and the first failure is rethrown after
+  // all have returned.
+  void on_workers(
+      std::uint64_t workers,
+      const std::function<void(std::uint64_t, channel&, const std::atomic<bool>&)>& work);
   bool serve_requests(channel& ch, std::uint32_t& start);
   void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);
   bool read_ahead_one();

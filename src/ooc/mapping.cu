@@ -543,14 +543,36 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   s.slot_word.copy_to_host(words.data(), words.size());
   s.dirty.copy_to_host(dirty.data(), dirty.size());
   std::string failure;
-  for (std::uint32_t slot = 0; slot < m.capacity && failure.empty(); ++slot) {
+  const auto in_range = [&](std::uint32_t slot) {
     const std::uint64_t tag = tag_of(words[slot]);
-    if (dirty[slot] == kClean || tag == 0 || tag - 1 < first || tag - 1 > last) continue;
+    return dirty[slot] != kClean && tag != 0 && tag - 1 >= first && tag - 1 <= last;
+  };
+  if (s.view.resident && m.options.mode == mode::read_write && !s.log && !s.cache->holds_lines()) {
+    // Straight from the GPU to the files in runs (slot l holds line l): several writers, each
+    // copying a run while it writes the one before. Through the host cache line by line, a sync
+    // copied a line, then wrote it, then the next.
+    std::vector<std::uint64_t> lines;
+    for (std::uint32_t slot = 0; slot < m.capacity; ++slot) {
+      if (in_range(slot)) lines.push_back(slot);
+    }
+    std::vector<char> written(lines.size(), 0);
     try {
-      s.io->copy_out(*s.sync_channel, slot, tag - 1, dirty[slot] == kDirtyWhole);
-      dirty[slot] = kClean;
+      s.io->store_resident(lines, written);
     } catch (const gpm::error& e) {
       failure = e.what();
+    }
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (written[i] != 0) dirty[lines[i]] = kClean;
+    }
+  } else {
+    for (std::uint32_t slot = 0; slot < m.capacity && failure.empty(); ++slot) {
+      if (!in_range(slot)) continue;
+      try {
+        s.io->copy_out(*s.sync_channel, slot, tag_of(words[slot]) - 1, dirty[slot] == kDirtyWhole);
+        dirty[slot] = kClean;
+      } catch (const gpm::error& e) {
+        failure = e.what();
+      }
     }
   }
   s.dirty.copy_from_host(dirty.data(), dirty.size());
