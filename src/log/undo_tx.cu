@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -35,6 +36,10 @@ namespace {
 namespace L = detail::log;
 
 std::string log_name(std::string_view name) { return std::string(name) + ".log"; }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 template <class Log>
 __global__ void roll_back_kernel(basic_undo_tx_ref<Log> tx) {
@@ -166,9 +171,16 @@ void basic_undo_tx<Log>::commit() {
 
 template <class Log>
 bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
+  const auto start = std::chrono::steady_clock::now();
+  last_recovery_ = undo_recovery{};
+  const auto finish = [&](bool undone) {
+    last_recovery_.undone = undone;
+    last_recovery_.seconds = seconds_since(start);
+    return undone;
+  };
   if (!active()) {
     if (!log_.is_empty()) log_.clear();  // a commit cut short between its two steps
-    return false;
+    return finish(false);
   }
   log_.clear_faults();  // failures of the interrupted batch are not recovery's
   roll_back(stream);
@@ -177,16 +189,17 @@ bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
   set_mark(committed() << 1, "undo_tx.recover.mark");
   crash_point("undo_tx.recover.unmarked");
   log_.clear();
-  return true;
+  return finish(true);
 }
 
 // Every stream rolls back reading its entries from a copy of the log's used lines in GPU memory.
 // Read from the pool, each stream's thread fetched its entries across PCIe 4 bytes at a time,
 // twice (checksum, then restore), a read request each; the copy reads whole lines. On an H200
 // this halved an interrupted gpDB UPDATE batch's recovery (docs/benchmarks.md). Without GPU
-// memory for the copy, from the pool as before.
+// memory for the copy, from the pool as before. Each phase waits for its kernel, so that
+// last_recovery() can say where the time went (a recovery is synchronous anyway).
 template <class Log>
-void basic_undo_tx<Log>::roll_back(cudaStream_t stream) const {
+void basic_undo_tx<Log>::roll_back(cudaStream_t stream) {
   const auto log = log_.ref();
   void* copy = nullptr;
   if (cudaMalloc(&copy, streams::data_bytes(log)) != cudaSuccess) {
@@ -194,18 +207,26 @@ void basic_undo_tx<Log>::roll_back(cudaStream_t stream) const {
     copy = nullptr;
   }
   const std::unique_ptr<void, cudaError_t (*)(void*)> owned(copy, cudaFree);
-  if (copy == nullptr) {
-    launch(roll_back_kernel<Log>, grid(), block(), 0, stream, ref());
-  } else {
+  const auto wait = [&] {
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
+  };
+  ref_type reading = ref();
+  if (copy != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
     const std::uint64_t warps = streams::regions(log) * copy_pieces_per_region<Log>(log);
     constexpr std::uint32_t threads = 256;
     const auto blocks = static_cast<std::uint32_t>(
         std::min<std::uint64_t>((warps * L::warp_lanes + threads - 1) / threads, 1u << 20));
     launch(copy_used_kernel<Log>, blocks, threads, 0, stream, log, static_cast<char*>(copy));
-    launch(roll_back_kernel<Log>, grid(), block(), 0, stream,
-           ref_type(streams::reading(log, static_cast<char*>(copy)), pool_->ref()));
+    wait();
+    last_recovery_.from_copy = true;
+    last_recovery_.copy_seconds = seconds_since(start);
+    reading = ref_type(streams::reading(log, static_cast<char*>(copy)), pool_->ref());
   }
-  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
+  const auto start = std::chrono::steady_clock::now();
+  launch(roll_back_kernel<Log>, grid(), block(), 0, stream, reading);
+  wait();
+  last_recovery_.roll_back_seconds = seconds_since(start);
 }
 
 template class basic_undo_tx<hcl_log>;

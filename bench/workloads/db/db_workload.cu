@@ -133,6 +133,7 @@ class logged_strategy {
       if (!undo_.recover()) check_failed("db: recovery found no batch to undo");
     });
   }
+  const gpm::undo_recovery& last_recovery() const { return undo_.last_recovery(); }
   std::uint64_t log_failures() const { return gpu_.read()[1]; }
   std::uint64_t bytes_persisted() const { return bytes_; }
   table_view durable_view() { return table_.host(); }

@@ -122,6 +122,7 @@ class logged_strategy {
       if (!log_.recover()) check_failed("kvs: recovery found no batch to undo");
     });
   }
+  const gpm::undo_recovery& last_recovery() const { return log_.last_recovery(); }
   batch_counters counters() const { return gpu_.scratch.counters(); }
   std::uint64_t bytes_persisted(const batch_counters& c) const {
     return c.sets * sizeof(slot) + c.logged * kEntryBytes + snapshot_bytes_;

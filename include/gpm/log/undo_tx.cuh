@@ -44,6 +44,16 @@ namespace gpm {
 template <class Log>
 class basic_undo_tx;
 
+// What the last recover() did (basic_undo_tx::last_recovery()), phase by phase; each phase is
+// timed on the host up to the end of its GPU work, launches included.
+struct undo_recovery {
+  double seconds = 0;            // the whole recover() call
+  bool undone = false;           // a batch was active and was undone
+  bool from_copy = false;        // the entries were read from a copy of the log in GPU memory
+  double copy_seconds = 0;       // copying the log's used lines into GPU memory
+  double roll_back_seconds = 0;  // the roll-back kernel
+};
+
 // The log of a conv_undo_tx: conv_log::create's partitions and bytes per partition.
 struct conv_partitions {
   std::uint32_t partitions = 0;
@@ -320,6 +330,8 @@ class basic_undo_tx {
   // a crash interrupted (truncates the log). Throws errc::corrupt if an undo entry is damaged
   // (the data is then left partly restored, the batch stays active and the log is kept).
   bool recover(cudaStream_t stream = nullptr);
+  // What the last recover() of this object did and how long each phase took.
+  const undo_recovery& last_recovery() const { return last_recovery_; }
   bool active() const;
   // Batches committed since the record was created (an undone batch does not count), so after
   // recover() the data is the state the committed()-th batch left.
@@ -336,7 +348,7 @@ class basic_undo_tx {
 
  private:
   basic_undo_tx(pool& p, std::string name, std::uint64_t record_offset, Log log);
-  void roll_back(cudaStream_t stream) const;
+  void roll_back(cudaStream_t stream);
   std::uint64_t* mark() const;
   void set_mark(std::uint64_t value, const char* site);  // stores and persists at `site`
 
@@ -344,6 +356,7 @@ class basic_undo_tx {
   std::string name_;
   std::uint64_t record_offset_;
   Log log_;
+  undo_recovery last_recovery_;
 };
 
 // Defined in src/log/undo_tx.cu for the two logs.
