@@ -91,3 +91,8 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # Skip interpreter teardown, where PyTorch's distributed threads have aborted a rank now and
+    # then after its work was done (test_dcp.py's two-rank test saw it): the job's outcome is
+    # what the ranks printed and wrote.
+    sys.stdout.flush()
+    os._exit(0)

@@ -198,7 +198,12 @@ RANK = textwrap.dedent("""
             dcp.load(back, storage_reader=PoolReader(root + "-sharded"))
             assert torch.equal(back["w"].full_tensor(), full), dim
     dist.destroy_process_group()
-    print("ok", rank)
+    print("ok", rank, flush=True)
+    # Past this point only interpreter teardown is left, where PyTorch's distributed threads
+    # have aborted a rank now and then ("terminate called without an active exception", exit
+    # status -6, after "ok" was printed): the test is about what was written, so the rank ends
+    # here.
+    os._exit(0)
 """)
 
 
