@@ -200,6 +200,10 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
   counters_.bytes_from_gpu += gpu_.line_bytes;
 }
 
+std::byte* io_service::staging(std::uint64_t worker, std::uint64_t half, std::uint64_t run) const {
+  return cache_.memory() + (2 * worker + half % 2) * run * gpu_.line_bytes;
+}
+
 std::uint64_t io_service::resident_workers(std::uint64_t lines, std::uint64_t& run) const {
   const std::uint64_t buffers = cache_.first_segment_entries();
   const std::uint64_t workers =
@@ -252,7 +256,7 @@ void io_service::load_resident(std::uint64_t lines) {
       const std::uint64_t first = next_run.fetch_add(1) * run;
       if (first >= lines) break;
       const std::uint64_t n = std::min(run, lines - first);
-      std::byte* half = cache_.memory() + (2 * w + k % 2) * run * lb;
+      std::byte* half = staging(w, k, run);
       if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
       cache_.read_lines(first, n, half);
       check_cuda(
@@ -289,16 +293,15 @@ void io_service::store_resident(const std::vector<std::uint64_t>& lines,
       const bool more = r + 1 < runs.size();
       if (more) {
         const std::uint64_t first = lines[runs[r]], n = runs[r + 1] - runs[r];
-        check_cuda(
-            cudaMemcpyAsync(cache_.memory() + (2 * w + k % 2) * run * lb, gpu_.lines + first * lb,
-                            n * lb, cudaMemcpyDeviceToHost, ch.copies),
-            "cudaMemcpyAsync");
+        check_cuda(cudaMemcpyAsync(staging(w, k, run), gpu_.lines + first * lb, n * lb,
+                                   cudaMemcpyDeviceToHost, ch.copies),
+                   "cudaMemcpyAsync");
         copied[k % 2].record(ch.copies);
       }
       if (pending < runs.size()) {
         const std::uint64_t first = lines[runs[pending]], n = runs[pending + 1] - runs[pending];
         copied[(k + 1) % 2].synchronize();
-        cache_.write_lines(first, n, cache_.memory() + (2 * w + (k + 1) % 2) * run * lb);
+        cache_.write_lines(first, n, staging(w, k + 1, run));
         std::fill(written.begin() + runs[pending], written.begin() + runs[pending + 1], 1);
         counters_.gpu_evictions += n;
         counters_.bytes_from_gpu += n * lb;

@@ -105,6 +105,9 @@ class io_service {
 
  private:
   void run();
+  // The resident load and write-back: worker w's buffer `half` (taken modulo 2) of runs of `run`
+  // lines, in the host cache's first segment.
+  std::byte* staging(std::uint64_t worker, std::uint64_t half, std::uint64_t run) const;
   // The resident load and write-back: how many workers, and lines per run (`run`), for `lines`.
   std::uint64_t resident_workers(std::uint64_t lines, std::uint64_t& run) const;
   // Runs work(w, channel, failed) on `workers` threads, the calling thread as worker 0, each with

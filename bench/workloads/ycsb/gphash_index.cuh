@@ -178,7 +178,7 @@ class gphash_index {
     if (n == 0) return;
     const std::uint64_t per_block = launch_.threads / variant_.cg_size;
     std::uint64_t blocks = (n + per_block - 1) / per_block;
-    const std::uint64_t shared = variant_.cg_size == 1 ? 0 : per_block * sizeof(kv_value);
+    const std::uint64_t shared = shared_bytes(launch_, variant_);
     // No more blocks than run at once: a later wave would wait for the first to finish.
     if (blocks > resident_blocks_) blocks = resident_blocks_;
     const gpm::gphash_ref<table_key> ref = variant_.gpu_memory ? ceiling_ref() : table_->ref();
@@ -234,13 +234,17 @@ class gphash_index {
     gpm::require(!(variant.gpu_memory && variant.cache),
                  "gphash_index: the GPU-memory ceiling has no bucket cache");
     gpm::require(launch.threads % 32 == 0, "gphash_index: blocks must be whole warps");
-    const std::uint64_t shared =
-        variant.cg_size == 1 ? 0 : launch.threads / variant.cg_size * sizeof(kv_value);
+    const std::uint64_t shared = shared_bytes(launch, variant);
     const unsigned resident =
         variant.cg_size == 1
             ? gpm::resident_blocks(gphash_ops<Key, InPlace, 1>, launch.threads, shared)
             : gpm::resident_blocks(gphash_ops<Key, InPlace, 32>, launch.threads, shared);
     resident_blocks_ = std::min<std::uint64_t>(launch.blocks, resident);
+  }
+
+  // gphash_ops's dynamic shared memory: a value per warp tile (none for one-thread tiles).
+  static std::uint64_t shared_bytes(const geometry& launch, const gphash_variant& variant) {
+    return variant.cg_size == 1 ? 0 : launch.threads / variant.cg_size * sizeof(kv_value);
   }
 
   gpm::gphash_options options() const {
