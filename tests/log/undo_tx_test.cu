@@ -56,6 +56,25 @@ __global__ void update_odd(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, s
   }
 }
 
+// Thread t rewrites a range in its own 64 bytes starting 4 (t % 4) bytes in, of 4 (t % 9 + 1)
+// + t % 3 bytes: every mix of whole, half and partly gathered 16-byte windows that roll-back's
+// wide stores (restore_writer) meet, and bytes after the last whole chunk.
+GPM_HOST_DEVICE inline std::uint64_t span_start(std::uint32_t t) { return 64 * t + 4 * (t % 4); }
+GPM_HOST_DEVICE inline std::uint32_t span_bytes(std::uint32_t t) { return 4 * (t % 9 + 1) + t % 3; }
+
+template <class Log>
+__global__ void update_span(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, std::uint64_t off,
+                            unsigned char fill, std::uint32_t* status) {
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
+  unsigned char* base = pool.ptr<unsigned char>(off) + span_start(t);
+  status[t] = static_cast<std::uint32_t>(tx.save(base, span_bytes(t)));
+  if (status[t] == 0) {
+    for (std::uint32_t i = 0; i < span_bytes(t); ++i)
+      base[i] = static_cast<unsigned char>(fill + i);
+    gpm::persist();
+  }
+}
+
 template <class Log>
 __global__ void save_outside(gpm::basic_undo_tx_ref<Log> tx, std::uint64_t* local,
                              std::uint32_t* status) {
@@ -220,6 +239,24 @@ TYPED_TEST(UndoTx, UnalignedOddSizedRanges) {
   EXPECT_EQ(bytes[1], 0x80);
   EXPECT_TRUE(this->tx().recover());
   EXPECT_EQ(std::memcmp(bytes, before.data(), before.size()), 0);
+}
+
+TYPED_TEST(UndoTx, RangesOfEveryAlignmentAndLength) {
+  gpm::pool& pool = this->pool();
+  const std::uint64_t bytes_total = 64 * std::uint64_t{kBlocks} * kThreads;
+  const std::uint64_t off = pool.allocate("spans", bytes_total);
+  unsigned char* bytes = pool.host_ptr<unsigned char>(off);
+  for (std::uint64_t i = 0; i < bytes_total; ++i) bytes[i] = static_cast<unsigned char>(i * 31 + 7);
+  std::vector<unsigned char> before(bytes, bytes + bytes_total);
+  this->tx().begin();
+  gpm::launch(update_span<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
+              this->pool().ref(), off, 0xa0, this->status_.data());
+  for (std::uint32_t s : gpm::test::statuses(this->status_)) ASSERT_EQ(s, 0u);
+  ASSERT_EQ(bytes[span_start(5)], 0xa0);
+  EXPECT_TRUE(this->tx().recover());
+  for (std::uint64_t i = 0; i < bytes_total; ++i) {
+    ASSERT_EQ(bytes[i], before[i]) << "byte " << i << " of thread " << i / 64 << "'s span";
+  }
 }
 
 TYPED_TEST(UndoTx, MisuseIsAnError) {

@@ -106,10 +106,15 @@ struct thread_tally {
 // SET by a tile of kWays threads: update the key's way, else fill an empty way, else evict the
 // way the key's hash names (choose_way). The changed slot is logged first (once per batch) and,
 // with a persistent policy, persisted before the bucket is unlocked.
+// The group's entries go to its lanes in turn (`entries`, the group's count in this kernel, picks
+// the lane), not to the lane of the changed way: an HCL row is one chunk of each lane of a warp,
+// and with the lane of the way logging (one lane in 8, at random), the warp's rows were 1/8 used,
+// so that its appends reached the host as 8 times the transactions and recovery copied 8 times
+// the bytes. Lanes of the warp's groups that log in step now fill rows together.
 template <class Undo, class Tile>
 __device__ void set_key(const Tile& tile, const table_view& t, const scratch_view& s,
                         const Undo& undo, std::uint32_t epoch, std::uint64_t key,
-                        std::uint64_t value, thread_tally& tally) {
+                        std::uint64_t value, std::uint32_t& entries, thread_tally& tally) {
   const unsigned lane = tile.thread_rank();
   const std::uint64_t b = t.home(key);
   if (lane == 0) detail::lock_bucket(&s.locks[b]);
@@ -118,16 +123,20 @@ __device__ void set_key(const Tile& tile, const table_view& t, const scratch_vie
   const std::uint64_t k = detail::load_word(mine.key, gpm::memory_order_relaxed);
   const unsigned found = tile.ballot(k == key);
   const unsigned empty = tile.ballot(k == kEmptyKey);
-  if (lane == choose_way(found, empty, key)) {
-    std::uint32_t& logged = s.logged_epoch[b * kWays + lane];
-    bool ok = true;
-    if (logged != epoch) {
-      ok = undo.save(&mine, sizeof(slot));
-      if (ok) {
-        logged = epoch;
-        tally.logged += Undo::persistent;
-      }
+  const unsigned way = choose_way(found, empty, key);  // the same in every lane
+  std::uint32_t& logged = s.logged_epoch[b * kWays + way];
+  bool ok = true;
+  if (logged != epoch) {  // every lane reads the word; only `way` writes it, after this
+    const unsigned logger = entries++ % kWays;
+    if (lane == logger) ok = undo.save(&t.buckets[b].ways[way], sizeof(slot));
+    // The entry is durable (save persists it) before the way's lane, after this, changes the slot.
+    ok = tile.shfl(static_cast<int>(ok), static_cast<int>(logger)) != 0;
+    if (ok && lane == way) {
+      logged = epoch;
+      tally.logged += Undo::persistent;
     }
+  }
+  if (lane == way) {
     if (!ok) {
       ++tally.log_failures;
     } else {
@@ -177,10 +186,11 @@ __global__ void run_batch(table_view t, scratch_view s, Undo undo, op_stream ops
                           std::uint64_t batch, std::uint64_t count, std::uint32_t epoch) {
   const auto tile = gpm::make_tile<kWays>();
   thread_tally tally;
+  std::uint32_t entries = 0;
   for (std::uint64_t i : gpm::grid_stride<kWays>(count)) {
     const std::uint64_t key = ops.key(batch, i);
     if (ops.is_set(batch, i)) {
-      set_key(tile, t, s, undo, epoch, key, value_of(key, batch), tally);
+      set_key(tile, t, s, undo, epoch, key, value_of(key, batch), entries, tally);
       continue;
     }
     std::uint64_t v = 0;
@@ -199,8 +209,9 @@ __global__ inline void preload(table_view t, scratch_view s, std::uint64_t unive
                                std::uint32_t epoch) {
   const auto tile = gpm::make_tile<kWays>();
   thread_tally tally;
+  std::uint32_t entries = 0;
   for (std::uint64_t i : gpm::grid_stride<kWays>(universe)) {
-    set_key(tile, t, s, no_undo{}, epoch, i + 1, value_of(i + 1, 0), tally);
+    set_key(tile, t, s, no_undo{}, epoch, i + 1, value_of(i + 1, 0), entries, tally);
   }
   tally.add_to(s.counters);
 }

@@ -134,10 +134,10 @@ class logged_strategy {
   // An undo entry: the slot's 16 old bytes, with the transaction's record and the log's trailer.
   static constexpr std::uint64_t kEntryBytes = undo_type::entry_footprint(sizeof(slot));
 
-  // A thread may log every operation its group serves (all in one lane, all SETs).
+  // A group may log every operation it serves (all SETs), its lanes in turn (set_key).
   std::uint64_t log_bytes_per_thread(const config& c) const {
     const std::uint64_t per_group = (c.ops_per_batch + gpu_.groups() - 1) / gpu_.groups();
-    return per_group * kEntryBytes;
+    return (per_group + kWays - 1) / kWays * kEntryBytes;
   }
   typename undo_type::shape_type undo_shape_() const {
     return undo_shape(static_cast<Log*>(nullptr), gpu_.g.blocks, gpu_.g.threads, per_thread_);
