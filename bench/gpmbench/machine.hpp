@@ -20,6 +20,9 @@ struct machine_info {
   std::optional<int> pcie_width;
   std::optional<std::string> driver;        // NVIDIA kernel driver version
   std::optional<std::string> cuda_runtime;  // "13.0"; none on the host backend
+  // Whether the run's pools were on 2 MiB pages (gpm::describe_storage of its PM directory): the
+  // GPU's reach into a pool, random accesses above all, depends on it (docs/pool.md).
+  bool pool_huge_pages = false;
 };
 
 machine_info describe_machine(const gpm::device_info& dev);

@@ -48,6 +48,7 @@ json::object machine_json(const machine_info& m) {
   o.add("pcie_width", optional_value(m.pcie_width));
   o.add("driver", optional_value(m.driver));
   o.add("cuda_runtime", optional_value(m.cuda_runtime));
+  o.add("pool_huge_pages", m.pool_huge_pages);
   return o;
 }
 

@@ -9,6 +9,8 @@
 #include <map>
 #include <utility>
 
+#include <gpm/pool/pool.hpp>
+
 namespace gpmbench {
 
 const std::vector<workload>& workloads() {
@@ -192,6 +194,7 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
   base.workload = w.name;
   base.backend = GPM_BACKEND_NAME;
   base.machine = describe_machine(dev);
+  base.machine.pool_huge_pages = gpm::describe_storage(pm.path()).huge_pages;
   base.repeats = options.repeats;
   base.warmup = options.warmup;
   base.timestamp = utc_timestamp();

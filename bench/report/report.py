@@ -114,6 +114,8 @@ def describe_machine(record):
     text = f"{gpu}; CPU {m['cpu']} ({m['cores']} hardware threads); host `{m['hostname']}`"
     if versions:
         text += "; " + ", ".join(versions)
+    if m.get("pool_huge_pages"):
+        text += "; pools on 2 MiB pages"
     return text
 
 

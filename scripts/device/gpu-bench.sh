@@ -11,7 +11,8 @@
 #   scripts/device/gpu-bench.sh runs 'W [gpmbench run options]' ...   chosen workloads and modes,
 #       one `gpmbench run` per argument (e.g. 'kvs_set --modes gpm,gpm-conv --repeats 3'), in
 #       order, each under what is left of RUNS_BUDGET_S (540); the records of all of them go to
-#       one directory, runs/ in the archive (a jsonl per workload), the log to $OUT/runs.txt
+#       one directory, runs/ in the archive (a jsonl per workload), the log to $OUT/runs.txt;
+#       RUNS_HUGE=1 puts their pools on 2 MiB pages (the private tmpfs below)
 # Results go to $OUT as one archive per results directory (the device returns at most 8 files):
 # unpack under bench/results/<gpu>/ and run `gpmbench report` on each.
 set -uo pipefail
@@ -22,8 +23,7 @@ shift || true
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 log=/tmp/gpmkit-build.log
-targets=gpmbench
-[ "$what" = platform ] && targets="$targets gpmkit_cli"  # the suite needs gpmbench alone
+targets="gpmbench gpmkit_cli"  # gpmkit_cli: `gpmkit info` on the huge-page tmpfs
 if ! cmake --preset cuda > "$log" 2>&1 ||
     ! cmake --build --preset cuda -j "$(nproc)" --target $targets >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
@@ -31,6 +31,15 @@ if ! cmake --preset cuda > "$log" 2>&1 ||
 fi
 results=/tmp/gpmkit-results
 rm -rf "$results"
+# A private tmpfs mounted huge=always (2 MiB pages; needs root, changes no system-wide setting),
+# for pools: mount_huge prints its path, after saying what gpmkit finds there.
+huge=/mnt/gpmkit-huge
+mount_huge() {
+  mkdir -p "$huge"
+  mount -t tmpfs -o size=16G,huge=always gpmkit-huge "$huge" || return 1
+  build/cuda/tools/gpmkit/gpmkit info --pm-dir "$huge" | sed -n '/^pm dir/,/gpu mappable/p' >&2
+  echo "$huge"
+}
 case "$what" in
   suite)
     # One workload at a time, each under a time limit, within a total budget (a device command
@@ -67,6 +76,11 @@ case "$what" in
     budget=${RUNS_BUDGET_S:-540}
     status=0
     mkdir -p "$results/runs"
+    pm=()
+    if [ "${RUNS_HUGE:-0}" = 1 ]; then
+      dir=$(mount_huge) || exit 1
+      pm=(--pm-dir "$dir")
+    fi
     for args in "$@"; do
       left=$((budget - SECONDS))
       if [ "$left" -lt 20 ]; then
@@ -74,24 +88,22 @@ case "$what" in
         continue
       fi
       # shellcheck disable=SC2086  # each argument is a gpmbench command line, split on purpose
-      timeout "$left" build/cuda/bench/gpmbench run $args --disk-dir /var/tmp \
+      timeout "$left" build/cuda/bench/gpmbench run $args --disk-dir /var/tmp "${pm[@]}" \
         --out "$results/runs" >> "$out/runs.txt" 2>&1
       rc=$?
       [ $rc -ne 0 ] && status=1
       echo "== $args: exit $rc, ${SECONDS} s" | tee -a "$out/runs.txt"
     done
+    [ ${#pm[@]} -gt 0 ] && umount "$huge"
     ;;
   platform)
     build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp \
       --out "$results/default-pages"
-    mnt=/mnt/gpmkit-huge
-    mkdir -p "$mnt"
-    mount -t tmpfs -o size=16G,huge=always gpmkit-huge "$mnt" || exit 1
-    build/cuda/tools/gpmkit/gpmkit info --pm-dir "$mnt" | sed -n '/^pm dir/,/gpu mappable/p'
+    mnt=$(mount_huge) || exit 1
     build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp --pm-dir "$mnt" \
       --out "$results/huge-pages"
     status=$?
-    umount "$mnt"
+    umount "$huge"
     ;;
   *)
     echo "usage: $0 suite|platform|runs [options]" >&2

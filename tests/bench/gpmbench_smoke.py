@@ -39,7 +39,7 @@ FIELDS = ["schema", "workload", "mode", "backend", "machine", "sizes", "repeats"
           "times_s", "median_s", "spread", "throughput", "bytes_persisted", "ceilings",
           "ratio_to_ceiling", "metrics", "timestamp"]
 MACHINE_FIELDS = ["hostname", "cpu", "cores", "gpu", "compute_capability", "pcie_generation",
-                  "pcie_width", "driver", "cuda_runtime"]
+                  "pcie_width", "driver", "cuda_runtime", "pool_huge_pages"]
 
 
 def fail(message):
