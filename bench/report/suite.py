@@ -29,18 +29,32 @@ def _rate(r):
     return value if r["throughput"]["unit"].endswith("/s") else 1.0 / value
 
 
-def _same_run(a, b):
-    return a["timestamp"] == b["timestamp"]
+def _runs(records):
+    """{workload: {timestamp: {mode: record}}}: the records of each run (a gpmbench run stamps
+    every record it writes with its start time)."""
+    runs = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        runs[r["workload"]][r["timestamp"]][r["mode"]] = r
+    return runs
 
 
-def _speedup(table, workload, mode, over):
+def _pair(runs, workload, mode, over):
+    """The records of `mode` and `over` from the newest run of `workload` that measured both
+    (None if none did): a ratio needs both sides from one run, and a later run of one mode
+    alone must not take the figure's cell away."""
+    for stamp in sorted(runs[workload], reverse=True):
+        run = runs[workload][stamp]
+        if mode in run and over in run:
+            return run[mode], run[over]
+    return None
+
+
+def _speedup(runs, workload, mode, over):
     """Time of `over` over time of `mode`: every mode of a workload does the same work, while
     its throughput may count different things (the native workloads' GB/s count the bytes each
     mode persists, and GPM persists fewer)."""
-    modes = table[workload]
-    if mode not in modes or over not in modes or not _same_run(modes[mode], modes[over]):
-        return None
-    return modes[over]["median_s"] / modes[mode]["median_s"]
+    pair = _pair(runs, workload, mode, over)
+    return None if pair is None else pair[1]["median_s"] / pair[0]["median_s"]
 
 
 def _context(records, describe_machine):
@@ -99,19 +113,19 @@ def _bar_plot(plt, out_dir, name, title, groups, series, ylabel, log=False):
     return [f"![{title}]({name})", ""]
 
 
-def _ratio_figure(plt, out_dir, table, describe_machine, heading, intro, file_name, columns, over):
+def _ratio_figure(plt, out_dir, runs, describe_machine, heading, intro, file_name, columns, over):
     """A table (and plot) of rate(mode) / rate(over) for each workload having `over`."""
-    workloads = [w for w in sorted(table) if over in table[w]
-                 and any(_speedup(table, w, c, over) is not None for c in columns)]
+    workloads = [w for w in sorted(runs)
+                 if any(_pair(runs, w, c, over) is not None for c in columns)]
     if not workloads:
         return []
-    used = [r for w in workloads for r in table[w].values()]
+    used = [r for w in workloads for c in columns for r in (_pair(runs, w, c, over) or ())]
     lines = [f"### {heading}", "", intro, ""] + _context(used, describe_machine)
     lines += ["| workload | " + " | ".join(f"{c} / {over}" for c in columns) + " |",
               "| --- |" + " --- |" * len(columns)]
     series = {c: [] for c in columns}
     for w in workloads:
-        row = [_speedup(table, w, c, over) for c in columns]
+        row = [_speedup(runs, w, c, over) for c in columns]
         for c, v in zip(columns, row):
             series[c].append(v)
         lines.append(f"| {w} | " + " | ".join(_fmt(v) for v in row) + " |")
@@ -219,21 +233,17 @@ def _bandwidth_figure(plt, out_dir, table, describe_machine):
     return lines
 
 
-def _write_amplification(table, describe_machine):
+def _write_amplification(runs, describe_machine):
     rows, used = [], []
-    for w in sorted(table):
-        gpm = table[w].get("gpm")
-        if gpm is None or not gpm["bytes_persisted"]:
-            continue
+    for w in sorted(runs):
         wa = {}
         for cap in ("cap-mm", "cap-fs"):
-            r = table[w].get(cap)
-            if r is not None and _same_run(r, gpm):
-                wa[cap] = r["bytes_persisted"] / gpm["bytes_persisted"]
-                used.append(r)
+            pair = _pair(runs, w, cap, "gpm")
+            if pair is not None and pair[1]["bytes_persisted"]:
+                wa[cap] = pair[0]["bytes_persisted"] / pair[1]["bytes_persisted"]
+                used += pair
         if wa:
             rows.append((w, wa))
-            used.append(gpm)
     if not rows:
         return []
     lines = ["### Table 4: write amplification of CAP over GPM", "",
@@ -246,42 +256,56 @@ def _write_amplification(table, describe_machine):
     return lines + [""]
 
 
-def _restoration(table, describe_machine):
+def _restoration(records, describe_machine):
+    """From each workload's newest `gpm` record that timed a recovery (a later run that did not
+    must not take the row away)."""
+    newest = {}
+    for r in records:
+        if r["mode"] == "gpm" and "restore_s" in r.get("metrics", {}):
+            old = newest.get(r["workload"])
+            if old is None or r["timestamp"] >= old["timestamp"]:
+                newest[r["workload"]] = r
     rows, used = [], []
-    for w in sorted(table):
-        for mode in ("gpm",):
-            r = table[w].get(mode)
-            if r is None:
-                continue
-            m = r.get("metrics", {})
-            if "restore_s" in m:
-                pct = m.get("restore_pct_of_op", 100.0 * m["restore_s"] / r["median_s"])
-                rows.append((w, m["restore_s"], pct))
-                used.append(r)
+    for w in sorted(newest):
+        r = newest[w]
+        m = r["metrics"]
+        pct = m.get("restore_pct_of_op", 100.0 * m["restore_s"] / r["median_s"])
+        # Of which the recovery's kernels (undo logs: the log's copy and the roll-back).
+        kernels = None
+        if "restore_copy_s" in m and "restore_roll_back_s" in m:
+            kernels = m["restore_copy_s"] + m["restore_roll_back_s"]
+        rows.append((w, m["restore_s"], pct, kernels, kernels and pct * kernels / m["restore_s"]))
+        used.append(r)
     if not rows:
         return []
     lines = ["### Table 5: restoration latency", "",
              "Time to recover after a crash just before commit (or, for checkpoints, to restore "
              "the last checkpoint), as a percentage of the operation's time (metrics "
-             "`restore_s` and `restore_pct_of_op` of the `gpm` mode).", ""]
+             "`restore_s` and `restore_pct_of_op` of the `gpm` mode); for undo logs also the part "
+             "spent in recovery's kernels (`restore_copy_s` + `restore_roll_back_s`), the rest "
+             "being the CUDA driver's (loading the recovery kernels on first use, allocating the "
+             "log's copy in GPU memory).", ""]
     lines += _context(used, describe_machine)
-    lines += ["| workload | restore | % of operation time |", "| --- | --- | --- |"]
-    for w, s, pct in rows:
-        lines.append(f"| {w} | {s * 1e3:.4g} ms | {pct:.2f}% |")
+    lines += ["| workload | restore | % of operation time | in kernels | % of operation time |",
+              "| --- | --- | --- | --- | --- |"]
+    for w, s, pct, kernels, kernels_pct in rows:
+        k = "– | –" if kernels is None else f"{kernels * 1e3:.4g} ms | {kernels_pct:.2f}%"
+        lines.append(f"| {w} | {s * 1e3:.4g} ms | {pct:.2f}% | {k} |")
     return lines + [""]
 
 
 def suite_sections(plt, records, out_dir, describe_machine):
     """The suite's figures as Markdown lines (empty when no record applies)."""
     table = _newest(records)
+    runs = _runs(records)
     out = []
     out += _ratio_figure(
-        plt, out_dir, table, describe_machine, "Figure 1: GPM over CPU-only persistence",
+        plt, out_dir, runs, describe_machine, "Figure 1: GPM over CPU-only persistence",
         "Speedup of `gpm` over `cpu` (time of `cpu` over time of `gpm` for the same work), `cpu` "
         "being a multi-threaded CPU implementation with the same recoverability, in the same run.", "suite_fig1_cpu.png", ["gpm"], "cpu")
     out += _scaling_figure(plt, out_dir, table, describe_machine)
     out += _ratio_figure(
-        plt, out_dir, table, describe_machine,
+        plt, out_dir, runs, describe_machine,
         "Figures 9 and 10: speedups normalised to CAP-fs",
         "Speedup of each mode over `cap-fs` (copy to the host, write + fsync into tmpfs), as time "
         "of `cap-fs` over time of the mode for the same work, in the same run: Figure 9 has CAP-mm and GPM, Figure 10 adds GPM-NDP (GPU stores, CPU "
@@ -289,12 +313,12 @@ def suite_sections(plt, records, out_dir, describe_machine):
         "suite_fig9_speedups.png",
         ["cap-mm", "gpm-ndp", "gpm", "cap-fs-disk", "snapshot"], BASELINE)
     out += _ratio_figure(
-        plt, out_dir, table, describe_machine, "Figure 11: HCL over conventional logging",
+        plt, out_dir, runs, describe_machine, "Figure 11: HCL over conventional logging",
         "Speedup of `gpm` (HCL) over `gpm-conv` (conventional partitioned logs): time of "
         "`gpm-conv` over time of `gpm`, in the same run.", "suite_fig11_hcl.png", ["gpm"], "gpm-conv")
     out += _bandwidth_figure(plt, out_dir, table, describe_machine)
-    out += _write_amplification(table, describe_machine)
-    out += _restoration(table, describe_machine)
+    out += _write_amplification(runs, describe_machine)
+    out += _restoration(records, describe_machine)
     if out:
         out = ["## The GPMbench suite", "",
                "Analogues of the GPM paper's figures and tables (ASPLOS'22 §6), from the newest "
