@@ -17,7 +17,7 @@ const std::vector<workload>& workloads() {
   // Workloads of one family share a line.
   // clang-format off
   static const std::vector<workload> all = {
-      platform_workload(),
+      platform_workload(), random_span_workload(),
       persist_scaling_workload(),
       cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload(), cp_hotspot_workload(),
       cp_hetero_workload(),

@@ -97,6 +97,7 @@ const workload& find_workload(const std::string& name);  // throws usage_error
 bool run_workload(const workload& w, const run_options& options, const gpm::device_info& dev);
 
 workload platform_workload();
+workload random_span_workload();
 workload persist_scaling_workload();
 workload cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload();  // workloads/checkpoint
 workload cp_hotspot_workload(), cp_hetero_workload();                       // workloads/checkpoint

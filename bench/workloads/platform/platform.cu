@@ -22,6 +22,7 @@
 #include "resources.hpp"
 #include "timing.hpp"
 #include "workload.hpp"
+#include "workloads/platform/random_access.hpp"
 
 namespace gpmbench {
 
@@ -62,9 +63,6 @@ GPM_HOST_DEVICE inline uint4 stream_pattern(std::uint64_t i, unsigned seed) {
   return make_uint4(static_cast<unsigned>(i), static_cast<unsigned>(i >> 32) ^ seed, seed,
                     ~static_cast<unsigned>(i));
 }
-
-// A per-call seed for the random modes: nonzero, and different in every call.
-std::uint64_t call_seed(int call) { return mix64(static_cast<std::uint64_t>(call) + 1) | 1; }
 
 // ---- kernels --------------------------------------------------------------------------------
 
@@ -163,34 +161,6 @@ __global__ void bulk_stream_stores(uint4* dst, std::uint64_t n, unsigned seed) {
   }
 #endif
   gpm::persist();
-}
-
-// `stores` 8-byte stores of `seed` to hashed words of a power-of-two object, each persisted.
-__global__ void random_stores(std::uint64_t* words, std::uint64_t mask, std::uint64_t stores,
-                              std::uint64_t seed) {
-  for (std::uint64_t i : gpm::grid_stride(stores)) {
-    words[mix64(i ^ seed) & mask] = seed;
-    gpm::persist();
-  }
-}
-
-// `increments` increments of hashed words by compare-and-swap at system scope, counting every
-// attempt. The words are zero at the start of a call, so the first attempt usually succeeds
-// without reading the word first; a collision costs a retry with the value the CAS returned.
-__global__ void cas_increments(std::uint64_t* words, std::uint64_t mask, std::uint64_t increments,
-                               std::uint64_t seed, std::uint64_t* attempts) {
-  std::uint64_t tries = 0;
-  for (std::uint64_t i : gpm::grid_stride(increments)) {
-    const gpm::atomic_ref<std::uint64_t, gpm::thread_scope::system> word(
-        words[mix64(i ^ seed) & mask]);
-    std::uint64_t expected = 0;
-    do {
-      ++tries;
-    } while (!word.compare_exchange_strong(expected, expected + 1, gpm::memory_order_relaxed));
-  }
-  gpm::persist();
-  gpm::atomic_ref<std::uint64_t, gpm::thread_scope::device>(*attempts).fetch_add(
-      tries, gpm::memory_order_relaxed);
 }
 
 // One thread: store, persist, store, persist ... so each persist waits for its store's round trip.
@@ -346,31 +316,7 @@ measurement persist_random8(const mode_context& ctx) {
   const platform_sizes sz = sizes_for(ctx);
   const bench_pool p(ctx, "persist_random8", pool_bytes_for(sz.random_object_bytes),
                      sz.random_object_bytes);
-  const std::uint64_t mask = sz.random_object_bytes / sizeof(std::uint64_t) - 1;
-  const auto [blocks, threads] = filling_geometry(ctx);
-  const gpm::stream s;
-  std::uint64_t seed = 0;
-  measurement m;
-  m.times_s = ctx.repeat([&](int call) {
-    seed = call_seed(call);
-    return seconds_on_stream(s, [&] {
-      gpm::launch(random_stores, blocks, threads, 0, s, p.device<std::uint64_t>(), mask,
-                  sz.random_stores, seed);
-    });
-  });
-  const std::uint64_t* words = p.host<std::uint64_t>();
-  for (std::uint64_t i = 0; i < sz.random_stores; ++i) {
-    if (words[mix64(i ^ seed) & mask] != seed) {
-      check_failed("persist_random8: store " + std::to_string(i) + " of the last call is missing");
-    }
-  }
-  m.sizes = {{"object_bytes", sz.random_object_bytes},
-             {"stores", sz.random_stores},
-             {"blocks", blocks},
-             {"threads_per_block", threads}};
-  m.throughput = mega_operations(sz.random_stores);
-  m.bytes_persisted = sz.random_stores * sizeof(std::uint64_t);
-  return m;
+  return random_persists(ctx, p, sz.random_object_bytes, sz.random_stores, "persist_random8");
 }
 
 measurement persist_latency(const mode_context& ctx) {
@@ -398,37 +344,8 @@ measurement cas_rate(const mode_context& ctx) {
   const platform_sizes sz = sizes_for(ctx);
   const bench_pool p(ctx, "cas_rate", pool_bytes_for(sz.random_object_bytes),
                      sz.random_object_bytes);
-  const std::uint64_t mask = sz.random_object_bytes / sizeof(std::uint64_t) - 1;
-  std::uint64_t* words = p.host<std::uint64_t>();
-  gpm::device_buffer<std::uint64_t> attempts(1);
-  const auto [blocks, threads] = filling_geometry(ctx);
-  const gpm::stream s;
-  measurement m;
-  m.times_s = ctx.repeat([&](int call) {
-    std::memset(words, 0, sz.random_object_bytes);
-    attempts.fill_bytes(0);
-    return seconds_on_stream(s, [&] {
-      gpm::launch(cas_increments, blocks, threads, 0, s, p.device<std::uint64_t>(), mask,
-                  sz.cas_increments, call_seed(call), attempts.data());
-    });
-  });
-  std::uint64_t total = 0;
-  for (std::uint64_t w = 0; w <= mask; ++w) total += words[w];
-  if (total != sz.cas_increments) {
-    check_failed("cas_rate: the words sum to " + std::to_string(total) + ", not the " +
-                 std::to_string(sz.cas_increments) + " increments made");
-  }
-  std::uint64_t tries = 0;
-  attempts.copy_to_host(&tries, 1);
-  if (tries < sz.cas_increments) check_failed("cas_rate: fewer CAS attempts than increments");
-  m.sizes = {{"object_bytes", sz.random_object_bytes},
-             {"increments", sz.cas_increments},
-             {"cas_attempts", tries},
-             {"blocks", blocks},
-             {"threads_per_block", threads}};
-  m.throughput = mega_operations(sz.cas_increments);
-  m.bytes_persisted = sz.cas_increments * sizeof(std::uint64_t);
-  return m;
+  return random_cas(ctx, p, sz.random_object_bytes, sz.cas_increments, cas_scope::system,
+                    "cas_rate");
 }
 
 measurement disk_fsync(const mode_context& ctx) {

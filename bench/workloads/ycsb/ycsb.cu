@@ -27,8 +27,10 @@
 #include <gpm/platform/persist.hpp>
 
 #include "gpmbench/resources.hpp"
+#include "gpmbench/stats.hpp"
 #include "gpmbench/timing.hpp"
 #include "gpmbench/workload.hpp"
+#include "workloads/platform/random_access.hpp"
 #include "workloads/ycsb/clevel_index.cuh"
 #include "workloads/ycsb/cpu_hash.hpp"
 #include "workloads/ycsb/gphash_index.cuh"
@@ -133,96 +135,27 @@ measurement run_index(const mode_context& ctx, const std::string& mode_name,
   check_failed("unknown index");
 }
 
-// ---- the bound: random persisted 8-byte stores and CAS ---------------------------------------
-
-// `n` random 8-byte words of a power-of-two object, each stored and persisted (Cas false) or
-// incremented by one CAS at gpm::pool_scope, as the indexes do, and persisted (Cas true).
-template <bool Cas>
-__global__ void random_words(std::uint64_t* words, std::uint64_t mask, std::uint64_t n,
-                             std::uint64_t seed) {
-  for (std::uint64_t i : gpm::grid_stride(n)) {
-    std::uint64_t& w = words[gpm::mix64(i ^ seed) & mask];
-    if constexpr (Cas) {
-      const gpm::atomic_ref<std::uint64_t, gpm::pool_scope> a(w);
-      std::uint64_t seen = a.load(gpm::memory_order_relaxed);
-      while (!a.compare_exchange_weak(seen, seen + 1, gpm::memory_order_relaxed)) {
-      }
-    } else {
-      w = seed;
-    }
-    gpm::persist();
-  }
-}
-
-// `n` random 128-byte lines of a power-of-two object read at gpm::pool_scope, 16 bytes per thread
-// (8 threads per line, as a warp probing 4 buckets reads them); the sum keeps the reads alive.
-__global__ void random_lines(const std::uint64_t* words, std::uint64_t line_mask, std::uint64_t n,
-                             std::uint64_t seed, unsigned long long* sum) {
-  std::uint64_t acc = 0;
-  for (std::uint64_t i : gpm::grid_stride(n * 8)) {
-    const std::uint64_t* p = words + (gpm::mix64((i / 8) ^ seed) & line_mask) * 16 + (i % 8) * 2;
-    acc += gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*const_cast<std::uint64_t*>(p))
-               .load(gpm::memory_order_relaxed) +
-           gpm::atomic_ref<std::uint64_t, gpm::pool_scope>(*const_cast<std::uint64_t*>(p + 1))
-               .load(gpm::memory_order_relaxed);
-  }
-  atomicAdd(sum, static_cast<unsigned long long>(acc));
-}
+// ---- the bound: random persisted 8-byte stores, CAS and line reads at an index's span --------
 
 measurement bound(const mode_context& ctx) {
   // On a GPU as large as an index's value area (gigabytes): random reads over a few hundred MiB
   // run several times faster than over the whole index.
-  const std::uint64_t object_bytes = ctx.options.quick     ? 4 * kMiB
-                                     : ctx.device.emulated ? 256 * kMiB
-                                                           : 4096 * kMiB;
+  const std::uint64_t span = ctx.options.quick     ? 4 * kMiB
+                             : ctx.device.emulated ? 256 * kMiB
+                                                   : 4096 * kMiB;
   const std::uint64_t n = ctx.options.quick     ? 64ull << 10
                           : ctx.device.emulated ? 1ull << 20
                                                 : 32ull << 20;
-  const std::uint64_t mask = object_bytes / 8 - 1;
-  const bench_pool p(ctx, "bound", pool_bytes_for(object_bytes), object_bytes);
-  const auto [blocks, threads] = filling_geometry(ctx);
-  const gpm::stream s;
-  std::uint64_t seed = 0;
-  measurement m;
-  m.times_s = ctx.repeat([&](int call) {
-    seed = gpm::mix64(static_cast<std::uint64_t>(call) + 7) | 1;
-    return seconds_on_stream(s, [&] {
-      gpm::launch(random_words<false>, blocks, threads, 0, s, p.device<std::uint64_t>(), mask, n,
-                  seed);
-    });
-  });
-  const std::uint64_t* words = p.host<std::uint64_t>();
-  for (std::uint64_t i = 0; i < n; ++i) {
-    if (words[gpm::mix64(i ^ seed) & mask] != seed)
-      check_failed("bound: a persisted store is missing");
-  }
-  // The CAS rate, from a zeroed object: the words must sum to the increments made.
-  std::memset(p.host<std::uint64_t>(), 0, object_bytes);
-  const double cas_s = seconds_on_stream(s, [&] {
-    gpm::launch(random_words<true>, blocks, threads, 0, s, p.device<std::uint64_t>(), mask, n,
-                seed);
-  });
-  std::uint64_t total = 0;
-  for (std::uint64_t w = 0; w <= mask; ++w) total += words[w];
-  if (total != n) check_failed("bound: the CAS increments do not add up");
-  // The read rate, which bounds searches: a probe reads its candidate buckets and the value.
-  std::memset(p.host<std::uint64_t>(), 1, object_bytes);
-  gpm::device_buffer<unsigned long long> sum(1);
-  sum.fill_bytes(0);
-  const std::uint64_t lines = n / 4;
-  const double read_s = seconds_on_stream(s, [&] {
-    gpm::launch(random_lines, blocks, threads, 0, s, p.device<std::uint64_t>(),
-                object_bytes / 128 - 1, lines, seed, sum.data());
-  });
-  unsigned long long got = 0;
-  sum.copy_to_host(&got, 1);
-  if (got != lines * 16 * 0x0101010101010101ull)
-    check_failed("bound: the line reads do not add up");
-  m.sizes = {{"object_bytes", object_bytes}, {"stores", n}, {"lines_read", lines}};
-  m.throughput = mega_operations(n);
-  m.bytes_persisted = n * 8;
-  m.metrics = {{"cas_mops", static_cast<double>(n) / cas_s * 1e-6},
-               {"read_mlines", static_cast<double>(lines) / read_s * 1e-6}};
+  const bench_pool p(ctx, "bound", pool_bytes_for(span), span);
+  measurement m = random_persists(ctx, p, span, n, "bound");
+  // The CAS at gpm::pool_scope, as the indexes claim slots; the reads bound searches (a probe
+  // reads its candidate buckets and the value).
+  const auto rate = [](const measurement& r) {
+    return r.throughput.value(summarize(r.times_s).median_s);
+  };
+  m.metrics = {{"cas_mops", rate(random_cas(ctx, p, span, n, cas_scope::pool, "bound"))},
+               {"read_mlines", rate(random_line_reads(ctx, p, span, n / 4, "bound"))}};
+  m.sizes.push_back({"lines_read", n / 4});
   return m;
 }
 
