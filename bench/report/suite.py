@@ -270,9 +270,10 @@ def _restoration(records, describe_machine):
         r = newest[w]
         m = r["metrics"]
         pct = m.get("restore_pct_of_op", 100.0 * m["restore_s"] / r["median_s"])
-        # Of which the recovery's kernels (undo logs: the log's copy and the roll-back).
-        kernels = None
-        if "restore_copy_s" in m and "restore_roll_back_s" in m:
+        # Of which the recovery's kernels (undo logs: the log's copy and the roll-back, one kernel
+        # since restore_kernel_s, two before).
+        kernels = m.get("restore_kernel_s")
+        if kernels is None and "restore_copy_s" in m and "restore_roll_back_s" in m:
             kernels = m["restore_copy_s"] + m["restore_roll_back_s"]
         rows.append((w, m["restore_s"], pct, kernels, kernels and pct * kernels / m["restore_s"]))
         used.append(r)
@@ -282,9 +283,10 @@ def _restoration(records, describe_machine):
              "Time to recover after a crash just before commit (or, for checkpoints, to restore "
              "the last checkpoint), as a percentage of the operation's time (metrics "
              "`restore_s` and `restore_pct_of_op` of the `gpm` mode); for undo logs also the part "
-             "spent in recovery's kernels (`restore_copy_s` + `restore_roll_back_s`), the rest "
-             "being the CUDA driver's (loading the recovery kernels on first use, allocating the "
-             "log's copy in GPU memory).", ""]
+             "spent in recovery's kernels (`restore_kernel_s`; in older records `restore_copy_s` "
+             "+ `restore_roll_back_s`), the rest being the CUDA driver's (loading the recovery "
+             "kernel on first use, allocating the log's copy in GPU memory: "
+             "`restore_allocate_s`).", ""]
     lines += _context(used, describe_machine)
     lines += ["| workload | restore | % of operation time | in kernels | % of operation time |",
               "| --- | --- | --- | --- | --- |"]

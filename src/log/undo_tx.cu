@@ -41,43 +41,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Rolls the log back (basic_undo_tx_ref::roll_back); with a copy, each warp first copies its own
+// streams' used lines into it (undo_streams::copy_own) and then reads them there, so that copying
+// and restoring overlap across warps.
 template <class Log>
-__global__ void roll_back_kernel(basic_undo_tx_ref<Log> tx) {
-  tx.roll_back();
-}
-
-// The unit of recover()'s copy: a warp copies a piece of a region, the part of it that the
-// region's streams use (their tails, read by the warp's lanes).
-constexpr std::uint64_t copy_piece_bytes = 64 << 10;
-
-template <class Log>
-GPM_HOST_DEVICE std::uint64_t copy_pieces_per_region(
-    const typename L::undo_streams<Log>::ref_type& log) {
-  return (L::undo_streams<Log>::region_bytes(log) + copy_piece_bytes - 1) / copy_piece_bytes;
-}
-
-// Copies the used part of the log's data into `copy`, at the same offsets, with 16-byte loads of
-// whole lines (rounded out to 16 bytes: a neighbour's bytes copied along are the same bytes).
-template <class Log>
-__global__ void copy_used_kernel(typename L::undo_streams<Log>::ref_type log, char* copy) {
-  using S = L::undo_streams<Log>;
-  const std::uint64_t region_bytes = S::region_bytes(log);
-  const std::uint64_t per_region = copy_pieces_per_region<Log>(log);
-  const auto* src = reinterpret_cast<const ulonglong2*>(S::data(log));
-  auto* dst = reinterpret_cast<ulonglong2*>(copy);
-  const std::uint32_t lane = gpm::lane_id();
-  for (std::uint64_t item : gpm::grid_stride<L::warp_lanes>(S::regions(log) * per_region)) {
-    const std::uint64_t region = item / per_region;
-    const std::uint64_t lo = item % per_region * copy_piece_bytes;
-    const std::uint64_t used =
-        gpm::tile_max(gpm::make_tile<L::warp_lanes>(), S::used_bytes(log, region, lane));
-    const std::uint64_t hi = std::min(used, lo + copy_piece_bytes);
-    if (hi <= lo) continue;
-    const std::uint64_t end = (region * region_bytes + hi + 15) / 16;
-    for (std::uint64_t w = (region * region_bytes + lo) / 16 + lane; w < end; w += L::warp_lanes) {
-      dst[w] = src[w];
-    }
+__global__ void recover_kernel(basic_undo_tx_ref<Log> tx, basic_undo_tx_ref<Log> from_copy,
+                               char* copy) {
+  if (copy == nullptr) {
+    tx.roll_back();
+    return;
   }
+  const unsigned active = __activemask();
+  L::undo_streams<Log>::copy_own(tx.log(), copy, active);
+  __syncwarp(active);
+  from_copy.roll_back();
 }
 
 }  // namespace
@@ -195,38 +172,29 @@ bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
 // Every stream rolls back reading its entries from a copy of the log's used lines in GPU memory.
 // Read from the pool, each stream's thread fetched its entries across PCIe 4 bytes at a time,
 // twice (checksum, then restore), a read request each; the copy reads whole lines. On an H200
-// this halved an interrupted gpDB UPDATE batch's recovery (docs/benchmarks.md). Without GPU
-// memory for the copy, from the pool as before. Each phase waits for its kernel, so that
-// last_recovery() can say where the time went (a recovery is synchronous anyway).
+// this halved an interrupted gpDB UPDATE batch's recovery (docs/benchmarks.md). The copy is made
+// in the recovery kernel itself, each warp its own lines before rolling them back (a separate copy
+// kernel first made the roll-back wait for the whole log). Without GPU memory for the copy, from
+// the pool as before. Each phase waits for its work, so that last_recovery() can say where the
+// time went (a recovery is synchronous anyway).
 template <class Log>
 void basic_undo_tx<Log>::roll_back(cudaStream_t stream) {
   const auto log = log_.ref();
+  auto start = std::chrono::steady_clock::now();
   void* copy = nullptr;
   if (cudaMalloc(&copy, streams::data_bytes(log)) != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky: the direct path below works without it
     copy = nullptr;
   }
   const std::unique_ptr<void, cudaError_t (*)(void*)> owned(copy, cudaFree);
-  const auto wait = [&] {
-    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
-  };
-  ref_type reading = ref();
-  if (copy != nullptr) {
-    const auto start = std::chrono::steady_clock::now();
-    const std::uint64_t warps = streams::regions(log) * copy_pieces_per_region<Log>(log);
-    constexpr std::uint32_t threads = 256;
-    const auto blocks = static_cast<std::uint32_t>(
-        std::min<std::uint64_t>((warps * L::warp_lanes + threads - 1) / threads, 1u << 20));
-    launch(copy_used_kernel<Log>, blocks, threads, 0, stream, log, static_cast<char*>(copy));
-    wait();
-    last_recovery_.from_copy = true;
-    last_recovery_.copy_seconds = seconds_since(start);
-    reading = ref_type(streams::reading(log, static_cast<char*>(copy)), pool_->ref());
-  }
-  const auto start = std::chrono::steady_clock::now();
-  launch(roll_back_kernel<Log>, grid(), block(), 0, stream, reading);
-  wait();
-  last_recovery_.roll_back_seconds = seconds_since(start);
+  last_recovery_.from_copy = copy != nullptr;
+  last_recovery_.allocate_seconds = seconds_since(start);
+  const ref_type from_copy(streams::reading(log, static_cast<char*>(copy)), pool_->ref());
+  start = std::chrono::steady_clock::now();
+  launch(recover_kernel<Log>, grid(), block(), 0, stream, ref(), from_copy,
+         static_cast<char*>(copy));
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
+  last_recovery_.kernel_seconds = seconds_since(start);
 }
 
 template class basic_undo_tx<hcl_log>;

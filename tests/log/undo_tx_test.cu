@@ -188,15 +188,15 @@ TYPED_TEST(UndoTx, RecoverUndoesSeveralKernelsOfABatch) {
   const gpm::undo_recovery undone = this->tx().last_recovery();
   EXPECT_TRUE(undone.undone);
   EXPECT_TRUE(undone.from_copy);
-  EXPECT_GT(undone.copy_seconds, 0);
-  EXPECT_GT(undone.roll_back_seconds, 0);
-  EXPECT_GE(undone.seconds, undone.copy_seconds + undone.roll_back_seconds);
+  EXPECT_GT(undone.allocate_seconds, 0);
+  EXPECT_GT(undone.kernel_seconds, 0);
+  EXPECT_GE(undone.seconds, undone.allocate_seconds + undone.kernel_seconds);
   EXPECT_FALSE(this->tx().recover());
   this->expect_array(1, "second recover");
   const gpm::undo_recovery nothing = this->tx().last_recovery();
   EXPECT_FALSE(nothing.undone);
-  EXPECT_EQ(nothing.copy_seconds, 0);
-  EXPECT_EQ(nothing.roll_back_seconds, 0);
+  EXPECT_EQ(nothing.allocate_seconds, 0);
+  EXPECT_EQ(nothing.kernel_seconds, 0);
 }
 
 TYPED_TEST(UndoTx, RollingBackTwiceRestoresTheSameBytes) {

@@ -80,8 +80,8 @@ void measure_restore(measurement& m, Strategy& s, std::uint64_t batches, const s
     add_restore_metrics(m, restore_s, first_s, batches);
     // Where the reported recovery's time went (gpm::undo_recovery).
     const gpm::undo_recovery& r = s.last_recovery();
-    m.metrics.push_back({"restore_copy_s", r.copy_seconds});
-    m.metrics.push_back({"restore_roll_back_s", r.roll_back_seconds});
+    m.metrics.push_back({"restore_allocate_s", r.allocate_seconds});
+    m.metrics.push_back({"restore_kernel_s", r.kernel_seconds});
   }
 }
 

@@ -45,13 +45,13 @@ template <class Log>
 class basic_undo_tx;
 
 // What the last recover() did (basic_undo_tx::last_recovery()), phase by phase; each phase is
-// timed on the host up to the end of its GPU work, launches included.
+// timed on the host up to the end of its work, launches included.
 struct undo_recovery {
-  double seconds = 0;            // the whole recover() call
-  bool undone = false;           // a batch was active and was undone
-  bool from_copy = false;        // the entries were read from a copy of the log in GPU memory
-  double copy_seconds = 0;       // copying the log's used lines into GPU memory
-  double roll_back_seconds = 0;  // the roll-back kernel
+  double seconds = 0;           // the whole recover() call
+  bool undone = false;          // a batch was active and was undone
+  bool from_copy = false;       // the entries were read from a copy of the log in GPU memory
+  double allocate_seconds = 0;  // allocating that copy (the CUDA driver's)
+  double kernel_seconds = 0;    // the recovery kernel: copying the log and rolling back
 };
 
 // The log of a conv_undo_tx: conv_log::create's partitions and bytes per partition.
@@ -77,6 +77,20 @@ struct log_data {
   static Ref reading(Ref log, char* copy) {
     log.v_.data_base = copy;
     return log;
+  }
+  // The `active` lanes of a warp copy bytes [at, at + bytes) of the log's data into `copy` at the
+  // same offset, with 16-byte loads of whole lines: the range is rounded out to 16 bytes (a
+  // neighbour's bytes copied along are the same bytes, so a warp copying them concurrently writes
+  // what is there).
+  __device__ static void copy_span(const Ref& log, char* copy, std::uint64_t at,
+                                   std::uint64_t bytes, unsigned active) {
+    const auto* src = reinterpret_cast<const ulonglong2*>(data(log));
+    auto* dst = reinterpret_cast<ulonglong2*>(copy);
+    const unsigned lane = lane_id();
+    const auto rank = static_cast<std::uint64_t>(__popc(active & ((1u << lane) - 1)));
+    const auto lanes = static_cast<std::uint64_t>(__popc(active));
+    const std::uint64_t end = (at + bytes + 15) / 16;
+    for (std::uint64_t w = at / 16 + rank; w < end; w += lanes) dst[w] = src[w];
   }
 };
 
@@ -104,23 +118,23 @@ struct undo_streams<hcl_log> : log_data<hcl_log_ref> {
   static dim3 grid(const hcl_log& log) { return log.grid(); }
   static dim3 block(const hcl_log& log) { return log.block(); }
 
-  // Recovery reads the log from a copy in GPU memory (basic_undo_tx::recover), made region by
-  // region: a region is one warp's rows; lane L's stream uses the rows below its tail.
-  GPM_HOST_DEVICE static std::uint64_t regions(const hcl_log_ref& log) {
-    return std::uint64_t{log.v_.blocks} * log.v_.warps_per_block;
-  }
-  GPM_HOST_DEVICE static std::uint64_t region_bytes(const hcl_log_ref& log) {
-    return log.v_.stream_chunks * line_bytes;
-  }
-  __device__ static std::uint64_t used_bytes(const hcl_log_ref& log, std::uint64_t region,
-                                             std::uint32_t lane) {
-    const std::uint64_t thread = region % log.v_.warps_per_block * warp_lanes + lane;
-    if (thread >= log.v_.threads_per_block) return 0;
-    const std::uint64_t stream =
-        region / log.v_.warps_per_block * log.v_.threads_per_block + thread;
+  // Recovery reads the log from a copy in GPU memory (basic_undo_tx::recover): in the recovery
+  // kernel, each warp first copies its own rows, those below the highest tail of its lanes (the
+  // `active` ones: a block's last warp may be partial). Called in every thread of the warp.
+  __device__ static void copy_own(const hcl_log_ref& log, char* copy, unsigned active) {
+    const dim3 g = gridDim, b = blockDim;
+    const std::uint64_t block = blockIdx.x + std::uint64_t{g.x} * (blockIdx.y + g.y * blockIdx.z);
+    const std::uint32_t thread = threadIdx.x + b.x * (threadIdx.y + b.y * threadIdx.z);
+    const std::uint64_t stream = block * log.v_.threads_per_block + thread;
+    const std::uint64_t warp = block * log.v_.warps_per_block + thread / warp_lanes;
     const stream_ref s{reinterpret_cast<std::uint64_t*>(log.v_.control(stream)),
                        log.v_.stream_chunks, log.v_.generation(), stream};
-    return std::min(load_used(s), s.capacity) * line_bytes;
+    std::uint64_t rows = std::min(load_used(s), s.capacity);
+    for (unsigned m = active; m != 0; m &= m - 1) {
+      rows = std::max(rows, __shfl_sync(active, rows, __ffs(static_cast<int>(m)) - 1));
+    }
+    const std::uint64_t region_bytes = log.v_.stream_chunks * line_bytes;
+    copy_span(log, copy, warp * region_bytes, rows * line_bytes, active);
   }
 };
 
@@ -161,17 +175,23 @@ struct undo_streams<conv_log> : log_data<conv_log_ref> {
     return dim3(std::min(log.partitions(), recovery_threads));
   }
 
-  // As for hcl_log; a region is one partition's chunks, which its lane 0 uses.
-  GPM_HOST_DEVICE static std::uint64_t regions(const conv_log_ref& log) { return log.v_.streams; }
-  GPM_HOST_DEVICE static std::uint64_t region_bytes(const conv_log_ref& log) {
-    return log.v_.stream_chunks * chunk_bytes;
-  }
-  __device__ static std::uint64_t used_bytes(const conv_log_ref& log, std::uint64_t region,
-                                             std::uint32_t lane) {
-    if (lane != 0) return 0;
-    auto* control = reinterpret_cast<partition_control*>(log.v_.control(region));
-    const stream_ref s{&control->tail, log.v_.stream_chunks, log.v_.generation(), region};
-    return std::min(load_used(s), s.capacity) * chunk_bytes;
+  // As for hcl_log; the recovery kernel's thread i rolls back partition i, so a warp copies its
+  // lanes' partitions one after another, each up to its tail.
+  __device__ static void copy_own(const conv_log_ref& log, char* copy, unsigned active) {
+    const std::uint64_t mine = tile_index();
+    std::uint64_t used = 0;
+    if (mine < log.partitions()) {
+      auto* control = reinterpret_cast<partition_control*>(log.v_.control(mine));
+      const stream_ref s{&control->tail, log.v_.stream_chunks, log.v_.generation(), mine};
+      used = std::min(load_used(s), s.capacity) * chunk_bytes;
+    }
+    const std::uint64_t partition_bytes = log.v_.stream_chunks * chunk_bytes;
+    for (unsigned m = active; m != 0; m &= m - 1) {
+      const int lane = __ffs(static_cast<int>(m)) - 1;
+      const std::uint64_t p = __shfl_sync(active, mine, lane);
+      const std::uint64_t bytes = __shfl_sync(active, used, lane);
+      if (bytes != 0) copy_span(log, copy, p * partition_bytes, bytes, active);
+    }
   }
 };
 
@@ -187,8 +207,8 @@ struct restore_writer {
   unsigned char* target;
   std::uint64_t bytes;
   std::uintptr_t window = 0;  // the 16-byte aligned address the gathered words belong to
-  std::uint32_t word[4] = {};
-  std::uint32_t filled = 0;  // bit i: word[i] is gathered
+  std::uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;  // its words (not an array: kept in registers)
+  std::uint32_t filled = 0;                       // bit i: word i is gathered
 
   // The chunk of the old bytes at offset `pos` (a multiple of chunk_bytes) in the range.
   GPM_HOST_DEVICE void put(std::uint64_t pos, std::uint32_t c) {
@@ -205,26 +225,31 @@ struct restore_writer {
       window = w;
     }
     const auto i = static_cast<std::uint32_t>((a - w) / chunk_bytes);
-    word[i] = c;
+    w0 = i == 0 ? c : w0;
+    w1 = i == 1 ? c : w1;
+    w2 = i == 2 ? c : w2;
+    w3 = i == 3 ? c : w3;
     filled |= 1u << i;
   }
   GPM_HOST_DEVICE void flush() {
     auto* base = reinterpret_cast<unsigned char*>(window);
     if (filled == 0xf) {
-      store_bytes_as(base, uint4{word[0], word[1], word[2], word[3]});
+      store_bytes_as(base, uint4{w0, w1, w2, w3});
     } else {
-      for (std::uint32_t h = 0; h < 4; h += 2) {
-        if ((filled >> h & 3u) == 3u) {
-          store_bytes_as(base + h * chunk_bytes,
-                         std::uint64_t{word[h]} | std::uint64_t{word[h + 1]} << 32);
-          continue;
-        }
-        for (std::uint32_t i = h; i < h + 2; ++i) {
-          if (filled >> i & 1u) store_bytes_as(base + i * chunk_bytes, word[i]);
-        }
-      }
+      store_half(base, filled & 3u, w0, w1);
+      store_half(base + 2 * chunk_bytes, filled >> 2 & 3u, w2, w3);
     }
     filled = 0;
+  }
+  // The gathered words of one 8-byte half of the window (`which`: bit 0 low word, bit 1 high).
+  GPM_HOST_DEVICE static void store_half(unsigned char* at, std::uint32_t which, std::uint32_t lo,
+                                         std::uint32_t hi) {
+    if (which == 3u) {
+      store_bytes_as(at, std::uint64_t{lo} | std::uint64_t{hi} << 32);
+      return;
+    }
+    if (which & 1u) store_bytes_as(at, lo);
+    if (which & 2u) store_bytes_as(at + chunk_bytes, hi);
   }
 };
 
@@ -261,10 +286,12 @@ __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
     }
     // Second pass: restore the old bytes.
     unsigned char* target = pool.ptr<unsigned char>(offset);
+    // (The checksum passed: no need to fold the chunks again.)
     restore_writer out{target, bytes};
-    walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
-      if (k >= undo_record_chunks) out.put((k - undo_record_chunks) * chunk_bytes, c);
-    });
+    const std::uint64_t n = chunks_for(e.bytes);
+    for (std::uint64_t k = undo_record_chunks; k < n; ++k) {
+      out.put((k - undo_record_chunks) * chunk_bytes, *at.chunk(e.begin + k));
+    }
     out.flush();
     gpm::persist_later_at("undo_tx.roll_back.data", target, bytes);
     end = e.begin;
@@ -325,7 +352,7 @@ class basic_undo_tx_ref {
     });
   }
 
-  const log_ref_type& log() const { return log_; }
+  GPM_HOST_DEVICE const log_ref_type& log() const { return log_; }
 
  private:
   friend class basic_undo_tx<Log>;
