@@ -120,14 +120,31 @@ def describe_machine(record):
 
 
 def newest_per_mode(records):
-    """Each mode's newest record (modes in the order they first appear), and all older ones."""
+    """Each mode's records from its newest run (modes in the order they first appear; a workload
+    with cases has one record of a mode per case in a run), and all older ones."""
     newest = {}
     for r in records:
-        if r["mode"] not in newest or r["timestamp"] >= newest[r["mode"]]["timestamp"]:
-            newest[r["mode"]] = r
-    shown = list(newest.values())
-    older = [r for r in records if newest[r["mode"]] is not r]
+        if r["mode"] not in newest or r["timestamp"] > newest[r["mode"]]:
+            newest[r["mode"]] = r["timestamp"]
+    shown = [r for mode in newest for r in records
+             if r["mode"] == mode and r["timestamp"] == newest[mode]]
+    older = [r for r in records if r["timestamp"] != newest[r["mode"]]]
     return shown, older
+
+
+def mode_labels(records):
+    """Each record's mode, followed, where several records share it, by the first size in which
+    they differ (a workload's cases), so that plots tell them apart."""
+    by_mode = defaultdict(list)
+    for r in records:
+        by_mode[r["mode"]].append(r)
+    labels = []
+    for r in records:
+        same = by_mode[r["mode"]]
+        keys = [k for k in r["sizes"] if len({str(o["sizes"].get(k)) for o in same}) > 1]
+        labels.append(f"{r['mode']} ({format_sizes({keys[0]: r['sizes'][keys[0]]})})"
+                      if len(same) > 1 and keys else r["mode"])
+    return labels
 
 
 def newest_table(records, with_run):
@@ -251,7 +268,7 @@ def plot_workload(plt, workload, records, out_dir):
         quartiles = [quartile_throughputs(r) for r in group]
         errors = [[v - q[0] for v, q in zip(values, quartiles)],
                   [q[1] - v for v, q in zip(values, quartiles)]]
-        ax.bar([r["mode"] for r in group], values, yerr=errors, capsize=4, color="#4c72b0")
+        ax.bar(mode_labels(group), values, yerr=errors, capsize=4, color="#4c72b0")
         ax.set_ylabel(unit + (" (lower is better)" if not is_rate(unit) else ""))
         if max(values) > 100 * min(values):
             ax.set_yscale("log")  # ceilings and small increments differ by orders of magnitude
@@ -262,7 +279,7 @@ def plot_workload(plt, workload, records, out_dir):
                             5 * len(by_unit)))
     save(fig, f"{workload}_throughput.png")
 
-    ratios = [(f"{r['mode']} / {name}", ratio) for r in records
+    ratios = [(f"{label} / {name}", ratio) for r, label in zip(records, mode_labels(records))
               for name, ratio in r["ratio_to_ceiling"].items()]
     if ratios:
         fig, ax = plt.subplots(figsize=(8, 0.5 * len(ratios) + 1.5))
