@@ -177,6 +177,28 @@ TEST_F(KvsTest, ReferenceCatchesWrongTables) {
   EXPECT_NE(ref.compare(table_->host(), 0), "");
 }
 
+TEST_F(KvsTest, BatchesRunInTheOrderOfTheTable) {
+  // order_by_region: every operation once, their home buckets' regions never going back.
+  const op_stream ops = mixed();
+  scratch_.order_by_region(kBlocks, kThreads, nullptr, table_->device(), ops, 3, kOps);
+  gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<std::uint32_t> order(kOps);
+  gpm::check_cuda(cudaMemcpy(order.data(), scratch_.view().order, kOps * sizeof(std::uint32_t),
+                             cudaMemcpyDeviceToHost),
+                  "cudaMemcpy");
+  std::vector<bool> seen(kOps, false);
+  std::uint64_t previous = 0;
+  for (std::uint32_t i : order) {
+    ASSERT_LT(i, kOps);
+    ASSERT_FALSE(seen[i]) << "operation " << i << " placed twice";
+    seen[i] = true;
+    const std::uint64_t region = region_of(table_->host(), ops.key(3, i));
+    ASSERT_GE(region, previous) << "operation " << i;
+    previous = region;
+  }
+  EXPECT_GT(previous, 0u);
+}
+
 TEST_F(KvsTest, FullBucketsEvictAndTheReferenceAllowsIt) {
   // 16 buckets for 2048 keys: every bucket overflows.
   const table small = table::create(*pool_, "small", 16);

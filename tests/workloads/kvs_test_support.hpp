@@ -38,6 +38,7 @@ inline std::uint64_t hcl_bytes_per_thread(std::uint64_t ops) {
 template <class Undo>
 void launch_batch(const table_view& t, batch_scratch& s, const Undo& undo, const op_stream& ops,
                   std::uint64_t batch, std::uint64_t count) {
+  s.order_by_region(kBlocks, kThreads, nullptr, t, ops, batch, count);
   gpm::launch(run_batch<Undo>, kBlocks, kThreads, 0, nullptr, t, s.view(), undo, ops, batch, count,
               s.next_epoch());
   gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a gpKVS batch");

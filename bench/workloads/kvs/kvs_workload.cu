@@ -72,6 +72,7 @@ struct gpu_part {
   template <class Undo>
   void batch(const table_view& t, const Undo& undo, const op_stream& ops, std::uint64_t b,
              std::uint64_t count) {
+    scratch.order_by_region(g.blocks, g.threads, s, t, ops, b, count);
     gpm::launch(run_batch<Undo>, g.blocks, g.threads, 0, s, t, scratch.view(), undo, ops, b, count,
                 scratch.next_epoch());
     s.synchronize();
