@@ -15,6 +15,7 @@
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
+#include "workloads/common/block_scan.cuh"
 #include "workloads/common/undo_logs.cuh"
 #include "workloads/kvs/kvs_table.cuh"
 
@@ -62,31 +63,11 @@ __global__ inline void count_regions(table_view t, op_stream ops, std::uint64_t 
   }
 }
 
-// One block of kScanThreads: counts[r] becomes the operations of regions before r (each thread
-// sums a chunk, the chunk sums are scanned, then each thread writes its chunk's offsets).
+// One block of kScanThreads: counts[r] becomes the operations of regions before r.
 __global__ inline void offsets_of_regions(std::uint32_t* counts) {
-  __shared__ std::uint32_t chunk_sums[kScanThreads];
-  constexpr std::uint64_t chunk = kRegions / kScanThreads;
-  const unsigned t = threadIdx.x;
-  std::uint32_t sum = 0;
-  for (std::uint64_t r = t * chunk; r < (t + 1) * chunk; ++r) sum += counts[r];
-  chunk_sums[t] = sum;
-  __syncthreads();
-  if (t == 0) {
-    std::uint32_t running = 0;
-    for (unsigned i = 0; i < kScanThreads; ++i) {
-      const std::uint32_t here = chunk_sums[i];
-      chunk_sums[i] = running;
-      running += here;
-    }
-  }
-  __syncthreads();
-  std::uint32_t running = chunk_sums[t];
-  for (std::uint64_t r = t * chunk; r < (t + 1) * chunk; ++r) {
-    const std::uint32_t here = counts[r];
-    counts[r] = running;
-    running += here;
-  }
+  block_exclusive_scan<kScanThreads>(
+      kRegions, [&](std::uint64_t r) { return counts[r]; },
+      [&](std::uint64_t r, std::uint32_t offset) { counts[r] = offset; });
 }
 
 // Places each operation's index at the next free position of its region.

@@ -27,6 +27,7 @@
 #include "native.hpp"
 #include "native_kernels.cuh"
 #include "native_mode.hpp"
+#include "workloads/common/block_scan.cuh"
 
 namespace gpmbench::native {
 
@@ -118,29 +119,11 @@ __global__ void ps_partial(const std::uint32_t* in, std::uint64_t blocks,
 // One block per array: offsets[b] = the sum of the array's subarrays before b (wrapping).
 __global__ void ps_offsets(const std::uint64_t* records, std::uint64_t blocks_per_array,
                            std::uint32_t* offsets) {
-  __shared__ std::uint32_t chunk_sums[kScanBlock];
   const std::uint64_t first = blockIdx.x * blocks_per_array;
-  const std::uint64_t chunk = (blocks_per_array + kScanBlock - 1) / kScanBlock;
-  const std::uint64_t lo = std::min(blocks_per_array, threadIdx.x * chunk);
-  const std::uint64_t hi = std::min(blocks_per_array, lo + chunk);
-  std::uint32_t s = 0;
-  for (std::uint64_t b = lo; b < hi; ++b) s += static_cast<std::uint32_t>(records[first + b]);
-  chunk_sums[threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    std::uint32_t running = 0;
-    for (unsigned i = 0; i < kScanBlock; ++i) {
-      const std::uint32_t here = chunk_sums[i];
-      chunk_sums[i] = running;
-      running += here;
-    }
-  }
-  __syncthreads();
-  std::uint32_t running = chunk_sums[threadIdx.x];
-  for (std::uint64_t b = lo; b < hi; ++b) {
-    offsets[first + b] = running;
-    running += static_cast<std::uint32_t>(records[first + b]);
-  }
+  block_exclusive_scan<kScanBlock>(
+      blocks_per_array,
+      [&](std::uint64_t b) { return static_cast<std::uint32_t>(records[first + b]); },
+      [&](std::uint64_t b, std::uint32_t offset) { offsets[first + b] = offset; });
 }
 
 template <bool kToPool, bool kPersist>
