@@ -128,16 +128,31 @@ class hcl_log_ref {
     if (grid_blocks != v_.blocks || block_threads != v_.threads_per_block) {
       return v_.report(log_status::wrong_geometry, ~std::uint64_t{0});
     }
+    const position p = where();
+    const detail::log::striped_layout at{v_.data() + p.warp * region_bytes(), p.lane};
+    return v_.report(f(at, stream_of(p.stream)), p.stream);
+  }
+
+  // The calling thread's place in a kernel of the log's geometry: its stream, and the warp whose
+  // region of rows (region_bytes() each) holds the stream in column `lane`.
+  struct position {
+    std::uint64_t stream, warp;
+    std::uint32_t lane;
+  };
+  __device__ position where() const {
+    const dim3 g = gridDim, b = blockDim;
     const std::uint64_t block = blockIdx.x + std::uint64_t{g.x} * (blockIdx.y + g.y * blockIdx.z);
     const std::uint32_t thread = threadIdx.x + b.x * (threadIdx.y + b.y * threadIdx.z);
-    const std::uint64_t stream = block * v_.threads_per_block + thread;
-    const std::uint64_t warp = block * v_.warps_per_block + thread / detail::log::warp_lanes;
-    const detail::log::striped_layout at{
-        v_.data() + warp * v_.stream_chunks * detail::log::line_bytes,
-        thread % detail::log::warp_lanes};
-    const detail::log::stream_ref s{reinterpret_cast<std::uint64_t*>(v_.control(stream)),
-                                    v_.stream_chunks, v_.generation(), stream};
-    return v_.report(f(at, s), stream);
+    return {block * v_.threads_per_block + thread,
+            block * v_.warps_per_block + thread / detail::log::warp_lanes,
+            thread % detail::log::warp_lanes};
+  }
+  GPM_HOST_DEVICE std::uint64_t region_bytes() const {
+    return v_.stream_chunks * detail::log::line_bytes;
+  }
+  GPM_HOST_DEVICE detail::log::stream_ref stream_of(std::uint64_t stream) const {
+    return {reinterpret_cast<std::uint64_t*>(v_.control(stream)), v_.stream_chunks, v_.generation(),
+            stream};
   }
 
   detail::log::log_view v_;

@@ -122,19 +122,13 @@ struct undo_streams<hcl_log> : log_data<hcl_log_ref> {
   // kernel, each warp first copies its own rows, those below the highest tail of its lanes (the
   // `active` ones: a block's last warp may be partial). Called in every thread of the warp.
   __device__ static void copy_own(const hcl_log_ref& log, char* copy, unsigned active) {
-    const dim3 g = gridDim, b = blockDim;
-    const std::uint64_t block = blockIdx.x + std::uint64_t{g.x} * (blockIdx.y + g.y * blockIdx.z);
-    const std::uint32_t thread = threadIdx.x + b.x * (threadIdx.y + b.y * threadIdx.z);
-    const std::uint64_t stream = block * log.v_.threads_per_block + thread;
-    const std::uint64_t warp = block * log.v_.warps_per_block + thread / warp_lanes;
-    const stream_ref s{reinterpret_cast<std::uint64_t*>(log.v_.control(stream)),
-                       log.v_.stream_chunks, log.v_.generation(), stream};
+    const hcl_log_ref::position p = log.where();
+    const stream_ref s = log.stream_of(p.stream);
     std::uint64_t rows = std::min(load_used(s), s.capacity);
     for (unsigned m = active; m != 0; m &= m - 1) {
       rows = std::max(rows, __shfl_sync(active, rows, __ffs(static_cast<int>(m)) - 1));
     }
-    const std::uint64_t region_bytes = log.v_.stream_chunks * line_bytes;
-    copy_span(log, copy, warp * region_bytes, rows * line_bytes, active);
+    copy_span(log, copy, p.warp * log.region_bytes(), rows * line_bytes, active);
   }
 };
 
