@@ -31,14 +31,13 @@ if ! cmake --preset cuda > "$log" 2>&1 ||
 fi
 results=/tmp/gpmkit-results
 rm -rf "$results"
-# A private tmpfs mounted huge=always (2 MiB pages; needs root, changes no system-wide setting),
-# for pools: mount_huge prints its path, after saying what gpmkit finds there.
+# A private tmpfs at $huge mounted huge=always (2 MiB pages; needs root, changes no system-wide
+# setting), for pools; mount_huge says what gpmkit finds there.
 huge=/mnt/gpmkit-huge
 mount_huge() {
   mkdir -p "$huge"
   mount -t tmpfs -o size=16G,huge=always gpmkit-huge "$huge" || return 1
-  build/cuda/tools/gpmkit/gpmkit info --pm-dir "$huge" | sed -n '/^pm dir/,/gpu mappable/p' >&2
-  echo "$huge"
+  build/cuda/tools/gpmkit/gpmkit info --pm-dir "$huge" | sed -n '/^pm dir/,/gpu mappable/p'
 }
 case "$what" in
   suite)
@@ -78,8 +77,8 @@ case "$what" in
     mkdir -p "$results/runs"
     pm=()
     if [ "${RUNS_HUGE:-0}" = 1 ]; then
-      dir=$(mount_huge) || exit 1
-      pm=(--pm-dir "$dir")
+      mount_huge || exit 1
+      pm=(--pm-dir "$huge")
     fi
     for args in "$@"; do
       left=$((budget - SECONDS))
@@ -99,8 +98,8 @@ case "$what" in
   platform)
     build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp \
       --out "$results/default-pages"
-    mnt=$(mount_huge) || exit 1
-    build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp --pm-dir "$mnt" \
+    mount_huge || exit 1
+    build/cuda/bench/gpmbench run platform --repeats 10 --disk-dir /var/tmp --pm-dir "$huge" \
       --out "$results/huge-pages"
     status=$?
     umount "$huge"

@@ -316,7 +316,7 @@ measurement persist_random8(const mode_context& ctx) {
   const platform_sizes sz = sizes_for(ctx);
   const bench_pool p(ctx, "persist_random8", pool_bytes_for(sz.random_object_bytes),
                      sz.random_object_bytes);
-  return random_persists(ctx, p, sz.random_object_bytes, sz.random_stores, "persist_random8");
+  return random_persists(ctx, p, sz.random_stores, "persist_random8");
 }
 
 measurement persist_latency(const mode_context& ctx) {
@@ -344,8 +344,7 @@ measurement cas_rate(const mode_context& ctx) {
   const platform_sizes sz = sizes_for(ctx);
   const bench_pool p(ctx, "cas_rate", pool_bytes_for(sz.random_object_bytes),
                      sz.random_object_bytes);
-  return random_cas(ctx, p, sz.random_object_bytes, sz.cas_increments, cas_scope::system,
-                    "cas_rate");
+  return random_cas(ctx, p, sz.cas_increments, cas_scope::system, "cas_rate");
 }
 
 measurement disk_fsync(const mode_context& ctx) {

@@ -69,8 +69,9 @@ named_counts shape(std::uint64_t span, const char* count_name, std::uint64_t cou
 
 }  // namespace
 
-measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t span,
-                            std::uint64_t stores, const char* what) {
+measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t stores,
+                            const char* what) {
+  const std::uint64_t span = p.object_bytes();
   const std::uint64_t mask = span / sizeof(std::uint64_t) - 1;
   const geometry g = filling_geometry(ctx);
   const gpm::stream s;
@@ -96,8 +97,9 @@ measurement random_persists(const mode_context& ctx, const bench_pool& p, std::u
   return m;
 }
 
-measurement random_cas(const mode_context& ctx, const bench_pool& p, std::uint64_t span,
-                       std::uint64_t increments, cas_scope scope, const char* what) {
+measurement random_cas(const mode_context& ctx, const bench_pool& p, std::uint64_t increments,
+                       cas_scope scope, const char* what) {
+  const std::uint64_t span = p.object_bytes();
   const std::uint64_t mask = span / sizeof(std::uint64_t) - 1;
   std::uint64_t* words = p.host<std::uint64_t>();
   gpm::device_buffer<std::uint64_t> attempts(1);
@@ -130,8 +132,9 @@ measurement random_cas(const mode_context& ctx, const bench_pool& p, std::uint64
   return m;
 }
 
-measurement random_line_reads(const mode_context& ctx, const bench_pool& p, std::uint64_t span,
-                              std::uint64_t lines, const char* what) {
+measurement random_line_reads(const mode_context& ctx, const bench_pool& p, std::uint64_t lines,
+                              const char* what) {
+  const std::uint64_t span = p.object_bytes();
   std::memset(p.host<std::uint64_t>(), 1, span);
   gpm::device_buffer<unsigned long long> sum(1);
   const geometry g = filling_geometry(ctx);
@@ -179,11 +182,14 @@ span_counts counts_for(const mode_context& ctx) {
   return {32ull << 20, 16ull << 20, 8ull << 20};
 }
 
-template <class F>
-measurement on_span_pool(const mode_context& ctx, const char* name, F&& f) {
-  const std::uint64_t span = span_of(ctx);
-  const bench_pool p(ctx, name, pool_bytes_for(span), span);
-  return f(p, span);
+// A mode of random_span: `measure(ctx, pool, counts, name)` on a pool object of the case's span.
+template <class Measure>
+mode span_mode(const char* name, const char* summary, Measure measure) {
+  return {name, summary, "", [=](const mode_context& ctx) {
+            const std::uint64_t span = span_of(ctx);
+            const bench_pool p(ctx, name, pool_bytes_for(span), span);
+            return measure(ctx, p, counts_for(ctx), name);
+          }};
 }
 
 }  // namespace
@@ -194,27 +200,18 @@ workload random_span_workload() {
           "objects of 256 MiB, 1 GiB and 4 GiB (1/64 of that on the emulator): the ceilings for "
           "random work at the spans of the benchmarks' tables",
           {
-              {"persist_random8",
-               "random 8-byte stores into the object, each persisted (M stores/s)", "",
-               [](const mode_context& ctx) {
-                 return on_span_pool(ctx, "persist_random8", [&](const bench_pool& p, auto span) {
-                   return random_persists(ctx, p, span, counts_for(ctx).stores, "persist_random8");
-                 });
-               }},
-              {"cas_rate", "system-scope CAS increments of random words (M CAS/s)", "",
-               [](const mode_context& ctx) {
-                 return on_span_pool(ctx, "cas_rate", [&](const bench_pool& p, auto span) {
-                   return random_cas(ctx, p, span, counts_for(ctx).increments, cas_scope::system,
-                                     "cas_rate");
-                 });
-               }},
-              {"read_random_lines", "random 128-byte line reads (M lines/s)", "",
-               [](const mode_context& ctx) {
-                 return on_span_pool(ctx, "read_random_lines", [&](const bench_pool& p, auto span) {
-                   return random_line_reads(ctx, p, span, counts_for(ctx).lines,
-                                            "read_random_lines");
-                 });
-               }},
+              span_mode("persist_random8",
+                        "random 8-byte stores into the object, each persisted (M stores/s)",
+                        [](const mode_context& ctx, const bench_pool& p, span_counts c,
+                           const char* name) { return random_persists(ctx, p, c.stores, name); }),
+              span_mode("cas_rate", "system-scope CAS increments of random words (M CAS/s)",
+                        [](const mode_context& ctx, const bench_pool& p, span_counts c,
+                           const char* name) {
+                          return random_cas(ctx, p, c.increments, cas_scope::system, name);
+                        }),
+              span_mode("read_random_lines", "random 128-byte line reads (M lines/s)",
+                        [](const mode_context& ctx, const bench_pool& p, span_counts c,
+                           const char* name) { return random_line_reads(ctx, p, c.lines, name); }),
           },
           {"256MiB", "1GiB", "4GiB"}};
 }

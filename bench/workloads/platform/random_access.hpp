@@ -14,9 +14,11 @@
 
 namespace gpmbench {
 
-// `stores` 8-byte stores to hashed words of p's object (`span` bytes), each persisted.
-measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t span,
-                            std::uint64_t stores, const char* what);
+// Each works on p's object, whose size (a power of two) is the span.
+
+// `stores` 8-byte stores to hashed words of the object, each persisted.
+measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t stores,
+                            const char* what);
 
 // Which memory scope random_cas's CAS has: system (CPU threads could share the words), or
 // gpm::pool_scope (only GPU threads touch them during a kernel, as in the hash indexes).
@@ -24,12 +26,12 @@ enum class cas_scope { system, pool };
 
 // `increments` increments of hashed words by CAS, from zeroed words (so that the first attempt
 // usually succeeds without reading the word); records the attempts made.
-measurement random_cas(const mode_context& ctx, const bench_pool& p, std::uint64_t span,
-                       std::uint64_t increments, cas_scope scope, const char* what);
+measurement random_cas(const mode_context& ctx, const bench_pool& p, std::uint64_t increments,
+                       cas_scope scope, const char* what);
 
 // `lines` reads of hashed 128-byte lines, 16 bytes a thread (8 threads a line, as a warp probing
 // 4 buckets reads them), at gpm::pool_scope.
-measurement random_line_reads(const mode_context& ctx, const bench_pool& p, std::uint64_t span,
-                              std::uint64_t lines, const char* what);
+measurement random_line_reads(const mode_context& ctx, const bench_pool& p, std::uint64_t lines,
+                              const char* what);
 
 }  // namespace gpmbench

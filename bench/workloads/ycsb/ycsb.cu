@@ -147,14 +147,14 @@ measurement bound(const mode_context& ctx) {
                           : ctx.device.emulated ? 1ull << 20
                                                 : 32ull << 20;
   const bench_pool p(ctx, "bound", pool_bytes_for(span), span);
-  measurement m = random_persists(ctx, p, span, n, "bound");
+  measurement m = random_persists(ctx, p, n, "bound");
   // The CAS at gpm::pool_scope, as the indexes claim slots; the reads bound searches (a probe
   // reads its candidate buckets and the value).
   const auto rate = [](const measurement& r) {
     return r.throughput.value(summarize(r.times_s).median_s);
   };
-  m.metrics = {{"cas_mops", rate(random_cas(ctx, p, span, n, cas_scope::pool, "bound"))},
-               {"read_mlines", rate(random_line_reads(ctx, p, span, n / 4, "bound"))}};
+  m.metrics = {{"cas_mops", rate(random_cas(ctx, p, n, cas_scope::pool, "bound"))},
+               {"read_mlines", rate(random_line_reads(ctx, p, n / 4, "bound"))}};
   m.sizes.push_back({"lines_read", n / 4});
   return m;
 }
