@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -62,6 +63,8 @@ machine_info describe_machine(const gpm::device_info& dev) {
     if (cudaRuntimeGetVersion(&v) == cudaSuccess) {
       m.cuda_runtime = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
     }
+    const char* loading = std::getenv("CUDA_MODULE_LOADING");
+    m.module_loading = loading != nullptr ? loading : "LAZY";  // CUDA's default since 12.2
   }
   return m;
 }

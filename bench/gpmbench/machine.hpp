@@ -23,6 +23,9 @@ struct machine_info {
   // Whether the run's pools were on 2 MiB pages (gpm::describe_storage of its PM directory): the
   // GPU's reach into a pool, random accesses above all, depends on it (docs/pool.md).
   bool pool_huge_pages = false;
+  // CUDA_MODULE_LOADING as the run saw it ("EAGER": gpmbench's default, see main.cpp); none on
+  // the host backend.
+  std::optional<std::string> module_loading;
 };
 
 machine_info describe_machine(const gpm::device_info& dev);

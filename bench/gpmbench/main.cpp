@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -368,6 +369,12 @@ int suite(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every kernel's code is loaded when CUDA starts, unless the caller asked otherwise. Loaded on
+  // first use (CUDA's default), a kernel's first launch, or a later driver call in its wake, took
+  // an H200 1.3 s: a stall that landed in whichever timed step came first, such as the recovery
+  // of an interrupted gpKVS batch, whose kernel takes 0.5 ms (docs/benchmarks.md). Records say
+  // which way the run loaded (machine.module_loading).
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

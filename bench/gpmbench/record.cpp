@@ -49,6 +49,7 @@ json::object machine_json(const machine_info& m) {
   o.add("driver", optional_value(m.driver));
   o.add("cuda_runtime", optional_value(m.cuda_runtime));
   o.add("pool_huge_pages", m.pool_huge_pages);
+  o.add("module_loading", optional_value(m.module_loading));
   return o;
 }
 

@@ -116,6 +116,8 @@ def describe_machine(record):
         text += "; " + ", ".join(versions)
     if m.get("pool_huge_pages"):
         text += "; pools on 2 MiB pages"
+    if m.get("module_loading") == "LAZY":
+        text += "; kernels loaded lazily"
     return text
 
 
