@@ -12,6 +12,9 @@
 //   gphash.insert.publish  the published fingerprint word, before the insert is acknowledged
 //   gphash.update.swap     the valid copy's value offset after the update's CAS
 //   gphash.erase.clear     the erased copy's fingerprint word, cleared
+//   gphash.move.claim      displacement: the copy's value offset and key words, before publication
+//   gphash.move.publish    displacement: the copy's fingerprint word, before the source is cleared
+//   gphash.move.clear      displacement: the source's fingerprint word, cleared
 //   gphash.recover.dedupe  recovery clearing a duplicate copy (kernels.cuh)
 // Two clears are not persisted, since no crash can make their loss visible (kernels.cuh):
 // recovery's clearing of INSERTING slots and a rehash's clearing of an item's copy below.
@@ -23,6 +26,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include <gpm/hash/detail/format.hpp>
@@ -130,6 +134,9 @@ struct gphash<Key>::impl {
   value_area values;
   device_buffer<unsigned long long> counters{3};  // [0] retries, [1] and [2] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
+  // Displacement's bucket locks (move_locks), allocated at its first use.
+  static constexpr std::uint64_t kMoveLocks = 1u << 16;
+  device_buffer<std::uint32_t> move_lock_words;
 
   cache_options cache_opts;
   std::unique_ptr<bucket_cache> cache;  // null while the cache is off
@@ -267,22 +274,47 @@ struct gphash<Key>::impl {
 
   // ---- bulk operations -------------------------------------------------------------------------
 
-  template <unsigned G, bulk_op Op>
-  void launch_bulk(const bulk_args& a, cudaStream_t stream) {
-    const std::uint32_t block = options.block_threads;
-    launch(bulk_kernel<Key, G, Op>, blocks_for(a.n * G, block), block, 0, stream, live_view(), a);
+  // Calls f(std::integral_constant<unsigned, G>{}) with the options' tile size G.
+  template <class F>
+  void with_tile(F&& f) const {
+    switch (options.cg_size) {
+      case 1: return f(std::integral_constant<unsigned, 1>{});
+      case 2: return f(std::integral_constant<unsigned, 2>{});
+      case 4: return f(std::integral_constant<unsigned, 4>{});
+      case 8: return f(std::integral_constant<unsigned, 8>{});
+      case 16: return f(std::integral_constant<unsigned, 16>{});
+      default: return f(std::integral_constant<unsigned, 32>{});
+    }
   }
 
   template <bulk_op Op>
   void dispatch(const bulk_args& a, cudaStream_t stream) {
-    switch (options.cg_size) {
-      case 1: return launch_bulk<1, Op>(a, stream);
-      case 2: return launch_bulk<2, Op>(a, stream);
-      case 4: return launch_bulk<4, Op>(a, stream);
-      case 8: return launch_bulk<8, Op>(a, stream);
-      case 16: return launch_bulk<16, Op>(a, stream);
-      default: return launch_bulk<32, Op>(a, stream);
+    const std::uint32_t block = options.block_threads;
+    with_tile([&](auto g) {
+      launch(bulk_kernel<Key, g.value, Op>, blocks_for(a.n * g.value, block), block, 0, stream,
+             live_view(), a);
+    });
+  }
+
+  // Displacement for the keys keys[index[i]], i < n (index null: keys[i]); returns the items
+  // moved. Synchronous.
+  unsigned long long make_room(const void* keys, const std::uint64_t* index, std::uint64_t n,
+                               cudaStream_t stream) {
+    if (n == 0) return 0;
+    if (move_lock_words.size() == 0) {
+      move_lock_words = device_buffer<std::uint32_t>(kMoveLocks);
+      check_cuda(cudaMemset(move_lock_words.data(), 0, kMoveLocks * sizeof(std::uint32_t)),
+                 "cudaMemset");
     }
+    set_counter(1, 0);
+    const move_locks locks{move_lock_words.data(), kMoveLocks - 1};
+    const std::uint32_t block = options.block_threads;
+    with_tile([&](auto g) {
+      launch(make_room_kernel<Key, g.value>, blocks_for(n * g.value, block), block, 0, stream,
+             live_view(), keys, index, n, locks, counters.data() + 1);
+    });
+    check_cuda(cudaStreamSynchronize(stream), "GPHash displacement");
+    return read_counter(1);
   }
 
   template <bulk_op Op>
@@ -298,7 +330,7 @@ struct gphash<Key>::impl {
                 nullptr,
                 nullptr,
                 counters.data()};
-    if (inserts && options.auto_resize) {
+    if (inserts && (options.displace || options.auto_resize)) {
       ensure(retry_a, n);
       ensure(retry_b, n);
       a.retry = retry_a.data();
@@ -306,14 +338,19 @@ struct gphash<Key>::impl {
     }
     dispatch<Op>(a, stream);
     check_cuda(cudaStreamSynchronize(stream), "GPHash bulk operation");
-    // Keys that found every candidate slot (or every value cell) taken: add a level, then retry
-    // just those keys.
-    while (inserts && options.auto_resize) {
+    // Keys that found every candidate slot (or every value cell) taken: make room by moving
+    // items (displacement), else add a level; then retry just those keys. A round that moves an
+    // item frees a slot that one of the keys can take, so rounds of displacement end.
+    while (a.retry != nullptr) {
       const unsigned long long again = read_counter(0);
       if (again == 0) break;
-      reclaim(stream);
-      check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
-      grow();
+      const bool moved = options.displace && make_room(a.keys, a.retry, again, stream) > 0;
+      if (!moved) {
+        if (!options.auto_resize) break;
+        reclaim(stream);
+        check_cuda(cudaStreamSynchronize(stream), "GPHash reclaim");
+        grow();
+      }
       std::swap(retry_a, retry_b);
       a.index = retry_b.data();
       a.retry = retry_a.data();
@@ -496,6 +533,10 @@ void gphash<Key>::erase(const Key* keys, std::size_t n, hash_status* status, cud
 template <class Key>
 void gphash<Key>::reclaim(cudaStream_t stream) {
   impl_->reclaim(stream);
+}
+template <class Key>
+std::uint64_t gphash<Key>::make_room(const Key* keys, std::size_t n, cudaStream_t stream) {
+  return impl_->make_room(keys, nullptr, n, stream);
 }
 template <class Key>
 void gphash<Key>::resize() {

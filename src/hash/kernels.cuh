@@ -64,6 +64,20 @@ __global__ void bulk_kernel(table_view v, bulk_args a) {
   }
 }
 
+// Displacement: a tile per key (keys[index[i]]) of an insert that found no room; counts the
+// items moved in `moved`.
+template <class Key, unsigned G>
+__global__ void make_room_kernel(table_view v, const void* keys, const std::uint64_t* index,
+                                 std::uint64_t n, move_locks locks, unsigned long long* moved) {
+  const auto tile = make_tile<G>();
+  for (std::uint64_t i : grid_stride<G>(n)) {
+    const Key key = static_cast<const Key*>(keys)[index != nullptr ? index[i] : i];
+    if (make_room<Key>(v, tile, key, locks) == room::made && tile.thread_rank() == 0) {
+      atomicAdd(moved, 1ull);
+    }
+  }
+}
+
 // One level's slots, one per thread: clears INSERTING slots left by a crash (recovery), counts
 // published items, and marks the value cells they reference (allocator rebuild).
 enum class scan_op { clear_inserting, count_items, mark_cells };

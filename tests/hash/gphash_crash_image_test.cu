@@ -52,12 +52,28 @@ constexpr std::uint64_t kPoolBytes = 256 << 10;
 constexpr std::uint64_t kKeys = 96;        // the key space; the table starts with 24 slots
 constexpr std::uint32_t kValueBytes = 16;  // key index and version (hash_test_util's values)
 constexpr std::size_t kBatch = 8;          // keys per batch at most: one block of the kernels
-constexpr gpm::gphash_config kConfig{.value_bytes = kValueBytes, .top_level = 1};
 
-gpm::gphash_options table_options() {
+// The tables explored: one that resizes (24 slots, whose 3 buckets every key reaches), and one
+// whose items move (96 slots: a key reaches 4 of 12 buckets, so that when its own are full an
+// item of them can move). The first `fill_batches` batches insert 8 fresh keys each. The second
+// table neither resizes nor displaces by itself: inserts that find no room report `full`, and
+// the workload then does what a user of the device view does, make_room() for those keys, then
+// (after updating every key, so that the moved items change) inserts them again. Between the
+// moves and the retry no insert takes a slot they freed, so each clear has to be durable by
+// itself (in bulk inserts the retry at once usually overwrites the freed slot).
+struct geometry {
+  gpm::gphash_config config;
+  int fill_batches;
+  bool moves;
+};
+constexpr geometry kResizing{{.value_bytes = kValueBytes, .top_level = 1}, 4, false};
+constexpr geometry kDisplacing{{.value_bytes = kValueBytes, .top_level = 3}, 12, true};
+
+gpm::gphash_options table_options(const geometry& g = kResizing) {
   gpm::gphash_options o;
   o.cg_size = 4;
   o.block_threads = 32;  // 8 tiles: a batch of kBatch keys is one block
+  o.displace = o.auto_resize = !g.moves;
   return o;
 }
 
@@ -73,16 +89,20 @@ const std::vector<std::string> kHostCrashPoints = {
     "gphash.recover.deduplicated", "workload.between_ops",
 };
 const std::vector<std::string> kKernelCrashPoints = {
-    "gphash.insert.claimed",
-    "gphash.insert.published",
-    "gphash.update.prepared",
-    "gphash.rehash.copied",
+    "gphash.insert.claimed", "gphash.insert.published", "gphash.update.prepared",
+    "gphash.rehash.copied",  "gphash.move.copied",
 };
 
-// The persist sites the batches reach (gphash.recover.dedupe needs a table with duplicates).
+// The persist sites the batches reach (gphash.recover.dedupe needs a table with duplicates;
+// the displacement's only the displacing table).
 const std::vector<const char*> kWorkloadSites = {
     "gphash.create.record",  "gphash.state.write", "gphash.value.write", "gphash.insert.claim",
     "gphash.insert.publish", "gphash.update.swap", "gphash.erase.clear",
+};
+const std::vector<const char*> kDisplacementSites = {
+    "gphash.move.claim",
+    "gphash.move.publish",
+    "gphash.move.clear",
 };
 
 std::string describe(const std::optional<std::uint64_t>& state) {
@@ -154,9 +174,10 @@ gpm::test::kernel_image_checks<table_model> image_checks(const table_model& m,
 
 // One batch: `o` on `keys` with version `version`, keeping `m` up to date. A crash point first:
 // what the last batch (or recovery, or create) left must be durable.
+// With `full_allowed`, an insert may find no room (the key stays absent).
 template <class Key>
 void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint64_t>& keys,
-               std::uint64_t version) {
+               std::uint64_t version, bool full_allowed = false) {
   gpm::crash_point("workload.between_ops");
   ++m.step;
   model after = m.acked;
@@ -169,6 +190,12 @@ void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint
   m.doing = std::string(kOps[static_cast<int>(o)]) + " batch " + std::to_string(version);
   const std::vector<hash_status> got =
       d.run(o, keys, std::vector<std::uint64_t>(keys.size(), version));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (full_allowed && got[i] == hash_status::full && want[i] == hash_status::inserted) {
+      after.items.erase(keys[i]);
+      want[i] = got[i];
+    }
+  }
   m.acked = std::move(after);
   m.pending.clear();
   ++m.step;
@@ -179,12 +206,15 @@ void run_batch(driver<Key>& d, table_model& m, op o, const std::vector<std::uint
 }
 
 // `batches` batches of up to kBatch distinct keys, versions from `first_version` on. The first
-// four insert keys 0 to 31, more than the table's 24 slots, so that even a short run resizes it;
-// the next four update, erase, upsert and insert, so that it runs every operation; then random
-// batches, mostly inserts. Updates and erases take keys that are present first.
+// `fill` insert fresh keys, 8 each: with the resizing table keys 0 to 31, more than its 24 slots,
+// so that even a short run resizes it; with the displacing table 88 keys, past the 0.9 where
+// inserts start to need moves. The next four update, erase, upsert and insert, so that it runs
+// every operation; then random batches, mostly inserts. Updates and erases take keys that are
+// present first.
 template <class Key>
 void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int batches,
-                 std::uint64_t first_version = 1) {
+                 std::uint64_t first_version = 1, const geometry& g = kResizing) {
+  const int fill = g.fill_batches;
   driver<Key> d(t);
   std::mt19937_64 rng(seed);
   std::vector<std::uint64_t> space(kKeys);
@@ -192,23 +222,47 @@ void run_batches(gpm::gphash<Key>& t, table_model& m, std::uint64_t seed, int ba
   constexpr op kEach[] = {op::update, op::erase, op::upsert, op::insert};
   for (int b = 0; b < batches; ++b) {
     const std::uint64_t r = rng() % 10;
-    const op o = b < 4   ? op::insert
-                 : b < 8 ? kEach[b - 4]
-                 : r < 4 ? op::insert
-                 : r < 6 ? op::upsert
-                 : r < 8 ? op::update
-                         : op::erase;
+    const op o = b < fill       ? op::insert
+                 : b < fill + 4 ? kEach[b - fill]
+                 : r < 4        ? op::insert
+                 : r < 6        ? op::upsert
+                 : r < 8        ? op::update
+                                : op::erase;
     std::shuffle(space.begin(), space.end(), rng);
     if (o == op::update || o == op::erase) {
       std::stable_partition(space.begin(), space.end(),
                             [&](std::uint64_t k) { return m.acked.get(k).has_value(); });
     }
     std::vector<std::uint64_t> keys(space.begin(), space.begin() + 1 + rng() % kBatch);
-    if (b < 4) {
+    if (b < fill) {
       keys.resize(kBatch);
       std::iota(keys.begin(), keys.end(), b * kBatch);
     }
-    run_batch(d, m, o, keys, first_version + b);
+    if (b == fill && g.moves) {
+      std::vector<std::uint64_t> full;
+      for (std::uint64_t k = 0; k < fill * kBatch; ++k) {
+        if (!m.acked.get(k)) full.push_back(k);
+      }
+      ASSERT_FALSE(full.empty()) << "the inserts of the first batches all found room";
+      gpm::crash_point("workload.between_ops");
+      const key_upload<Key> up = upload_keys<Key>(full);
+      ASSERT_GT(t.make_room(up.keys.data(), full.size()), 0u);
+      for (std::uint64_t k = 0; k < fill * kBatch; k += kBatch) {
+        std::vector<std::uint64_t> present;
+        for (std::uint64_t j = k; j < k + kBatch; ++j) {
+          if (m.acked.get(j)) present.push_back(j);
+        }
+        run_batch(d, m, op::update, present, first_version + b);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      for (std::size_t k = 0; k < full.size(); k += kBatch) {
+        const std::vector<std::uint64_t> again(full.begin() + k,
+                                               full.begin() + std::min(k + kBatch, full.size()));
+        run_batch(d, m, op::insert, again, first_version + b, true);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+    run_batch(d, m, o, keys, first_version + b, g.moves);
     if (::testing::Test::HasFatalFailure()) return;
   }
   gpm::crash_point("workload.between_ops");
@@ -224,6 +278,7 @@ struct run_result {
 // How a run explores: which persist site it disables (none: ""), whether it explores the crash
 // points inside kernels too, and how many images per crash point.
 struct exploration {
+  const geometry* table = &kResizing;
   std::string disabled_site;
   bool in_kernels = true;
   std::size_t exhaustive_lines = 6;
@@ -258,8 +313,8 @@ run_result check_workload(std::uint64_t seed, int batches, const exploration& e)
                                    checker_options(d, seed, e));
   {
     gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, o);
-    auto t = gpm::gphash<Key>::create(p, kTable, kConfig, table_options());
-    run_batches(t, m, seed, batches);
+    auto t = gpm::gphash<Key>::create(p, kTable, e.table->config, table_options(*e.table));
+    run_batches(t, m, seed, batches, 1, *e.table);
   }
   return {checker.failure(), checker.stats(), checks.kernel_images(), checks.checked()};
 }
@@ -298,20 +353,20 @@ void print_stats(const char* what, std::uint64_t seed, const run_result& r) {
 
 // `ci_trials` seeds in CI (GPMKIT_CRASH_TRIALS more, with longer runs and more images).
 template <class Key>
-void every_image_recovers(const char* what, int ci_trials) {
+void every_image_recovers(const char* what, int ci_trials, const geometry& table = kResizing) {
   const int trials = gpm::test::crash_trials(ci_trials);
   const bool long_run = trials > 2;
   for (int t = 0; t < trials; ++t) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
-    exploration e;
+    exploration e{.table = &table};
     if (long_run) {
       e.exhaustive_lines = 8;
       e.random_images = 16;
     }
-    const run_result r = check_workload<Key>(seed, long_run ? 48 : 12, e);
+    const run_result r = check_workload<Key>(seed, table.fill_batches + (long_run ? 44 : 8), e);
     ASSERT_FALSE(r.failure) << what << ", seed " << seed << ": " << r.failure->describe();
     EXPECT_GT(r.kernel_images, 0u) << what << ", seed " << seed;
-    for (const char* site : kWorkloadSites) {
+    for (const char* site : &table == &kDisplacing ? kDisplacementSites : kWorkloadSites) {
       EXPECT_TRUE(r.stats.site_hits.contains(site)) << site << " was never reached";
     }
     print_stats(what, seed, r);
@@ -330,14 +385,23 @@ TEST_F(GphashCrashImageTest, EveryImageOfATableOfVariableLengthKeysRecovers) {
   every_image_recovers<gpm::varkey>("variable-length keys", 1);
 }
 
+TEST_F(GphashCrashImageTest, EveryImageOfATableThatDisplacesRecovers) {
+  every_image_recovers<std::uint64_t>("8-byte keys, displacing", 1, kDisplacing);
+}
+
 // Deleting any one persist of the table's protocol must be caught. The host crash points
 // suffice to catch each (and cost a tenth of the images).
 class GphashPersistSite : public GphashCrashImageTest,
                           public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(GphashPersistSite, RemovalIsCaught) {
-  const run_result r =
-      check_workload<std::uint64_t>(1, 24, {.disabled_site = GetParam(), .in_kernels = false});
+  const bool moves = std::find_if(kDisplacementSites.begin(), kDisplacementSites.end(),
+                                  [](const char* s) { return s == std::string(GetParam()); }) !=
+                     kDisplacementSites.end();
+  const geometry& table = moves ? kDisplacing : kResizing;
+  const run_result r = check_workload<std::uint64_t>(
+      1, table.fill_batches + 60,
+      {.table = &table, .disabled_site = GetParam(), .in_kernels = false});
   EXPECT_TRUE(r.stats.site_hits.contains(GetParam())) << "the workload never reached the site";
   ASSERT_TRUE(r.failure) << "no crash image failed without " << GetParam() << " (" << r.stats.images
                          << " images)";
@@ -345,6 +409,9 @@ TEST_P(GphashPersistSite, RemovalIsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gphash, GphashPersistSite, ::testing::ValuesIn(kWorkloadSites),
+                         [](const auto& info) { return gpm::test::site_test_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(GphashDisplacement, GphashPersistSite,
+                         ::testing::ValuesIn(kDisplacementSites),
                          [](const auto& info) { return gpm::test::site_test_name(info.param); });
 
 // ---- recovery's persists ----------------------------------------------------------------------
@@ -366,7 +433,7 @@ std::vector<std::uint64_t> duplicated_keys() {
 std::uint64_t table_to_repair(const gpm::test::scratch_dirs& d, table_model& m) {
   gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, options_for(d));
   {
-    auto t = gpm::gphash<std::uint64_t>::create(p, kTable, kConfig, table_options());
+    auto t = gpm::gphash<std::uint64_t>::create(p, kTable, kResizing.config, table_options());
     driver<std::uint64_t> drv(t);
     run_batch(drv, m, op::insert, duplicated_keys(), 1);
   }

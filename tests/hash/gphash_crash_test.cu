@@ -110,7 +110,8 @@ const char* const kResizePoints[] = {"gphash.resize.begin", "gphash.resize.alloc
                                      "gphash.resize.started", "gphash.resize.rehashed",
                                      "gphash.resize.committed"};
 const char* const kProtocolPoints[] = {"gphash.insert.claimed", "gphash.insert.published",
-                                       "gphash.update.prepared", "gphash.rehash.copied"};
+                                       "gphash.update.prepared", "gphash.rehash.copied",
+                                       "gphash.move.copied"};
 
 // Every key's state: present with a version, or absent.
 template <class Key>
@@ -255,9 +256,11 @@ TEST(GphashCrash, CrashesAtEveryStepOfTheProtocolAndOfResize) {
 
 // Crash points that leave recovery a repair to make, and what recovery must report: a slot
 // claimed (INSERTING) whose insert never completes, cleared; an item that a rehash copied up but
-// had not yet cleared below, a duplicate, cleared when the resize resumes. The trial crashes at
-// one of the first `hits` hits, which every run reaches: claims come with the first batch, and
-// the resizes of a run rehash many more items than that.
+// had not yet cleared below, a duplicate, cleared when the resize resumes; an item that
+// displacement copied but had not yet cleared at its source, a duplicate in the live levels,
+// cleared by the dedupe pass. The trial crashes at one of the first `hits` hits, which every run
+// reaches: claims come with the first batch, and a run's resizes rehash, and its displacements
+// move, many more items than that.
 struct repair_point {
   const char* point;
   int hits;
@@ -271,6 +274,9 @@ const repair_point kRepairPoints[] = {
     {"gphash.rehash.copied", 8,
      [](const gpm::gphash_recovery& r) { return r.resize_resumed && r.resumed_duplicates > 0; },
      "no resumed resize that cleared a duplicate"},
+    {"gphash.move.copied", 8,
+     [](const gpm::gphash_recovery& r) { return r.duplicates_removed > r.resumed_duplicates; },
+     "no duplicate of a moved item cleared"},
 };
 
 template <class Key>

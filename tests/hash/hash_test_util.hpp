@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,13 @@ inline bool value_is(const std::uint64_t* v, std::uint32_t words, std::uint64_t 
   std::vector<std::uint64_t> want(words);
   fill_value(want.data(), words, index, version);
   return std::equal(want.begin(), want.end(), v);
+}
+
+// Key indices [from, to).
+inline std::vector<std::uint64_t> range(std::uint64_t from, std::uint64_t to) {
+  std::vector<std::uint64_t> v(to - from);
+  std::iota(v.begin(), v.end(), from);
+  return v;
 }
 
 enum class op { insert, upsert, update, erase };

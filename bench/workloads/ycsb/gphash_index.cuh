@@ -50,6 +50,9 @@ struct gphash_variant {
   // Operations between cache reloads (the cache is frozen in between; the first load follows
   // the load phase).
   std::uint64_t reload_every_ops = 4ull << 20;
+  // make_room() moves items for inserts that found no room (gpm::gphash::make_room); off: the
+  // paper's placement alone.
+  bool displace = true;
 };
 
 __device__ inline op_status from_gphash(gpm::hash_status s) {
@@ -124,6 +127,17 @@ __global__ void __maxnreg__(64)
   }
 }
 
+// The table's keys of operations ops[0, n): `raw` holds the benchmark keys that out-of-place
+// (gpm::varkey) keys point into.
+template <class Key, bool InPlace>
+__global__ void keys_of_ops(const kv_op* ops, Key* raw,
+                            typename gphash_key_of<Key, InPlace>::type* keys, std::uint64_t n) {
+  for (std::uint64_t i : gpm::grid_stride(n)) {
+    raw[i] = Key::from_id(ops[i].key_id);
+    keys[i] = gphash_key_of<Key, InPlace>::from(raw[i]);
+  }
+}
+
 template <class Key, bool InPlace = true>
 class gphash_index {
  public:
@@ -171,6 +185,17 @@ class gphash_index {
     table_.reset();
     table_type::remove(*pool_, kName);
     make();
+  }
+
+  // For inserts ops[0, n) that found no room: moves items so that they find it when executed
+  // again (gpm::gphash::make_room, synchronous); returns the items moved, 0 with the variant's
+  // displacement off.
+  std::uint64_t make_room(const kv_op* ops, std::uint64_t n, cudaStream_t s) {
+    if (!variant_.displace || n == 0) return 0;
+    gpm::device_buffer<Key> raw(n);
+    gpm::device_buffer<table_key> keys(n);
+    gpm::launch(keys_of_ops<Key, InPlace>, 256, 256, 0, s, ops, raw.data(), keys.data(), n);
+    return table_->make_room(keys.data(), n, s);
   }
 
   void execute(const kv_op* ops, op_status* status, std::uint64_t n, cudaStream_t s,

@@ -109,33 +109,50 @@ void add_index_figures(const Index& index, std::uint64_t keys, measurement* m) {
 }
 
 // Inserts fresh keys in batches until an insert finds no room, and returns how many fit: the
-// load factor an index reaches (GPHash: >= 90% is the goal) is that over slot_capacity().
+// load factor an index reaches (GPHash: >= 90% is the goal) is that over slot_capacity(). An
+// index that can make room (GPHash's displacement) does so for a batch's inserts that found none,
+// which then run again, as long as it moves items.
 template <class Index>
 std::uint64_t fill_until_full(Index& index, std::uint64_t batch, std::uint64_t limit,
                               cudaStream_t s) {
   gpm::device_buffer<kv_op> ops(batch);
   gpm::device_buffer<op_status> status(batch);
   std::vector<op_status> got(batch);
+  std::vector<kv_op> host_ops(batch);
   std::uint64_t stored = 0;
-  for (std::uint64_t first = 0; first < limit; first += batch) {
-    const std::uint64_t n = std::min(batch, limit - first);
-    generate(op_stream{workload_kind::insert, first, n, 0, zipf_distribution(1, 0)}, ops.data(), n,
-             s);
+  // Runs ops[0, n) and counts the keys stored; the operations that found no room go to
+  // host_ops[0, returned).
+  const auto run = [&](std::uint64_t n) {
     index.execute(ops.data(), status.data(), n, s);
     gpm::check_cuda(cudaStreamSynchronize(s), "fill_until_full");
     status.copy_to_host(got.data(), n);
-    bool full = false;
+    std::uint64_t full = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
       if (got[i] == op_status::ok) {
         ++stored;
       } else if (got[i] == op_status::full) {
-        full = true;
+        if (full == 0) ops.copy_to_host(host_ops.data(), n);
+        host_ops[full++] = host_ops[i];
       } else {
         check_failed(std::string("fill_until_full: an insert of a fresh key returned ") +
                      to_string(got[i]));
       }
     }
-    if (full) break;
+    return full;
+  };
+  for (std::uint64_t first = 0; first < limit; first += batch) {
+    const std::uint64_t n = std::min(batch, limit - first);
+    generate(op_stream{workload_kind::insert, first, n, 0, zipf_distribution(1, 0)}, ops.data(), n,
+             s);
+    std::uint64_t full = run(n);
+    if constexpr (requires { index.make_room(ops.data(), n, s); }) {
+      while (full != 0) {
+        ops.copy_from_host(host_ops.data(), full);
+        if (index.make_room(ops.data(), full, s) == 0) break;
+        full = run(full);
+      }
+    }
+    if (full != 0) break;
   }
   return stored;
 }

@@ -59,7 +59,10 @@ struct cache_options {
 struct gphash_options {
   // Cooperative-group size of the bulk operations' kernels: 1, 2, 4, 8, 16 or 32.
   std::uint32_t cg_size = 32;
-  // insert/upsert add a level and retry the keys that found no slot or no free value cell.
+  // insert/upsert move items to make room for the keys that found every candidate slot taken
+  // (displacement, see make_room()), then retry them.
+  bool displace = true;
+  // insert/upsert add a level and retry the keys that still found no slot or no free value cell.
   bool auto_resize = true;
   std::uint32_t block_threads = 256;
 };
@@ -135,6 +138,13 @@ class gphash {
   void find(const Key* keys, std::size_t n, void* values_out, hash_status* status,
             cudaStream_t stream = nullptr) const;
   void erase(const Key* keys, std::size_t n, hash_status* status, cudaStream_t stream = nullptr);
+
+  // Displacement, for inserts made through ref() that returned `full`: moves items of the keys'
+  // candidate buckets to other candidate slots of their own, so that a retry of the inserts finds
+  // room; returns the number of items moved (0: no room can be made, resize() instead). `keys`
+  // in GPU memory. Synchronous. Nothing else may use the table meanwhile (a move must not run
+  // beside an update or erase of the item it moves). The bulk inserts do this themselves.
+  std::uint64_t make_room(const Key* keys, std::size_t n, cudaStream_t stream = nullptr);
 
   // Makes the value cells retired by updates and erases reusable, in stream order: enqueue it
   // on `stream` after the kernels that used ref(), and only kernels that follow it reuse the

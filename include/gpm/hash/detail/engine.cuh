@@ -710,6 +710,103 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
   }
 }
 
+// ---- displacement --------------------------------------------------------------------------
+
+// Volatile locks (GPU memory) of the buckets displacement moves items out of: a word per
+// hashed bucket, so that two tiles never move the same item. `mask` + 1 words, a power of two.
+struct move_locks {
+  std::uint32_t* words = nullptr;
+  std::uint64_t mask = 0;
+};
+
+enum class room { had, made, none };
+
+// Moves the published item `img` (key `key`) from slot `from_at` to the empty slot `to_at`, with
+// the tile's first lane, which holds the lock of `from_at`'s bucket: the copy is claimed, filled
+// and published as an insert does, durably, and only then is the source cleared. A crash thus
+// leaves the item in one place or in both, never in none, and both copies name the same value
+// cell; recovery keeps the valid one (dedupe_kernel). False if `to_at` was taken meanwhile.
+template <class Key>
+__device__ bool move_item(const table_view& v, const location& from_at, const slot_image& img,
+                          const Key& key, const location& to_at) {
+  const slot_ref to = slot_at(v, to_at.level, to_at.bucket, to_at.slot);
+  std::uint64_t expected = kEmpty;
+  atomic_ref<std::uint64_t, pool_scope> state(to[0]);
+  if (!state.compare_exchange_strong(expected, kInserting)) return false;
+  atomic_ref<std::uint64_t, pool_scope>(to[1]).store(img.value, memory_order_relaxed);
+  key_ops<Key>::store_key(to, key);
+  const char* item = reinterpret_cast<const char*>(&to[1]);
+  persist_at(v, "gphash.move.claim", item,
+             reinterpret_cast<const char*>(&to[v.slot_words - 1] + 1) - item);
+  state.store(img.word, memory_order_release);
+  persist_at(v, "gphash.move.publish", &to[0], sizeof to[0]);
+  kernel_crash_point(v.crash, "gphash.move.copied");
+  cache_refresh(v, to_at.level, to_at.bucket, to_at.slot);
+  // Nothing else changes the source: moves out of its bucket hold the lock, and no update or
+  // erase runs beside displacement.
+  const slot_ref from = slot_at(v, from_at.level, from_at.bucket, from_at.slot);
+  atomic_ref<std::uint64_t, pool_scope>(from[0]).store(kEmpty, memory_order_relaxed);
+  // Durable before what follows: once a later operation changes the copy, a source that came
+  // back after a crash could be the valid copy and bring back the old item.
+  persist_at(v, "gphash.move.clear", &from[0], sizeof from[0]);
+  cache_refresh(v, from_at.level, from_at.bucket, from_at.slot);
+  return true;
+}
+
+// Makes room for an insert of `key` that found all its candidate slots taken (docs/gphash.md,
+// "Displacement"; FAST'25 resizes instead): an item of one of the key's candidate buckets moves
+// to an empty candidate slot of its own, freeing a slot the insert can take. Tries the buckets in
+// candidate order, skipping any whose lock another tile holds, and in a bucket its items in slot
+// order. `had`: the key is present or has room already. Runs only in a phase of its own, beside
+// other displacement and inserts of absent keys, never beside updates or erases (a move clears a
+// slot that an update could have just written).
+template <class Key, class Tile>
+__device__ room make_room(const table_view& v, const Tile& t, const Key& key,
+                          const move_locks& locks) {
+  if (!key_ops<Key>::valid(v, key)) return room::none;
+  const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
+  const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), true);
+  if (r.match != 0 || r.empty != kNone) return room::had;
+  const std::uint32_t buckets = v.hash_count * v.levels;
+  for (std::uint32_t c = 0; c < buckets; ++c) {
+    const std::uint32_t level = v.top - c % v.levels;
+    const std::uint64_t bucket = level_bucket(v, h, c / v.levels, level);
+    atomic_ref<std::uint32_t, thread_scope::device> lock(
+        locks.words[mix64(copy_rank(level, bucket, 0)) & locks.mask]);
+    std::uint32_t free = 0;
+    const bool locked =
+        t.shfl(t.thread_rank() == 0 && lock.compare_exchange_strong(free, 1, memory_order_acquire)
+                   ? 1
+                   : 0,
+               0) != 0;
+    if (!locked) continue;
+    bool moved = false;
+    for (std::uint32_t s = 0; s < v.slots && !moved; ++s) {
+      // One lane reads the slot, so that the tile agrees on what it holds.
+      slot_image img;
+      if (t.thread_rank() == 0) img = load_slot<Key>(slot_at(v, level, bucket, s));
+      img.word = t.shfl(img.word, 0);
+      if (!is_published(img.word)) continue;
+      img.value = t.shfl(img.value, 0);
+      for (std::uint64_t& k : img.key) k = t.shfl(k, 0);
+      const Key item = key_ops<Key>::key_at(v, img);
+      const std::uint64_t ih = key_ops<Key>::hash(item, v.seed);
+      const probe_result ir = probe(v, t, item, ih, img.word, true);
+      // Only the valid copy moves (a crash may have left another), and only to a slot of its
+      // own; the bucket is full, so that slot lies in another bucket.
+      if (ir.match != copy_rank(level, bucket, s) || ir.empty == kNone) continue;
+      bool ok = false;
+      if (t.thread_rank() == 0) {
+        ok = move_item(v, {level, bucket, s}, img, item, location_of_empty(v, ih, ir.empty));
+      }
+      moved = t.shfl(ok ? 1 : 0, 0) != 0;
+    }
+    if (t.thread_rank() == 0) lock.store(0, memory_order_release);
+    if (moved) return room::made;
+  }
+  return room::none;
+}
+
 template <class Key, class Tile>
 __device__ hash_status update(const table_view& v, const Tile& t, const Key& key,
                               const void* value) {
