@@ -175,24 +175,31 @@ bool basic_undo_tx<Log>::recover(cudaStream_t stream) {
 // this halved an interrupted gpDB UPDATE batch's recovery (docs/benchmarks.md). The copy is made
 // in the recovery kernel itself, each warp its own lines before rolling them back (a separate copy
 // kernel first made the roll-back wait for the whole log). Without GPU memory for the copy, from
-// the pool as before. Each phase waits for its work, so that last_recovery() can say where the
-// time went (a recovery is synchronous anyway).
+// the pool as before. The copy's memory is kept for later recoveries (copy_). Each phase waits
+// for its work, so that last_recovery() can say where the time went (a recovery is synchronous
+// anyway).
 template <class Log>
 void basic_undo_tx<Log>::roll_back(cudaStream_t stream) {
   const auto log = log_.ref();
   auto start = std::chrono::steady_clock::now();
-  void* copy = nullptr;
-  if (cudaMalloc(&copy, streams::data_bytes(log)) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: the direct path below works without it
-    copy = nullptr;
+  const std::uint64_t bytes = streams::data_bytes(log);
+  if (copy_bytes_ < bytes) {
+    copy_.reset();
+    copy_bytes_ = 0;
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) == cudaSuccess) {
+      copy_.reset(p);
+      copy_bytes_ = bytes;
+    } else {
+      (void)cudaGetLastError();  // not sticky: the direct path below works without it
+    }
   }
-  const std::unique_ptr<void, cudaError_t (*)(void*)> owned(copy, cudaFree);
+  char* copy = static_cast<char*>(copy_.get());
   last_recovery_.from_copy = copy != nullptr;
   last_recovery_.allocate_seconds = seconds_since(start);
-  const ref_type from_copy(streams::reading(log, static_cast<char*>(copy)), pool_->ref());
+  const ref_type from_copy(streams::reading(log, copy), pool_->ref());
   start = std::chrono::steady_clock::now();
-  launch(recover_kernel<Log>, grid(), block(), 0, stream, ref(), from_copy,
-         static_cast<char*>(copy));
+  launch(recover_kernel<Log>, grid(), block(), 0, stream, ref(), from_copy, copy);
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after undo_tx recovery");
   last_recovery_.kernel_seconds = seconds_since(start);
 }

@@ -358,7 +358,8 @@ void every_image_recovers(const char* what, int ci_trials, const geometry& table
   const bool long_run = trials > 2;
   for (int t = 0; t < trials; ++t) {
     const std::uint64_t seed = gpm::test::trial_seed(t);
-    exploration e{.table = &table};
+    exploration e;
+    e.table = &table;
     if (long_run) {
       e.exhaustive_lines = 8;
       e.random_images = 16;

@@ -197,6 +197,13 @@ TYPED_TEST(UndoTx, RecoverUndoesSeveralKernelsOfABatch) {
   EXPECT_FALSE(nothing.undone);
   EXPECT_EQ(nothing.allocate_seconds, 0);
   EXPECT_EQ(nothing.kernel_seconds, 0);
+  // Another interrupted batch, of other values: its recovery reads the kept copy, which still
+  // holds the first batch's lines.
+  this->tx().begin();
+  this->run_update(5);
+  EXPECT_TRUE(this->tx().recover());
+  this->expect_array(1, "after recovering a second batch");
+  EXPECT_TRUE(this->tx().last_recovery().from_copy);
 }
 
 TYPED_TEST(UndoTx, RollingBackTwiceRestoresTheSameBytes) {

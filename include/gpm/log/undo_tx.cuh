@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -50,7 +51,7 @@ struct undo_recovery {
   double seconds = 0;           // the whole recover() call
   bool undone = false;          // a batch was active and was undone
   bool from_copy = false;       // the entries were read from a copy of the log in GPU memory
-  double allocate_seconds = 0;  // allocating that copy (the CUDA driver's)
+  double allocate_seconds = 0;  // allocating that copy (the CUDA driver's; 0 when one was kept)
   double kernel_seconds = 0;    // the recovery kernel: copying the log and rolling back
 };
 
@@ -420,6 +421,11 @@ class basic_undo_tx {
   std::uint64_t record_offset_;
   Log log_;
   undo_recovery last_recovery_;
+  // Recovery's copy of the log in GPU memory, allocated by the first recovery that needs it and
+  // kept for the next ones: on an H200 its cudaFree at the end of a recovery took 1.2 s at times
+  // (docs/logging.md, "Recovery reads a copy of the log").
+  std::unique_ptr<void, cudaError_t (*)(void*)> copy_{nullptr, cudaFree};
+  std::uint64_t copy_bytes_ = 0;
 };
 
 // Defined in src/log/undo_tx.cu for the two logs.
