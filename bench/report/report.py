@@ -223,6 +223,25 @@ def side_by_side_table(workload, records):
             f"| run | group | {reference} | factors |", "| --- | --- | --- | --- |"] + rows + [""]
 
 
+# Workloads whose point is a metric, not the throughput: (metric, what it is), shown per mode.
+KEY_METRICS = {
+    "hash_load_factor": ("load_factor", "the fraction of the slots holding keys when an insert "
+                         "first finds no room"),
+}
+
+
+def key_metric_table(workload, records):
+    if workload not in KEY_METRICS:
+        return []
+    metric, what = KEY_METRICS[workload]
+    rows = [r for r in records if metric in r.get("metrics", {})]
+    if not rows:
+        return []
+    return ([f"`{metric}`: {what}.", "", f"| run | mode | {metric} |", "| --- | --- | --- |"] +
+            [f"| {r['timestamp']} | {r['mode']} | {r['metrics'][metric]:.4f} |" for r in rows] +
+            [""])
+
+
 def workload_section(plt, workload, records, out_dir):
     shown, older = newest_per_mode(records)
     runs = sorted({r["timestamp"] for r in shown})
@@ -240,6 +259,7 @@ def workload_section(plt, workload, records, out_dir):
         lines += [f"Machine{where}: {machine}.", ""]
     lines += newest_table(shown, with_run=len(runs) > 1)
     lines.append("")
+    lines += key_metric_table(workload, shown)
     lines += side_by_side_table(workload, records)
     if plt is not None:
         for name in plot_workload(plt, workload, shown, out_dir):
