@@ -301,6 +301,7 @@ struct gphash<Key>::impl {
   unsigned long long make_room(const void* keys, const std::uint64_t* index, std::uint64_t n,
                                cudaStream_t stream) {
     if (n == 0) return 0;
+    check_bulk("make_room", keys, false, nullptr, n);
     if (move_lock_words.size() == 0) {
       move_lock_words = device_buffer<std::uint32_t>(kMoveLocks);
       check_cuda(cudaMemset(move_lock_words.data(), 0, kMoveLocks * sizeof(std::uint32_t)),
@@ -317,10 +318,26 @@ struct gphash<Key>::impl {
     return read_counter(1);
   }
 
+  // A bulk call's arrays: a null one that a kernel would read, or a count whose value bytes
+  // overflow, would fault inside the kernel and leave the CUDA context unusable.
+  void check_bulk(const char* op, const void* keys, bool reads_values, const void* values,
+                  std::size_t n) const {
+    const auto fail = [&](const std::string& why) {
+      throw_error(errc::invalid_argument, what() + ": " + op + " of " + std::to_string(n) +
+                                              " keys: " + why + "; nothing was done");
+    };
+    if (keys == nullptr) fail("the keys are a null pointer");
+    if (reads_values && values == nullptr) fail("the values are a null pointer");
+    if (!checked_mul(n, config.value_bytes)) fail("their values' bytes overflow 64 bits");
+  }
+
   template <bulk_op Op>
   void run(const Key* keys, const void* values, void* out, std::size_t n, hash_status* status,
            cudaStream_t stream) {
     if (n == 0) return;
+    static constexpr const char* kNames[] = {"insert", "upsert", "update", "find", "erase"};
+    check_bulk(kNames[static_cast<int>(Op)], keys,
+               Op == bulk_op::insert || Op == bulk_op::upsert || Op == bulk_op::update, values, n);
     constexpr bool inserts = Op == bulk_op::insert || Op == bulk_op::upsert;
     bulk_args a{keys,
                 static_cast<const std::byte*>(values),

@@ -352,6 +352,41 @@ TEST(Gphash, BadGeometryAndOptionsAreRefused) {
   EXPECT_FALSE(f.pool.find("bad").has_value());
 }
 
+// A bulk call whose kernel would read a null array, or whose values' bytes overflow, is refused
+// before any kernel runs, and the table is left as it was.
+TEST(Gphash, BulkCallsRefuseNullArraysAndOverflowingCounts) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 4});
+  driver<std::uint64_t> d(t);
+  d.run(op::insert, range(0, 8), range(0, 8));
+  const key_upload<std::uint64_t> up = upload_keys<std::uint64_t>(range(8, 16));
+  const std::uint64_t* keys = up.keys.data();
+  gpm::device_buffer<std::uint64_t> values(16);
+  const auto refuses = [&](const char* what, auto call) {
+    try {
+      call();
+    } catch (const gpm::error& e) {
+      EXPECT_EQ(e.code(), gpm::errc::invalid_argument) << what << ": " << e.what();
+      return;
+    }
+    ADD_FAILURE() << what << ": accepted";
+  };
+  refuses("insert, null keys", [&] { t.insert(nullptr, values.data(), 8, nullptr); });
+  refuses("insert, null values", [&] { t.insert(keys, nullptr, 8, nullptr); });
+  refuses("upsert, null values", [&] { t.upsert(keys, nullptr, 8, nullptr); });
+  refuses("update, null values", [&] { t.update(keys, nullptr, 8, nullptr); });
+  refuses("find, null keys", [&] { t.find(nullptr, 8, nullptr, nullptr); });
+  refuses("erase, null keys", [&] { t.erase(nullptr, 8, nullptr); });
+  refuses("make_room, null keys", [&] { t.make_room(nullptr, 8); });
+  refuses("insert, overflowing count",
+          [&] { t.insert(keys, values.data(), std::size_t{1} << 62, nullptr); });
+  EXPECT_EQ(t.size(), 8u);
+  EXPECT_TRUE(t.check().ok);
+  // Zero keys ask for nothing, whatever the pointers.
+  t.insert(nullptr, nullptr, 0, nullptr);
+  EXPECT_EQ(t.make_room(nullptr, 0), 0u);
+}
+
 TEST(Gphash, OpenValidatesTheHeader) {
   fixture f;
   gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.top_level = 3});
