@@ -586,6 +586,8 @@ void tx_heap::store(std::uint64_t first, const std::uint32_t* values, std::uint6
           "tx_heap::store: words [" + std::to_string(first) + ", " + std::to_string(first + count) +
               ") are outside " + name() + "'s " + std::to_string(words) + " words");
   if (count == 0) return;
+  require(values != nullptr, "tx_heap::store: " + std::to_string(count) +
+                                 " words from a null pointer; nothing was stored");
   // Every logged commit must be in the home image first, or applying it later would undo this.
   sync(nullptr);
   std::uint32_t* home = impl_->rep.media().home() + first;
@@ -601,6 +603,8 @@ void tx_heap::load(std::uint64_t first, std::uint32_t* out, std::uint64_t count)
   require(first <= words && count <= words - first,
           "tx_heap::load: words [" + std::to_string(first) + ", " + std::to_string(first + count) +
               ") are outside " + name() + "'s " + std::to_string(words) + " words");
+  if (count == 0) return;
+  require(out != nullptr, "tx_heap::load: " + std::to_string(count) + " words into a null pointer");
   check_cuda(
       cudaMemcpy(out, impl_->work.data() + first, count * sizeof *out, cudaMemcpyDeviceToHost),
       "cudaMemcpy (tx_heap::load)");

@@ -330,6 +330,9 @@ TEST_F(TxHeap, StoreIsDurableAndLoadReadsTheWorkingCopy) {
     expect_error(gpm::errc::invalid_argument, [&] { heap.store(200, v.data(), 57); });
     expect_error(gpm::errc::invalid_argument, [&] { heap.load(257, back.data(), 0); });
     expect_error(gpm::errc::invalid_argument, [&] { heap.load(0, back.data(), 257); });
+    expect_error(gpm::errc::invalid_argument, [&] { heap.store(0, nullptr, 4); });
+    expect_error(gpm::errc::invalid_argument, [&] { heap.load(0, nullptr, 4); });
+    heap.load(0, nullptr, 0);  // nothing asked
   }
   auto again = gpm::tx_heap::open(pool.reopen(), "h", small_options());
   const auto w = contents(again);
