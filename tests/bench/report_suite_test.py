@@ -62,6 +62,9 @@ def main():
         record("ycsb", "A:cpu-assisted", 1.0, stamp=OTHER_RUN),  # no gphash in its run
         record("hash_factors", "C:baseline", 5.0),
         record("hash_factors", "C:+warp", 20.0),
+        # A workload whose point is a metric: the report lists it per mode.
+        record("hash_load_factor", "gphash", 20.0, metrics={"load_factor": 0.98244}),
+        record("hash_load_factor", "gphash-no-moves", 21.0, metrics={"load_factor": 0.89974}),
     ]
     (scratch / "hash.jsonl").write_text("\n".join(json.dumps(r) for r in hashes) + "\n")
     run = subprocess.run([sys.executable, str(report_dir / "report.py"), str(scratch)])
@@ -81,6 +84,8 @@ def main():
     expected += [
         f"| {STAMP} | C | 40 | clevel-gpm 4×, cpu-assisted 0.5× |",  # gphash over each
         f"| {STAMP} | C | 5 | +warp 4× |",                           # each over the baseline
+        f"| {STAMP} | gphash | 0.9824 |",                             # hash_load_factor's metric
+        f"| {STAMP} | gphash-no-moves | 0.8997 |",
     ]
     for row in expected:
         if row not in text:
@@ -89,6 +94,8 @@ def main():
         fail("a speedup was computed against a record of another run")
     if f"| {OTHER_RUN} | A |" in text:
         fail("a side-by-side row was printed for a run without the reference mode")
+    if text.count("| run | mode | load_factor |") != 1:
+        fail("the load factor table is missing, or printed for a workload without the metric")
     if "Figure 3" in text:
         fail("Figure 3 appeared without persist_scaling records")
     if "**Not GPU performance.**" not in text.split("## ")[0]:
