@@ -112,6 +112,15 @@ void validate_options(const gphash_options& o) {
 // Value cells for `slots` key slots: room for every key plus in-flight out-of-place updates.
 std::uint64_t cells_for(std::uint64_t slots) { return slots + slots / 2 + 64; }
 
+// Words a table's locks hash to (table_view::locks): a power of two, 4 MiB of GPU memory.
+constexpr std::uint64_t kLocks = 1u << 20;
+
+device_buffer<std::uint32_t> zeroed_words(std::uint64_t n) {
+  device_buffer<std::uint32_t> b(n);
+  check_cuda(cudaMemset(b.data(), 0, n * sizeof(std::uint32_t)), "cudaMemset (GPHash locks)");
+  return b;
+}
+
 template <class T>
 void ensure(device_buffer<T>& b, std::size_t count) {
   if (b.size() < count) b = device_buffer<T>(std::max<std::size_t>(count, 2 * b.size()));
@@ -134,9 +143,8 @@ struct gphash<Key>::impl {
   value_area values;
   device_buffer<unsigned long long> counters{3};  // [0] retries, [1] and [2] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
-  // Displacement's bucket locks (move_locks), allocated at its first use.
-  static constexpr std::uint64_t kMoveLocks = 1u << 16;
-  device_buffer<std::uint32_t> move_lock_words;
+  // The kernels' locks (table_view::locks): inserts' key locks and displacement's bucket locks.
+  device_buffer<std::uint32_t> locks = zeroed_words(kLocks);
 
   cache_options cache_opts;
   std::unique_ptr<bucket_cache> cache;  // null while the cache is off
@@ -173,6 +181,8 @@ struct gphash<Key>::impl {
     v.max_key_bytes = variable_keys ? config.max_key_bytes : 0;
     v.seed = config.seed;
     v.crash = kernel_crash_points();
+    v.locks = locks.data();
+    v.lock_mask = kLocks - 1;
     values.fill(v);
     v.segments = state.segments;
     std::uint64_t first = 0;
@@ -302,17 +312,11 @@ struct gphash<Key>::impl {
                                cudaStream_t stream) {
     if (n == 0) return 0;
     check_bulk("make_room", keys, false, nullptr, n);
-    if (move_lock_words.size() == 0) {
-      move_lock_words = device_buffer<std::uint32_t>(kMoveLocks);
-      check_cuda(cudaMemset(move_lock_words.data(), 0, kMoveLocks * sizeof(std::uint32_t)),
-                 "cudaMemset");
-    }
     set_counter(1, 0);
-    const move_locks locks{move_lock_words.data(), kMoveLocks - 1};
     const std::uint32_t block = options.block_threads;
     with_tile([&](auto g) {
       launch(make_room_kernel<Key, g.value>, blocks_for(n * g.value, block), block, 0, stream,
-             live_view(), keys, index, n, locks, counters.data() + 1);
+             live_view(), keys, index, n, counters.data() + 1);
     });
     check_cuda(cudaStreamSynchronize(stream), "GPHash displacement");
     return read_counter(1);

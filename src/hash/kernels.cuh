@@ -68,11 +68,11 @@ __global__ void bulk_kernel(table_view v, bulk_args a) {
 // items moved in `moved`.
 template <class Key, unsigned G>
 __global__ void make_room_kernel(table_view v, const void* keys, const std::uint64_t* index,
-                                 std::uint64_t n, move_locks locks, unsigned long long* moved) {
+                                 std::uint64_t n, unsigned long long* moved) {
   const auto tile = make_tile<G>();
   for (std::uint64_t i : grid_stride<G>(n)) {
     const Key key = static_cast<const Key*>(keys)[index != nullptr ? index[i] : i];
-    if (make_room<Key>(v, tile, key, locks) == room::made && tile.thread_rank() == 0) {
+    if (make_room<Key>(v, tile, key) == room::made && tile.thread_rank() == 0) {
       atomicAdd(moved, 1ull);
     }
   }
@@ -110,9 +110,9 @@ __global__ void scan_kernel(table_view v, std::uint32_t level, unsigned long lon
   }
 }
 
-// Recovery: a published copy that is not the valid copy of its key (a crash inside a rehash, or
-// a table written before inserts checked for conflicts) is cleared. The valid copy is never
-// cleared, so one pass in parallel suffices. One warp per slot.
+// Recovery: a published copy that is not the valid copy of its key (a crash inside a rehash or a
+// move, or a table written before concurrent inserts of a key were kept apart) is cleared. The
+// valid copy is never cleared, so one pass in parallel suffices. One warp per slot.
 template <class Key>
 __global__ void dedupe_kernel(table_view v, std::uint32_t level, unsigned long long* removed) {
   const auto tile = make_tile<32>();

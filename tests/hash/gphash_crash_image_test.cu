@@ -425,12 +425,12 @@ std::vector<std::uint64_t> duplicated_keys() {
 }
 
 // A table for recovery to repair. It holds duplicate copies of its keys, as one written before
-// inserts checked for conflicts could: each item of the top level (1) copied into a free slot of
-// level 0. That level's one bucket is a candidate of every key, and a copy below the top ranks
-// below the original, which stays the valid copy; the copy also lies on another cache line, so
-// that only recovery's own persist makes its clearing durable. It also holds a slot left
-// INSERTING (with a value offset that is no cell), which recovery clears without persisting: the
-// images after it show that this is enough. Returns the copies made.
+// concurrent inserts of a key were kept apart could (or a crash inside a move): each item of the
+// top level (1) copied into a free slot of level 0. That level's one bucket is a candidate of every
+// key, and a copy below the top ranks below the original, which stays the valid copy; the copy also
+// lies on another cache line, so that only recovery's own persist makes its clearing durable. It
+// also holds a slot left INSERTING (with a value offset that is no cell), which recovery clears
+// without persisting: the images after it show that this is enough. Returns the copies made.
 std::uint64_t table_to_repair(const gpm::test::scratch_dirs& d, table_model& m) {
   gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, options_for(d));
   {

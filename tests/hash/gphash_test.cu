@@ -257,9 +257,9 @@ TYPED_TEST(GphashBasic, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
   EXPECT_EQ(r.values[0], 42u);
 }
 
-// Two published copies of a key in the live levels (racing inserts left them before the conflict
-// check; no crash does now, docs/gphash.md "Recovery"): recovery's dedupe pass keeps the valid one
-// (max level, min bucket, min slot) and clears the other.
+// Two published copies of a key in the live levels (racing inserts left them before inserts of a
+// key were kept apart; a crash inside a move does now, docs/gphash.md "Recovery"): recovery's
+// dedupe pass keeps the valid one (max level, min bucket, min slot) and clears the other.
 TEST(Gphash, RecoveryRemovesDuplicateCopies) {
   fixture f;
   {

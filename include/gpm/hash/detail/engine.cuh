@@ -73,6 +73,11 @@ struct table_view {
   // Cells freed by update/erase: a bit per cell, like `bitmap`, folded into it by reclaim()
   // after the batch, so no reader of an old value offset sees its cell reused. Never overflows.
   std::uint64_t* retired = nullptr;
+  // Volatile locks (GPU memory), a word per hash of what they guard (lock_word), lock_mask + 1
+  // words: an insert holds its key's from its probe to its publication, so that concurrent
+  // inserts of one key leave one copy; displacement holds the bucket's it moves an item out of.
+  std::uint32_t* locks = nullptr;
+  std::uint64_t lock_mask = 0;
   // false only for a volatile copy of the table in GPU memory (the benchmarks' ceiling):
   // operations then skip every persist.
   bool persistent = true;
@@ -461,10 +466,6 @@ struct probe_result {
   std::uint64_t match = 0;        // copy_rank of the valid copy of the key, 0 if absent
   std::uint64_t match_value = 0;  // its value offset
   std::uint64_t empty = kNone;    // (location load << 40 | candidate << 8 | slot), see probe()
-  // Conflict check only (probe with `mine`): copy_rank of a slot claimed by another insert
-  // (INSERTING) ranked above / below `mine`, 0 if none.
-  std::uint64_t claim_above = 0;
-  std::uint64_t claim_below = 0;
 };
 
 // The most hash locations a table has (gphash_config::hash_count).
@@ -476,13 +477,9 @@ inline constexpr std::uint32_t kMaxHashes = 4;
 // slot top level first. Keeping the lower levels, which two or more top buckets share, free
 // until a top bucket fills is what lifts the load factor at the first full insert from ~0.81
 // (least-loaded single bucket) to ~0.9 (docs/gphash.md).
-//
-// With `mine` (the copy_rank of a slot this insert has claimed) it is an insert's conflict check
-// instead: it reads the pool, never the cache (claims are not cached), and also reports other
-// claimed slots.
 template <class Key, class Tile>
 __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key, std::uint64_t h,
-                              std::uint64_t w, bool want_empty, std::uint64_t mine = 0) {
+                              std::uint64_t w, bool want_empty) {
   const std::uint32_t G = t.size();
   const std::uint32_t K = v.slots;
   const std::uint32_t N = v.hash_count * v.levels * K;
@@ -492,7 +489,7 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
   std::uint32_t loc_load[kMaxHashes] = {};
   std::uint32_t loc_first[kMaxHashes];
   for (std::uint32_t& f : loc_first) f = ~0u;
-  const bool counting = v.cache.map != nullptr && mine == 0;
+  const bool counting = v.cache.map != nullptr;
   unsigned long long hits = 0;
   unsigned long long reads = 0;
   for (std::uint32_t base = 0; base < N; base += G) {
@@ -507,12 +504,8 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     bool hit = false;
     if (valid) {
       bucket = level_bucket(v, h, c / v.levels, level);
-      if (mine == 0) {
-        img = read_slot<Key>(v, level, bucket, s, w, hit);
-        if (s == 0) note_access(v, level, bucket);
-      } else {
-        img = load_slot<Key>(slot_at(v, level, bucket, s), w);
-      }
+      img = read_slot<Key>(v, level, bucket, s, w, hit);
+      if (s == 0) note_access(v, level, bucket);
     }
     if (counting) {
       hits += __popc(t.ballot(hit));
@@ -525,14 +518,6 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     if (prio > r.match) {
       r.match = prio;
       r.match_value = value;
-    }
-    if (mine != 0) {
-      const std::uint64_t slot_rank = valid ? copy_rank(level, bucket, s) : 0;
-      const bool claimed = valid && img.word == kInserting && slot_rank != mine;
-      const std::uint64_t above = tile_max(t, claimed && slot_rank > mine ? slot_rank : 0);
-      const std::uint64_t below = tile_max(t, claimed && slot_rank < mine ? slot_rank : 0);
-      if (above > r.claim_above) r.claim_above = above;
-      if (below > r.claim_below) r.claim_below = below;
     }
     if (!want_empty) continue;
     // Candidate i belongs to location i / U; i runs over a location's slots top level first.
@@ -619,25 +604,43 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   return cell;
 }
 
-// Waits until the slot of copy_rank `rank` is no longer claimed (INSERTING): its insert
-// publishes or withdraws it within a few of its own steps.
+// ---- locks ---------------------------------------------------------------------------------
+
+// The lock of `id` (a key's hash, or a bucket's copy_rank(level, bucket, 0)): ids that share a
+// word share the lock, which only ever costs waiting.
+__device__ inline atomic_ref<std::uint32_t, thread_scope::device> lock_word(const table_view& v,
+                                                                            std::uint64_t id) {
+  return atomic_ref<std::uint32_t, thread_scope::device>(v.locks[mix64(id) & v.lock_mask]);
+}
+
+// Takes the lock with the tile's first lane; whether it did, in every lane.
 template <class Tile>
-__device__ void wait_for_claim(const table_view& v, const Tile& t, std::uint64_t rank) {
-  if (t.thread_rank() == 0) {
-    const location at = location_of_rank(rank);
-    const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
-    while (load_word(&slot[0], memory_order_acquire) == kInserting) __nanosleep(64);
-  }
+__device__ bool try_lock(const Tile& t, atomic_ref<std::uint32_t, thread_scope::device> lock) {
+  std::uint32_t free = 0;
+  const bool got =
+      t.thread_rank() == 0 && lock.compare_exchange_strong(free, 1, memory_order_acquire);
+  return t.shfl(got ? 1 : 0, 0) != 0;
+}
+
+// Waits for the lock. A tile holds at most one lock while it waits for one (none), so waits form
+// no cycle.
+template <class Tile>
+__device__ void lock(const Tile& t, atomic_ref<std::uint32_t, thread_scope::device> lock) {
+  while (!try_lock(t, lock)) __nanosleep(64);
+}
+
+template <class Tile>
+__device__ void unlock(const Tile& t, atomic_ref<std::uint32_t, thread_scope::device> lock) {
   t.sync();
+  if (t.thread_rank() == 0) lock.store(0, memory_order_release);
 }
 
 // FAST'25 §3.2.3: claim an empty slot (CAS EMPTY -> INSERTING), write the item, persist, publish
-// the fingerprint, persist. Before publishing, a conflict check makes a key's concurrent inserts
-// leave one copy and one `inserted`: the check re-reads the candidates from the pool after the
-// claim and the persist's fence, so of two overlapping claims at least one insert sees the other
-// (store-buffering with SC fences). A claim gives way (withdraws, waits, starts again) to a
-// published copy of the key and to a claim ranked above it, and waits out claims ranked below
-// it, then checks again. A claim thus only ever waits for lower-ranked claims: no cycle.
+// the fingerprint, persist. The paper tolerates the duplicates that concurrent inserts of one key
+// can publish; here an insert holds its key's lock (lock_word of its hash) from its probe to its
+// publication, so a key's concurrent inserts run one after another: the first inserts, the others
+// find its copy. An earlier version re-read all candidates from the pool after the claim instead
+// (a conflict check), a second probe across PCIe per insert.
 template <class Key, class Tile>
 __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key, const void* value,
                               insert_mode mode, std::uint64_t given = 0) {
@@ -646,8 +649,11 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
   const std::uint64_t w = key_ops<Key>::word(key, h);
   std::uint64_t cell = given;  // rehash moves the item's existing cell
   const bool own = mode != insert_mode::rehash;
+  const auto key_lock = lock_word(v, h);
+  lock(t, key_lock);
   // The key is present (`r` holds its valid copy): insert and rehash leave it, upsert updates it.
   const auto present = [&](const probe_result& r) {
+    unlock(t, key_lock);
     if (mode != insert_mode::upsert) {
       if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
       return hash_status::exists;
@@ -661,11 +667,15 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     const probe_result r = probe(v, t, key, h, w, true);
     if (r.match != 0) return present(r);
     if (r.empty == kNone) {
+      unlock(t, key_lock);
       if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
       return hash_status::full;
     }
     if (cell == 0) cell = new_value(v, t, key, h, value);
-    if (cell == 0) return hash_status::no_value_space;
+    if (cell == 0) {
+      unlock(t, key_lock);
+      return hash_status::no_value_space;
+    }
     const location at = location_of_empty(v, h, r.empty);
     const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
     atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
@@ -682,42 +692,20 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
         const char* item = reinterpret_cast<const char*>(&slot[1]);
         persist_at(v, "gphash.insert.claim", item,
                    reinterpret_cast<const char*>(&slot[v.slot_words - 1] + 1) - item);
+        state.store(w, memory_order_release);
+        // The publication is durable before the operation is acknowledged.
+        persist_at(v, "gphash.insert.publish", &slot[0], sizeof slot[0]);
+        kernel_crash_point(v.crash, "gphash.insert.published");
+        cache_refresh(v, at.level, at.bucket, at.slot);
       }
     }
-    if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;
-    const std::uint64_t mine = copy_rank(at.level, at.bucket, at.slot);
-    probe_result c = probe(v, t, key, h, w, false, mine);
-    while (c.match == 0 && c.claim_above == 0 && c.claim_below != 0) {
-      wait_for_claim(v, t, c.claim_below);
-      c = probe(v, t, key, h, w, false, mine);
-    }
-    if (c.match != 0 || c.claim_above != 0) {
-      // Withdraw: the claim was never published, so no reader saw it.
-      if (t.thread_rank() == 0) state.store(kEmpty, memory_order_relaxed);
-      if (c.match != 0) return present(c);
-      wait_for_claim(v, t, c.claim_above);
-      continue;
-    }
-    if (t.thread_rank() == 0) {
-      state.store(w, memory_order_release);
-      // The publication is durable before the operation is acknowledged.
-      persist_at(v, "gphash.insert.publish", &slot[0], sizeof slot[0]);
-      kernel_crash_point(v.crash, "gphash.insert.published");
-      cache_refresh(v, at.level, at.bucket, at.slot);
-    }
-    t.sync();
+    if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;  // another key took the slot: probe again
+    unlock(t, key_lock);
     return hash_status::inserted;
   }
 }
 
 // ---- displacement --------------------------------------------------------------------------
-
-// Volatile locks (GPU memory) of the buckets displacement moves items out of: a word per
-// hashed bucket, so that two tiles never move the same item. `mask` + 1 words, a power of two.
-struct move_locks {
-  std::uint32_t* words = nullptr;
-  std::uint64_t mask = 0;
-};
 
 enum class room { had, made, none };
 
@@ -761,8 +749,7 @@ __device__ bool move_item(const table_view& v, const location& from_at, const sl
 // other displacement and inserts of absent keys, never beside updates or erases (a move clears a
 // slot that an update could have just written).
 template <class Key, class Tile>
-__device__ room make_room(const table_view& v, const Tile& t, const Key& key,
-                          const move_locks& locks) {
+__device__ room make_room(const table_view& v, const Tile& t, const Key& key) {
   if (!key_ops<Key>::valid(v, key)) return room::none;
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), true);
@@ -771,15 +758,9 @@ __device__ room make_room(const table_view& v, const Tile& t, const Key& key,
   for (std::uint32_t c = 0; c < buckets; ++c) {
     const std::uint32_t level = v.top - c % v.levels;
     const std::uint64_t bucket = level_bucket(v, h, c / v.levels, level);
-    atomic_ref<std::uint32_t, thread_scope::device> lock(
-        locks.words[mix64(copy_rank(level, bucket, 0)) & locks.mask]);
-    std::uint32_t free = 0;
-    const bool locked =
-        t.shfl(t.thread_rank() == 0 && lock.compare_exchange_strong(free, 1, memory_order_acquire)
-                   ? 1
-                   : 0,
-               0) != 0;
-    if (!locked) continue;
+    // The bucket's lock, so that two tiles never move one item; skipped when another holds it.
+    const auto bucket_lock = lock_word(v, copy_rank(level, bucket, 0));
+    if (!try_lock(t, bucket_lock)) continue;
     bool moved = false;
     for (std::uint32_t s = 0; s < v.slots && !moved; ++s) {
       // One lane reads the slot, so that the tile agrees on what it holds.
@@ -801,7 +782,7 @@ __device__ room make_room(const table_view& v, const Tile& t, const Key& key,
       }
       moved = t.shfl(ok ? 1 : 0, 0) != 0;
     }
-    if (t.thread_rank() == 0) lock.store(0, memory_order_release);
+    unlock(t, bucket_lock);
     if (moved) return room::made;
   }
   return room::none;
