@@ -93,16 +93,6 @@ __device__ inline auto make_tile() {
   }
 }
 
-// Maximum of `v` over the tile, in every lane.
-template <class Tile>
-__device__ inline std::uint64_t tile_max(const Tile& t, std::uint64_t v) {
-  for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
-    const std::uint64_t u = t.shfl_xor(v, o);
-    v = u > v ? u : v;
-  }
-  return v;
-}
-
 // Maximum of `prio` over the tile, carrying `value` along with it, in every lane.
 template <class Tile>
 __device__ inline void tile_max_pair(const Tile& t, std::uint64_t& prio, std::uint64_t& value) {
