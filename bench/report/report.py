@@ -123,13 +123,22 @@ def describe_machine(record):
 
 def newest_per_mode(records):
     """Each mode's records from its newest run (modes in the order they first appear; a workload
-    with cases has one record of a mode per case in a run), and all older ones."""
+    with cases has one record of a mode per case in a run), and all older ones. A record that
+    repeats one of its run's (a ceiling measured once and recorded again in each later case) is
+    shown once."""
     newest = {}
     for r in records:
         if r["mode"] not in newest or r["timestamp"] > newest[r["mode"]]:
             newest[r["mode"]] = r["timestamp"]
-    shown = [r for mode in newest for r in records
-             if r["mode"] == mode and r["timestamp"] == newest[mode]]
+    shown, seen = [], set()
+    for mode in newest:
+        for r in records:
+            if r["mode"] != mode or r["timestamp"] != newest[mode]:
+                continue
+            same = (mode, json.dumps(r["sizes"], sort_keys=True), tuple(r["times_s"]))
+            if same not in seen:
+                seen.add(same)
+                shown.append(r)
     older = [r for r in records if r["timestamp"] != newest[r["mode"]]]
     return shown, older
 
