@@ -339,10 +339,8 @@ struct gphash<Key>::impl {
   void run(const Key* keys, const void* values, void* out, std::size_t n, hash_status* status,
            cudaStream_t stream) {
     if (n == 0) return;
-    static constexpr const char* kNames[] = {"insert", "upsert", "update", "find", "erase"};
-    check_bulk(kNames[static_cast<int>(Op)], keys,
-               Op == bulk_op::insert || Op == bulk_op::upsert || Op == bulk_op::update, values, n);
     constexpr bool inserts = Op == bulk_op::insert || Op == bulk_op::upsert;
+    check_bulk(to_string(Op), keys, inserts || Op == bulk_op::update, values, n);
     bulk_args a{keys,
                 static_cast<const std::byte*>(values),
                 static_cast<std::byte*>(out),

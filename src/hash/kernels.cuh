@@ -22,6 +22,17 @@ inline std::uint32_t blocks_for(std::uint64_t threads, std::uint32_t block) {
 
 enum class bulk_op { insert, upsert, update, find, erase };
 
+constexpr const char* to_string(bulk_op op) {
+  switch (op) {
+    case bulk_op::insert: return "insert";
+    case bulk_op::upsert: return "upsert";
+    case bulk_op::update: return "update";
+    case bulk_op::find: return "find";
+    case bulk_op::erase: return "erase";
+  }
+  return "?";
+}
+
 struct bulk_args {
   const void* keys;
   const std::byte* values;

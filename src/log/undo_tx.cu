@@ -182,14 +182,10 @@ template <class Log>
 void basic_undo_tx<Log>::roll_back(cudaStream_t stream) {
   const auto log = log_.ref();
   auto start = std::chrono::steady_clock::now();
-  const std::uint64_t bytes = streams::data_bytes(log);
-  if (copy_bytes_ < bytes) {
-    copy_.reset();
-    copy_bytes_ = 0;
+  if (!copy_) {  // the log's data size is fixed for the object's life
     void* p = nullptr;
-    if (cudaMalloc(&p, bytes) == cudaSuccess) {
+    if (cudaMalloc(&p, streams::data_bytes(log)) == cudaSuccess) {
       copy_.reset(p);
-      copy_bytes_ = bytes;
     } else {
       (void)cudaGetLastError();  // not sticky: the direct path below works without it
     }

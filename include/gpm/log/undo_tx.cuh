@@ -425,7 +425,6 @@ class basic_undo_tx {
   // kept for the next ones: on an H200 its cudaFree at the end of a recovery took 1.2 s at times
   // (docs/logging.md, "Recovery reads a copy of the log").
   std::unique_ptr<void, cudaError_t (*)(void*)> copy_{nullptr, cudaFree};
-  std::uint64_t copy_bytes_ = 0;
 };
 
 // Defined in src/log/undo_tx.cu for the two logs.
