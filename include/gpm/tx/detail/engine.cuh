@@ -177,12 +177,18 @@ using blk32 = atomic_ref<std::uint32_t, thread_scope::block>;
 // Waits politely: lets other warps (and, on the emulator, other fibers) run.
 __device__ inline void pause(std::uint32_t round) { __nanosleep(round < 6 ? 32u << round : 2048u); }
 
+// An order lock is held for one global atomic, and its waiters hold their orecs (every
+// transaction that conflicts with one aborts meanwhile): they poll at most 128 ns apart instead
+// of backing off to pause()'s 2 us, and try the lock only when it looks free.
 template <class Lock>
 __device__ inline void lock_order(Lock lock) {
   for (std::uint32_t round = 0;; ++round) {
     std::uint32_t expected = 0;
-    if (lock.compare_exchange_strong(expected, 1, memory_order_acquire)) return;
-    pause(round);
+    if (lock.load(memory_order_relaxed) == 0 &&
+        lock.compare_exchange_strong(expected, 1, memory_order_acquire)) {
+      return;
+    }
+    pause(round < 2 ? round : 2);
   }
 }
 
@@ -555,13 +561,16 @@ __device__ inline placement reserve_combined(const heap_view& v, std::uint32_t c
     mine.next = head;
   } while (
       !blk32(ring->pending).compare_exchange_weak(head, threadIdx.x + 1, memory_order_release));
-  for (std::uint32_t round = 0; blk64(mine.seq).load(memory_order_acquire) == 0; ++round) {
+  // Polled at pause(0)'s 32 ns, as lock_order polls: a served waiter that slept 2 us more kept
+  // its orecs 2 us longer.
+  while (blk64(mine.seq).load(memory_order_acquire) == 0) {
     std::uint32_t unlocked = 0;
-    if (blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) {
+    if (blk32(ring->stream.lock).load(memory_order_relaxed) == 0 &&
+        blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) {
       serve_requests(v);
       blk32(ring->stream.lock).store(0, memory_order_release);
     } else {
-      pause(round);
+      pause(0);
     }
   }
   placement o;
@@ -634,7 +643,12 @@ __device__ inline std::uint64_t inclusive_scan(const Group& g, std::uint64_t x, 
 // write adjacent chunks).
 class active_lanes {
  public:
-  __device__ active_lanes() : mask_(__activemask()), lane_(lane_id()) {}
+  __device__ active_lanes() {
+    mask_ = __activemask();
+    lane_ = lane_id();
+    first_ = static_cast<unsigned>(__ffs(static_cast<int>(mask_)) - 1);
+    contiguous_ = ((mask_ >> first_) & ((mask_ >> first_) + 1)) == 0;
+  }
   __device__ unsigned size() const { return __popc(mask_); }
   __device__ unsigned thread_rank() const { return __popc(mask_ & ((1u << lane_) - 1)); }
   template <class T>
@@ -644,6 +658,7 @@ class active_lanes {
   // Bit r set when the lane of rank r passes `p`.
   __device__ unsigned ballot(bool p) const {
     const unsigned lanes = __ballot_sync(mask_, p);
+    if (contiguous_) return lanes >> first_;
     unsigned out = 0, rank = 0;
     for (unsigned m = mask_; m != 0; m &= m - 1, ++rank) {
       if ((lanes >> (__ffs(static_cast<int>(m)) - 1) & 1u) != 0) out |= 1u << rank;
@@ -652,13 +667,19 @@ class active_lanes {
   }
 
  private:
+  // Commits run inside the scans of order_and_publish, while their orecs are held: the lanes
+  // usually form one run (a whole warp, or the warp's lanes still looping), whose ranks map to
+  // lanes without a loop.
   __device__ unsigned lane_of(unsigned rank) const {
+    if (contiguous_) return first_ + rank;
     unsigned m = mask_;
     for (unsigned i = 0; i < rank; ++i) m &= m - 1;
     return static_cast<unsigned>(__ffs(static_cast<int>(m)) - 1);
   }
   unsigned mask_;
   unsigned lane_;
+  unsigned first_;   // the lowest active lane
+  bool contiguous_;  // the active lanes are first_, first_ + 1, ... with no gap
 };
 
 // The group's commit bookkeeping: the lanes whose transaction needs a record get consecutive
