@@ -177,18 +177,12 @@ using blk32 = atomic_ref<std::uint32_t, thread_scope::block>;
 // Waits politely: lets other warps (and, on the emulator, other fibers) run.
 __device__ inline void pause(std::uint32_t round) { __nanosleep(round < 6 ? 32u << round : 2048u); }
 
-// An order lock is held for one global atomic, and its waiters hold their orecs (every
-// transaction that conflicts with one aborts meanwhile): they poll at most 128 ns apart instead
-// of backing off to pause()'s 2 us, and try the lock only when it looks free.
 template <class Lock>
 __device__ inline void lock_order(Lock lock) {
   for (std::uint32_t round = 0;; ++round) {
     std::uint32_t expected = 0;
-    if (lock.load(memory_order_relaxed) == 0 &&
-        lock.compare_exchange_strong(expected, 1, memory_order_acquire)) {
-      return;
-    }
-    pause(round < 2 ? round : 2);
+    if (lock.compare_exchange_strong(expected, 1, memory_order_acquire)) return;
+    pause(round);
   }
 }
 
@@ -561,16 +555,13 @@ __device__ inline placement reserve_combined(const heap_view& v, std::uint32_t c
     mine.next = head;
   } while (
       !blk32(ring->pending).compare_exchange_weak(head, threadIdx.x + 1, memory_order_release));
-  // Polled at pause(0)'s 32 ns, as lock_order polls: a served waiter that slept 2 us more kept
-  // its orecs 2 us longer.
-  while (blk64(mine.seq).load(memory_order_acquire) == 0) {
+  for (std::uint32_t round = 0; blk64(mine.seq).load(memory_order_acquire) == 0; ++round) {
     std::uint32_t unlocked = 0;
-    if (blk32(ring->stream.lock).load(memory_order_relaxed) == 0 &&
-        blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) {
+    if (blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) {
       serve_requests(v);
       blk32(ring->stream.lock).store(0, memory_order_release);
     } else {
-      pause(0);
+      pause(round);
     }
   }
   placement o;
