@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine: Nsight Compute on one kernel launch of a gpmbench run, with the
+# warp-stall samples of every CUDA source line. Builds gpmbench with -lineinfo in
+# build/cuda-lineinfo (the cuda preset's build is left as it is), then profiles, after skipping
+# SKIP launches, the first launch of a kernel whose name matches KERNEL (an ncu regex).
+#   scripts/device/gpu-profile.sh KERNEL 'W [gpmbench run options]' [SKIP]
+# e.g. scripts/device/gpu-profile.sh launch_kernel 'tx_atm_a1 --modes helpers --repeats 1' 1
+# $OUT gets profile.ncu-rep, details.txt (every section) and source.csv (the metrics of each
+# CUDA source line, among them its warp-stall samples).
+set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 KERNEL 'W [gpmbench run options]' [SKIP]" >&2; exit 2; }
+kernel=$1
+run_args=$2
+skip=${3:-0}
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+log=/tmp/gpmkit-build-lineinfo.log
+if ! cmake --preset cuda -B build/cuda-lineinfo -DCMAKE_CUDA_FLAGS=-lineinfo > "$log" 2>&1 ||
+    ! cmake --build build/cuda-lineinfo -j "$(nproc)" --target gpmbench >> "$log" 2>&1; then
+  grep -E "error|FAILED" "$log" | head -40
+  exit 1
+fi
+# shellcheck disable=SC2086  # the gpmbench command line is split on purpose
+"$ncu" -k "regex:$kernel" --launch-skip "$skip" -c 1 --set full --import-source yes \
+  -o "$out/profile" -f build/cuda-lineinfo/bench/gpmbench run $run_args --warmup 0 \
+  --out /tmp/gpmkit-profile-records > "$out/ncu.log" 2>&1
+status=$?
+"$ncu" --import "$out/profile.ncu-rep" --page details > "$out/details.txt" 2>&1
+"$ncu" --import "$out/profile.ncu-rep" --page source --print-source cuda --csv \
+  > "$out/source.csv" 2>&1
+exit $status
