@@ -538,14 +538,17 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   if (bytes == 0 || m.options.mode == mode::read || m.options.mode == mode::volatile_data) return;
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   // Dirty lines in the GPU cache go to the host cache first; those copied are clean from then on.
-  std::vector<std::uint64_t> words(m.capacity);
   std::vector<std::uint32_t> dirty(m.capacity);
-  s.slot_word.copy_to_host(words.data(), words.size());
   s.dirty.copy_to_host(dirty.data(), dirty.size());
+  const bool gpu_dirty =
+      std::any_of(dirty.begin(), dirty.end(), [](std::uint32_t d) { return d != kClean; });
+  std::vector<std::uint64_t> words(gpu_dirty ? m.capacity : 0);
+  if (gpu_dirty) s.slot_word.copy_to_host(words.data(), words.size());
   std::string failure;
   const auto in_range = [&](std::uint32_t slot) {
+    if (dirty[slot] == kClean) return false;
     const std::uint64_t tag = tag_of(words[slot]);
-    return dirty[slot] != kClean && tag != 0 && tag - 1 >= first && tag - 1 <= last;
+    return tag != 0 && tag - 1 >= first && tag - 1 <= last;
   };
   if (s.view.resident && m.options.mode == mode::read_write && !s.log && !s.cache->holds_lines()) {
     // Straight from the GPU to the files in runs (slot l holds line l): several writers, each
@@ -575,7 +578,7 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
       }
     }
   }
-  s.dirty.copy_from_host(dirty.data(), dirty.size());
+  if (gpu_dirty) s.dirty.copy_from_host(dirty.data(), dirty.size());
   if (!failure.empty()) throw_error(errc::io, failure);
   if (s.log) {
     commit_epoch(s, m.line_bytes(), first, last);
@@ -601,8 +604,11 @@ void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t s
 void mapping::unmap() {
   if (!impl_ || !impl_->live) return;
   const mode md = impl_->options.mode;
-  if (md == mode::read_write || md == mode::write) sync();
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (md == mode::read_write || md == mode::write) {
+    sync();  // waits for the device first
+  } else {
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
   impl_->live.reset();
 }
 
@@ -639,6 +645,7 @@ mapping_stats mapping::stats() const {
   r.spill_bytes_written = h.spill_bytes_written;
   r.spill_bytes_held = s.spill ? s.spill->allocated_bytes() : 0;
   r.syncs = s.syncs;
+  for (const auto& f : s.files) r.file_datasyncs += f->datasyncs();
   r.last_io_error = s.io->last_error();
   r.epoch = s.log ? s.log->epoch() : m.recovery.epoch;
   r.epochs_committed = s.epochs;

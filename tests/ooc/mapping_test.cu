@@ -106,6 +106,37 @@ TEST(OocMapping, ReadWriteFetchesAndWritesBack) {
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
 }
 
+// A sync with nothing written to the file since the last fdatasync has nothing to make durable
+// and makes none (unmap after an explicit sync, say); a sync after any write still makes one, as
+// does the first after create extended the file. Cached and resident mappings alike.
+TEST(OocMapping, SyncFdatasyncsOnlyAfterSomethingWasWritten) {
+  files f;
+  const std::string path = f.make("ds.bin", lines(16), 3);
+  for (const bool resident : {false, true}) {
+    mapping m(path, lines(16), 0, tiny(mode::read_write, resident ? 16 : 4, 6));
+    ASSERT_EQ(m.resident(), resident);
+    auto a = m.ref<std::uint32_t>();
+    m.sync();  // nothing stored
+    EXPECT_EQ(m.stats().file_datasyncs, 0u);
+    expect_all(store(a, {5}, {55u}), status::ok);
+    m.sync();
+    EXPECT_EQ(m.stats().file_datasyncs, 1u);
+    m.sync();
+    EXPECT_EQ(m.stats().file_datasyncs, 1u);
+    expect_all(store(a, {lines(9) / 4}, {66u}), status::ok);
+    m.sync();
+    const auto s = m.stats();
+    EXPECT_EQ(s.file_datasyncs, 2u);
+    EXPECT_EQ(s.syncs, 4u);
+  }
+  auto o = tiny(mode::read_write, 4, 6);
+  o.create = true;
+  mapping created(f.disk("ds-new.bin"), lines(8), 0, o);
+  created.sync();  // the new length
+  created.sync();
+  EXPECT_EQ(created.stats().file_datasyncs, 1u);
+}
+
 TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
   files f;
   const std::string path = f.make("r.bin", lines(32), 2);

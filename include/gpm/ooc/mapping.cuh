@@ -97,7 +97,10 @@ struct mapping_stats {
   // Disk space the spill (staging) file holds now: a crash-consistent mapping gives back the
   // blocks of what each epoch wrote in place, where the file system can punch holes.
   std::uint64_t spill_bytes_held = 0;
-  std::uint64_t syncs = 0;  // fdatasync calls
+  std::uint64_t syncs = 0;  // sync() calls of a read_write or write mapping, unmap's included
+  // fdatasync calls on the mapped files: a sync() with nothing written to them since the last one
+  // (unmap after sync, say) makes none.
+  std::uint64_t file_datasyncs = 0;
   std::string last_io_error;              // the most recent I/O failure, empty if none
   // Crash-consistent mappings: the epoch the file is at, epochs this mapping committed, and the
   // bytes it wrote to the epoch log (records, twice the changed bytes reach the disk).
