@@ -89,6 +89,9 @@ struct mapping_stats {
   std::uint64_t host_hits = 0;
   std::uint64_t host_misses = 0;
   std::uint64_t host_evictions = 0;
+  // Pinned memory the host cache holds now: it grows as lines arrive (a resident mapping's only
+  // at the first sync of a mode::write or crash-consistent mapping).
+  std::uint64_t host_cache_bytes_pinned = 0;
   std::uint64_t read_ahead_lines = 0;  // lines read ahead into the host cache
   std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
   std::uint64_t file_bytes_read = 0;
