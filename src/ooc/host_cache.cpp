@@ -409,6 +409,18 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
   std::memset(dst + valid, 0, n * lb - valid);
 }
 
+std::uint64_t host_cache::held_lines() const {
+  const std::uint64_t n = files_.size();
+  const std::uint64_t lb = config_.line_bytes;
+  std::uint64_t lines = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    // File k holds line l at line l / n of its range (place): its lines [0, h) hold data.
+    const std::uint64_t h = (files_[k]->held() + lb - 1) / lb;
+    if (h > 0) lines = std::max(lines, (h - 1) * n + k + 1);
+  }
+  return lines;
+}
+
 void host_cache::write_lines(std::uint64_t first, std::uint64_t n, const std::byte* src) {
   const std::uint64_t lb = config_.line_bytes;
   if (files_.size() != 1) {  // striped: each line in another file

@@ -101,6 +101,10 @@ class host_cache {
   // `dst`, n lines of room, with one read where they are contiguous in one file.
   // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
   void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
+  // Lines [0, held_lines()) of the mapping are all that may hold data in the files (what each held
+  // before create extended it, backing_file::held; none for scratch data); the lines after them
+  // can only be zeros.
+  std::uint64_t held_lines() const;
   // The write-back of a resident read_write mapping at sync: lines [first, first + n), n lines
   // at `src`, written to the files with one write where they are contiguous in one file (the last
   // line's valid bytes only). Bypasses the entries, which such a mapping never fills; counts

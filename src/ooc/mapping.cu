@@ -351,13 +351,16 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
 
 // Loads every line into its own slot (slot l holds line l for good; the directory and slot words
 // say so too, so sync() and stats() see an ordinary cache that happens to hold everything) and
-// switches the kernels' view to direct access. mode::write and scratch data start at zero.
+// switches the kernels' view to direct access. Only the lines the files may hold data in are read
+// and copied; the rest (past what the files held before create extended them, all of mode::write
+// and of scratch data) can only be zeros, set by a device memset: zeros were read (or set) into
+// staging and copied across PCIe, which an output mapping of a fresh file paid for in full.
 void make_resident(live_state& s, const mapping::impl& m) {
-  const bool fetch = m.options.mode != mode::write && !s.files.empty();
-  if (fetch) {
-    s.io->load_resident(m.line_count);
-  } else {
-    s.lines.fill_bytes(0);
+  const std::uint64_t held = m.options.mode == mode::write ? 0 : s.cache->held_lines();
+  if (held > 0) s.io->load_resident(held);
+  if (held < m.line_count) {
+    const std::uint64_t lb = m.line_bytes();
+    check_cuda(cudaMemset(s.lines.data() + held * lb, 0, (m.line_count - held) * lb), "cudaMemset");
   }
   std::vector<std::uint32_t> directory(m.line_count);
   std::vector<std::uint64_t> words(m.line_count);

@@ -886,6 +886,7 @@ TEST(OocResident, TheLoadReadsOnlyWhatTheFileHeldBeforeCreateExtendedIt) {
     mapping m(path, lines(7) + 40, 0, o);
     ASSERT_TRUE(m.resident());
     EXPECT_EQ(m.stats().file_bytes_read, lines(3) + 100);
+    EXPECT_EQ(m.stats().bytes_to_gpu, lines(4));  // the lines holding data; the rest set on the GPU
     auto a = m.ref<std::uint32_t>();
     EXPECT_EQ(load(a, iota(a.size())).values, as<std::uint32_t>(expect));
     expect_all(store(a, {a.size() - 1}, {77u}), status::ok);
@@ -898,6 +899,7 @@ TEST(OocResident, TheLoadReadsOnlyWhatTheFileHeldBeforeCreateExtendedIt) {
   const std::string fresh = f.disk("fresh-res.bin");
   mapping created(fresh, lines(5), 0, o);
   EXPECT_EQ(created.stats().file_bytes_read, 0u);
+  EXPECT_EQ(created.stats().bytes_to_gpu, 0u);  // nothing moved across PCIe
   EXPECT_EQ(load(created.ref<std::uint32_t>(), iota(lines(5) / 4)).values,
             std::vector<std::uint32_t>(lines(5) / 4, 0));
 }
