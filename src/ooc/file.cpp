@@ -122,6 +122,7 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
           throw_error(errc::io, "cannot extend " + path + " to " + std::to_string(offset + size) +
                                     " bytes: " + sys_reason(errno));
         }
+        unsynced_ = true;  // the new length is durable only after an fdatasync
       } else if (offset >= file_bytes) {
         throw_error(errc::invalid_argument, "offset " + std::to_string(offset) +
                                                 " is past the end of " + path + " (" +
@@ -173,7 +174,9 @@ backing_file::backing_file(backing_file&& o) noexcept
       fd_(std::exchange(o.fd_, -1)),
       direct_fd_(std::exchange(o.direct_fd_, -1)),
       direct_refused_(o.direct_refused_.load()),
-      held_(o.held_.load()) {}
+      held_(o.held_.load()),
+      unsynced_(o.unsynced_.load()),
+      datasyncs_(o.datasyncs_.load()) {}
 
 bool backing_file::direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const {
   return direct() && (offset_ + at) % kDirectAlign == 0 && bytes % kDirectAlign == 0 &&
@@ -259,6 +262,7 @@ void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) c
       throw_error(errc::io, what);
     }
     done += static_cast<std::size_t>(n);
+    unsynced_.store(true, std::memory_order_release);
   }
   // What was written is data now (a line written back, an epoch applied): reads must fetch it.
   std::uint64_t h = held_.load();
@@ -299,11 +303,16 @@ void backing_file::resize(std::uint64_t bytes) const {
     throw_error(errc::io, "cannot size " + path_ + " to " + std::to_string(bytes) +
                               " bytes: " + sys_reason(errno));
   }
+  unsynced_.store(true, std::memory_order_release);
 }
 
 bool backing_file::punch(std::uint64_t at, std::uint64_t bytes) const {
-  return bytes == 0 || ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                   static_cast<off_t>(offset_ + at), static_cast<off_t>(bytes)) == 0;
+  if (bytes == 0) return true;
+  const bool punched =
+      ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset_ + at),
+                  static_cast<off_t>(bytes)) == 0;
+  if (punched) unsynced_.store(true, std::memory_order_release);
+  return punched;
 }
 
 std::uint64_t backing_file::allocated_bytes() const {
@@ -313,9 +322,15 @@ std::uint64_t backing_file::allocated_bytes() const {
 }
 
 void backing_file::datasync() const {
+  // Cleared before the fdatasync: what is written while it runs sets the flag again. Nothing
+  // written since the last one: it would flush nothing (a sync after a sync, unmap after sync).
+  if (!unsynced_.exchange(false, std::memory_order_acq_rel)) return;
   if (::fdatasync(fd_) != 0) {
-    throw_error(errc::io, "fdatasync of " + path_ + " failed: " + sys_reason(errno));
+    const int err = errno;
+    unsynced_.store(true, std::memory_order_release);
+    throw_error(errc::io, "fdatasync of " + path_ + " failed: " + sys_reason(err));
   }
+  datasyncs_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace gpm::detail::ooc

@@ -25,14 +25,11 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
       grow_first_(config.mode == mode::volatile_data),
       evicted_((config.mapping_bytes + config.line_bytes - 1) / config.line_bytes, false) {
   pinned_.reserve(segment_.size());
-  std::unique_lock lock(m_);
-  if (!grow(lock)) {
-    throw_error(errc::out_of_memory,
-                "gpm::ooc: cannot pin " +
-                    std::to_string(first_segment_entries() * config.line_bytes) +
-                    " bytes of host memory for the host cache");
+  if (config.pin_at_start) {
+    std::unique_lock lock(m_);
+    grow(lock);
   }
-  if (config.mode == mode::volatile_data || config.staged) {
+  if (spill_ != nullptr) {
     const std::uint64_t lines = (config.mapping_bytes + config.line_bytes - 1) / config.line_bytes;
     spilled_.assign(lines, false);
     // Sparse: a line staged in runs (mode::write) reads zeros between and after them.
@@ -73,6 +70,11 @@ bool host_cache::grow(std::unique_lock<std::mutex>& lock) {
     cap_ = allocated_;
   }
   cv_.notify_all();
+  if (allocated_ == 0) {
+    throw_error(errc::out_of_memory, "gpm::ooc: cannot pin " +
+                                         std::to_string(n * config_.line_bytes) +
+                                         " bytes of host memory for the host cache");
+  }
   return pinned;
 }
 
@@ -407,6 +409,18 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
   std::memset(dst + valid, 0, n * lb - valid);
 }
 
+std::uint64_t host_cache::held_lines() const {
+  const std::uint64_t n = files_.size();
+  const std::uint64_t lb = config_.line_bytes;
+  std::uint64_t lines = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    // File k holds line l at line l / n of its range (place): its lines [0, h) hold data.
+    const std::uint64_t h = (files_[k]->held() + lb - 1) / lb;
+    if (h > 0) lines = std::max(lines, (h - 1) * n + k + 1);
+  }
+  return lines;
+}
+
 void host_cache::write_lines(std::uint64_t first, std::uint64_t n, const std::byte* src) {
   const std::uint64_t lb = config_.line_bytes;
   if (files_.size() != 1) {  // striped: each line in another file
@@ -422,11 +436,6 @@ void host_cache::write_lines(std::uint64_t first, std::uint64_t n, const std::by
   const std::uint64_t bytes = std::min(n * lb, config_.mapping_bytes - start);
   files_.front()->write(start, src, bytes);
   counters_.file_bytes_written += bytes;
-}
-
-bool host_cache::holds_lines() const {
-  std::lock_guard lock(m_);
-  return !index_.empty();
 }
 
 void host_cache::write_entry(const entry& x, const std::byte* src) {

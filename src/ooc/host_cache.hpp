@@ -41,9 +41,11 @@ struct host_cache_config {
   // Crash-consistent sync: dirty lines leaving the host cache go to the spill file, never to the
   // mapped file, which changes only when an epoch is applied (see log_epoch).
   bool staged = false;
-  // Pinned memory is allocated this many bytes at a time (at least a line; the first segment at
-  // construction).
+  // Pinned memory is allocated this many bytes at a time (at least a line).
   std::uint64_t segment_bytes = 32ull << 20;
+  // Whether the first segment is pinned at construction (a cache that serves misses), or when the
+  // first line arrives (a resident mapping's, which most mappings never fill).
+  bool pin_at_start = true;
 };
 
 struct host_cache_counters {
@@ -66,7 +68,9 @@ class host_cache {
   enum class purpose { fetch, store };
 
   // `files`: the mapped file, or the files it is striped over (none for volatile scratch
-  // data); `spill`: volatile data and staged caches only (sized here to hold every line).
+  // data); `spill`: volatile data and staged caches only (sized here to hold every line); none
+  // for resident volatile data, whose lines never leave the GPU. Throws gpm::error
+  // (out_of_memory) if pin_at_start and the first segment cannot be pinned.
   host_cache(const host_cache_config& config, std::vector<const backing_file*> files,
              const backing_file* spill);
 
@@ -97,17 +101,15 @@ class host_cache {
   // `dst`, n lines of room, with one read where they are contiguous in one file.
   // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
   void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
-  // The write-back of a resident mapping at sync: lines [first, first + n), n lines at `src`,
-  // written to the files with one write where they are contiguous in one file (the last line's
-  // valid bytes only). Bypasses the entries (call it while none holds a line: holds_lines());
-  // counts file_bytes_written. Throws gpm::error (io; ENOSPC: the disk is full).
+  // Lines [0, held_lines()) of the mapping are all that may hold data in the files (what each held
+  // before create extended it, backing_file::held; none for scratch data); the lines after them
+  // can only be zeros.
+  std::uint64_t held_lines() const;
+  // The write-back of a resident read_write mapping at sync: lines [first, first + n), n lines
+  // at `src`, written to the files with one write where they are contiguous in one file (the last
+  // line's valid bytes only). Bypasses the entries, which such a mapping never fills; counts
+  // file_bytes_written. Throws gpm::error (io; ENOSPC: the disk is full).
   void write_lines(std::uint64_t first, std::uint64_t n, const std::byte* src);
-  // Whether any entry holds a line (else the first segment is free for staging).
-  bool holds_lines() const;
-  // The first segment of the cache's pinned memory, first_segment_entries() lines in a row:
-  // staging for the resident load and write-back, which run while no entry holds a line.
-  std::byte* memory() const { return segment_[0]; }
-  std::uint64_t first_segment_entries() const { return std::min(per_segment_, entries_.size()); }
   // Entries with pinned memory now (at most the cap).
   std::uint64_t allocated_entries() const;
 
@@ -157,6 +159,7 @@ class host_cache {
   // (nothing can go without wasting a read). Throws what writing a dirty victim back throws.
   std::uint32_t room(std::unique_lock<std::mutex>& lock, bool for_read_ahead);
   // Pins one more segment outside the lock (false: none could be pinned; the cache stops growing).
+  // Throws gpm::error (out_of_memory) if the cache has no pinned memory at all then.
   bool grow(std::unique_lock<std::mutex>& lock);
   // Notes that `line` is read from the file again after it left the cache (lock held).
   void note_reread(std::uint64_t line);

@@ -8,6 +8,8 @@
 
 #include <gpm/platform/error.hpp>
 
+#include "staging.hpp"
+
 namespace gpm::detail::ooc {
 
 namespace {
@@ -53,7 +55,9 @@ io_service::io_service(const io_config& config, const gpu_cache_geometry& gpu, h
       recent_(kRecentMisses, kNoLine) {
   for (auto& c : claimed_) c.store(0);
   try {
-    for (std::uint32_t t = 0; t < config_.threads; ++t) threads_.emplace_back([this] { run(); });
+    for (std::uint32_t t = 0; config_.serve && t < config_.threads; ++t) {
+      threads_.emplace_back([this] { run(); });
+    }
   } catch (...) {
     stop();
     throw;
@@ -200,33 +204,29 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
   counters_.bytes_from_gpu += gpu_.line_bytes;
 }
 
-std::byte* io_service::staging(std::uint64_t worker, std::uint64_t half, std::uint64_t run) const {
-  return cache_.memory() + (2 * worker + half % 2) * run * gpu_.line_bytes;
-}
-
-std::uint64_t io_service::resident_workers(std::uint64_t lines, std::uint64_t& run) const {
-  const std::uint64_t buffers = cache_.first_segment_entries();
-  const std::uint64_t workers =
-      std::max<std::uint64_t>(1, std::min<std::uint64_t>({config_.threads, buffers / 2, lines}));
-  run = std::max<std::uint64_t>(
-      1, std::min(buffers / (2 * workers), kResidentRunBytes / gpu_.line_bytes));
-  return workers;
+std::uint64_t io_service::resident_run_lines() const {
+  return std::max<std::uint64_t>(1, kResidentRunBytes / gpu_.line_bytes);
 }
 
 void io_service::on_workers(
-    std::uint64_t workers,
-    const std::function<void(std::uint64_t, channel&, const std::atomic<bool>&)>& work) {
+    std::uint64_t runs, std::uint64_t run_bytes,
+    const std::function<void(resident_worker&, std::byte*, const std::atomic<bool>&)>& work) {
+  const std::uint64_t workers =
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>(config_.threads, runs));
+  const std::uint64_t halves = runs > 1 ? 2 : 1;  // any worker may take two runs
+  while (resident_workers_.size() < workers) resident_workers_.emplace_back();
   std::atomic<bool> failed{false};
   std::vector<std::exception_ptr> errors(workers);
   const auto one = [&](std::uint64_t w) {
+    resident_worker& rw = resident_workers_[w];
     try {
       check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
-      channel ch = make_channel();
+      const staging_buffer staging(halves * run_bytes);
       try {
-        work(w, ch, failed);
+        work(rw, staging.data(), failed);
       } catch (...) {
-        // No copy of the worker's may still be landing in its buffers once it has returned.
-        (void)cudaStreamSynchronize(ch.copies);
+        // No copy of the worker's may still be landing in its buffer once it goes back.
+        (void)cudaStreamSynchronize(rw.copies);
         throw;
       }
     } catch (...) {
@@ -245,72 +245,75 @@ void io_service::on_workers(
 
 void io_service::load_resident(std::uint64_t lines) {
   const std::uint64_t lb = gpu_.line_bytes;
-  std::uint64_t run = 0;
-  const std::uint64_t loaders = resident_workers(lines, run);
+  const std::uint64_t run = std::min(resident_run_lines(), lines);
   std::atomic<std::uint64_t> next_run{0};
-  // Loader w takes the next run not taken, reads it into one of its two buffers and copies it to
-  // the GPU on its own stream, reading its next run while that copy runs.
-  on_workers(loaders, [&](std::uint64_t w, channel& ch, const std::atomic<bool>& failed) {
-    event copied[2];
-    for (std::uint64_t k = 0; !failed.load(std::memory_order_relaxed); ++k) {
-      const std::uint64_t first = next_run.fetch_add(1) * run;
-      if (first >= lines) break;
-      const std::uint64_t n = std::min(run, lines - first);
-      std::byte* half = staging(w, k, run);
-      if (k >= 2) copied[k % 2].synchronize();  // the copy out of this half two runs ago
-      cache_.read_lines(first, n, half);
-      check_cuda(
-          cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb, cudaMemcpyHostToDevice, ch.copies),
-          "cudaMemcpyAsync");
-      copied[k % 2].record(ch.copies);
-      counters_.bytes_to_gpu += n * lb;
-    }
-    ch.copies.synchronize();
-  });
+  // Loader w takes the next run not taken, reads it into one half of its staging buffer and
+  // copies it to the GPU on its own stream, reading its next run while that copy runs.
+  on_workers((lines + run - 1) / run, run * lb,
+             [&](resident_worker& rw, std::byte* staging, const std::atomic<bool>& failed) {
+               for (std::uint64_t k = 0; !failed.load(std::memory_order_relaxed); ++k) {
+                 const std::uint64_t first = next_run.fetch_add(1) * run;
+                 if (first >= lines) break;
+                 const std::uint64_t n = std::min(run, lines - first);
+                 std::byte* half = staging + k % 2 * run * lb;
+                 if (k >= 2) rw.copied[k % 2].synchronize();  // the copy out of it two runs ago
+                 cache_.read_lines(first, n, half);
+                 check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb,
+                                            cudaMemcpyHostToDevice, rw.copies),
+                            "cudaMemcpyAsync");
+                 rw.copied[k % 2].record(rw.copies);
+                 counters_.bytes_to_gpu += n * lb;
+               }
+               rw.copies.synchronize();
+             });
 }
 
 void io_service::store_resident(const std::vector<std::uint64_t>& lines,
                                 std::vector<char>& written) {
   if (lines.empty()) return;
   const std::uint64_t lb = gpu_.line_bytes;
-  std::uint64_t run = 0;
-  const std::uint64_t writers = resident_workers(lines.size(), run);
+  const std::uint64_t run = resident_run_lines();
   // Runs of consecutive lines, at most `run` lines each: [runs[i], runs[i + 1]) of `lines`.
   std::vector<std::size_t> runs{0};
-  for (std::size_t i = 1; i < lines.size(); ++i) {
-    if (lines[i] != lines[i - 1] + 1 || i - runs.back() == run) runs.push_back(i);
-  }
-  runs.push_back(lines.size());
-  std::atomic<std::size_t> next_run{0};
-  // Writer w takes the next run not taken and copies it from the GPU into one of its two
-  // buffers, then writes the run it copied before while that copy runs.
-  on_workers(writers, [&](std::uint64_t w, channel& ch, const std::atomic<bool>& failed) {
-    event copied[2];
-    std::size_t pending = runs.size();  // the run copied last, not written yet
-    for (std::uint64_t k = 0;; ++k) {
-      const std::size_t r =
-          failed.load(std::memory_order_relaxed) ? runs.size() : next_run.fetch_add(1);
-      const bool more = r + 1 < runs.size();
-      if (more) {
-        const std::uint64_t first = lines[runs[r]], n = runs[r + 1] - runs[r];
-        check_cuda(cudaMemcpyAsync(staging(w, k, run), gpu_.lines + first * lb, n * lb,
-                                   cudaMemcpyDeviceToHost, ch.copies),
-                   "cudaMemcpyAsync");
-        copied[k % 2].record(ch.copies);
-      }
-      if (pending < runs.size()) {
-        const std::uint64_t first = lines[runs[pending]], n = runs[pending + 1] - runs[pending];
-        copied[(k + 1) % 2].synchronize();
-        cache_.write_lines(first, n, staging(w, k + 1, run));
-        std::fill(written.begin() + runs[pending], written.begin() + runs[pending + 1], 1);
-        counters_.gpu_evictions += n;
-        counters_.bytes_from_gpu += n * lb;
-      }
-      if (!more) break;
-      pending = r;
+  std::uint64_t longest = 0;
+  for (std::size_t i = 1; i <= lines.size(); ++i) {
+    if (i == lines.size() || lines[i] != lines[i - 1] + 1 || i - runs.back() == run) {
+      longest = std::max<std::uint64_t>(longest, i - runs.back());
+      runs.push_back(i);
     }
-    ch.copies.synchronize();
-  });
+  }
+  std::atomic<std::size_t> next_run{0};
+  // Writer w takes the next run not taken and copies it from the GPU into one half of its
+  // staging buffer, then writes the run it copied before while that copy runs.
+  on_workers(
+      runs.size() - 1, longest * lb,
+      [&](resident_worker& rw, std::byte* staging, const std::atomic<bool>& failed) {
+        const auto half = [&](std::uint64_t k) { return staging + k % 2 * longest * lb; };
+        std::size_t pending = runs.size();  // the run copied last, not written yet
+        for (std::uint64_t k = 0;; ++k) {
+          const std::size_t r =
+              failed.load(std::memory_order_relaxed) ? runs.size() : next_run.fetch_add(1);
+          const bool more = r + 1 < runs.size();
+          if (more) {
+            const std::uint64_t first = lines[runs[r]], n = runs[r + 1] - runs[r];
+            check_cuda(cudaMemcpyAsync(half(k), gpu_.lines + first * lb, n * lb,
+                                       cudaMemcpyDeviceToHost, rw.copies),
+                       "cudaMemcpyAsync");
+            rw.copied[k % 2].record(rw.copies);
+          }
+          if (pending < runs.size()) {
+            const std::uint64_t first = lines[runs[pending]], n = runs[pending + 1] - runs[pending];
+            rw.copied[(k + 1) % 2].synchronize();
+            cache_.write_lines(first, n, half(k + 1));
+            std::fill(written.begin() + runs[pending], written.begin() + runs[pending + 1], 1);
+            counters_.gpu_evictions += n;
+            counters_.bytes_from_gpu += n * lb;
+          }
+          if (!more) break;
+          pending = r;
+        }
+        rw.copies.synchronize();
+      });
 }
 
 void io_service::note_miss(std::uint64_t line) {

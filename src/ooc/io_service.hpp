@@ -28,9 +28,9 @@
 
 namespace gpm::detail::ooc {
 
-// load_resident() reads in runs of this many bytes (at most half the host cache each): large
+// load_resident() reads, and store_resident() writes, in runs of up to this many bytes: large
 // enough for reads at the disk's sequential bandwidth, small enough that the first copy to the
-// GPU starts early.
+// GPU starts early in a large mapping.
 inline constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
 // Read-ahead reads up to this many bytes of queued consecutive lines at once
 // (host_cache::read_ahead).
@@ -47,6 +47,9 @@ struct gpu_cache_geometry {
 
 struct io_config {
   std::uint32_t threads = 2;
+  // Whether the threads start, to serve misses and read ahead; a resident mapping has neither
+  // (its load and write-back run on as many workers as `threads`, when they run).
+  bool serve = true;
   int device = 0;
   bool read_ahead = true;
   std::uint32_t read_ahead_window = 2;
@@ -85,17 +88,17 @@ class io_service {
   // Throws gpm::error when the host cache has no room (disk full) or a copy fails.
   void copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, bool whole);
   // The resident load at map time: lines [0, lines) of the mapping into GPU cache slots [0, lines),
-  // read in runs by as many loaders as I/O threads (the calling thread one of them), each into two
-  // buffers of the host cache's pinned memory in turn, so that the file is read by several
-  // threads at once, each while its previous run is copied to the GPU. Throws gpm::error (io).
+  // read in runs of up to kResidentRunBytes by as many loaders as I/O threads and runs (the
+  // calling thread one of them), each into its staging buffer (staging.hpp; two halves in turn
+  // when it reads more than one run), so that the file is read by several threads at once, each
+  // while its previous run is copied to the GPU. Throws gpm::error (io, out_of_memory).
   void load_resident(std::uint64_t lines);
-  // A resident mapping's write-back at sync: the GPU cache's slots `lines` (ascending; slot l
-  // holds line l) to the files, in runs of consecutive lines, by as many writers as I/O threads
-  // (the calling thread one of them), each copying a run from the GPU into one of its two
-  // buffers of the host cache's pinned memory while it writes the run before to the files. Only
-  // while the host cache holds no line (host_cache::holds_lines). written[i] becomes 1 once
-  // lines[i] is in the file. Throws gpm::error (io) after every writer stopped; lines not
-  // written then are still only in the GPU cache.
+  // A resident read_write mapping's write-back at sync: the GPU cache's slots `lines` (ascending;
+  // slot l holds line l) to the files, in runs of consecutive lines (up to kResidentRunBytes),
+  // by as many writers as I/O threads and runs (the calling thread one of them), each copying a
+  // run from the GPU into one half of its staging buffer while it writes the run before to the
+  // files. written[i] becomes 1 once lines[i] is in the file. Throws gpm::error (io) after every
+  // writer stopped; lines not written then are still only in the GPU cache.
   void store_resident(const std::vector<std::uint64_t>& lines, std::vector<char>& written);
   // Queues lines [first, last] for reading ahead into the host cache.
   void schedule_read_ahead(std::uint64_t first, std::uint64_t last);
@@ -105,17 +108,22 @@ class io_service {
 
  private:
   void run();
-  // The resident load and write-back: worker w's buffer `half` (taken modulo 2) of runs of `run`
-  // lines, in the host cache's first segment.
-  std::byte* staging(std::uint64_t worker, std::uint64_t half, std::uint64_t run) const;
-  // The resident load and write-back: how many workers, and lines per run (`run`), for `lines`.
-  std::uint64_t resident_workers(std::uint64_t lines, std::uint64_t& run) const;
-  // Runs work(w, channel, failed) on `workers` threads, the calling thread as worker 0, each with
-  // its own channel; `failed` is set once one has thrown, and the first failure is rethrown after
-  // all have returned.
+  // A worker of the resident load and write-back: its stream and an event per staging half, kept
+  // for the mapping's life (a load or write-back made them anew each time).
+  struct resident_worker {
+    stream copies{true};
+    event copied[2];
+  };
+  // Lines per run of the resident load and write-back.
+  std::uint64_t resident_run_lines() const;
+  // Runs work(worker, staging, failed) for `runs` runs of at most `run_bytes` each, on as many
+  // threads as I/O threads and runs (the calling thread as worker 0), each with its own
+  // resident_worker and a staging buffer of the pool: half k % 2 of a worker's k-th run lies at
+  // staging + k % 2 * run_bytes (one half only for a single run). `failed` is set
+  // once one has thrown, and the first failure is rethrown after all have returned.
   void on_workers(
-      std::uint64_t workers,
-      const std::function<void(std::uint64_t, channel&, const std::atomic<bool>&)>& work);
+      std::uint64_t runs, std::uint64_t run_bytes,
+      const std::function<void(resident_worker&, std::byte*, const std::atomic<bool>&)>& work);
   bool serve_requests(channel& ch, std::uint32_t& start);
   void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);
   bool read_ahead_one();
@@ -158,6 +166,7 @@ class io_service {
   std::mutex stop_m_;
   std::condition_variable stop_cv_;
   std::vector<std::thread> threads_;
+  std::vector<resident_worker> resident_workers_;  // grown by on_workers, from the calling thread
 };
 
 }  // namespace gpm::detail::ooc

@@ -50,10 +50,14 @@ constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
 // Runs of up to 16 MiB are read ahead (io_service::read_ahead_one); with two windows queued
 // ahead, the next run is queued before the last one's lines are used.
 constexpr std::uint64_t kDefaultReadAheadBytes = 32ull << 20;
-// The host cache of a resident mapping only stages the load (two halves, one resident run each)
-// and write-backs, so it takes at most this much of host_cache_bytes: pinning the whole cap cost
-// more at map time than reading the data did.
-constexpr std::uint64_t kResidentHostCacheBytes = 2 * kResidentRunBytes;
+// The host cache pins its memory this many bytes at a time (or what the I/O threads pin at once,
+// if more), as lines arrive.
+constexpr std::uint64_t kHostCacheSegmentBytes = 32ull << 20;
+// The host cache of a resident mapping takes only the lines that the sync of a mode::write or
+// crash-consistent mapping copies out line by line (the load and the read_write write-back stage
+// through staging.hpp's pool), so it takes at most this much of host_cache_bytes, pinned at the
+// first such sync: pinning the whole cap cost more at map time than reading the data did.
+constexpr std::uint64_t kResidentHostCacheBytes = kHostCacheSegmentBytes;
 // Tags hold line + 1 in 32 bits; the directory reserves two slot values.
 constexpr std::uint64_t kMaxLines = 0xffffffffull - 1;
 constexpr std::uint32_t kTouchThreads = 128;
@@ -130,6 +134,9 @@ struct mapping::impl {
   std::uint32_t capacity = 0;
   std::uint64_t host_lines = 0;
   std::uint32_t read_ahead_window = 0;
+  // The GPU cache holds every line and options.resident is on: loaded whole at map time, accessed
+  // directly, no misses (see make_resident).
+  bool resident = false;
   int clock_khz = 0;
   epoch_recovery recovery;
   std::unique_ptr<live_state> live;
@@ -255,7 +262,8 @@ void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
     }
     m.host_lines = std::max(min_host, std::min(m.host_lines, m.line_count));
   }
-  if (o.resident && m.capacity == m.line_count) {
+  m.resident = o.resident && m.capacity == m.line_count;
+  if (m.resident) {
     m.host_lines = std::max(min_host, std::min(m.host_lines, kResidentHostCacheBytes / lb));
   }
   const std::uint64_t window = o.read_ahead_window != 0
@@ -265,7 +273,9 @@ void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
       static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min(window, m.host_lines / 4)));
 }
 
-// Allocates and clears the GPU cache and the request queue, and fills in the kernels' view.
+// Allocates and clears the GPU cache and the request queue, and fills in the kernels' view. A
+// resident mapping has no misses, fills or hints: it gets no queue, hint ring or slot generations
+// (make_resident sets its directory and slot words).
 void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t free_gpu_bytes) {
   const std::uint64_t lb = m.options.line_bytes;
   const std::uint32_t slots = m.options.queue_slots;
@@ -280,37 +290,41 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   try {
     s.lines = device_buffer<std::byte>(m.capacity * lb);
     s.slot_word = device_buffer<std::uint64_t>(m.capacity);
-    s.slot_gen = device_buffer<std::uint32_t>(m.capacity);
     s.dirty = device_buffer<std::uint32_t>(m.capacity);
     s.mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
     s.directory = device_buffer<std::uint32_t>(m.line_count);
-    s.clock_hand = device_buffer<std::uint32_t>(1);
     s.counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
-    s.owner = device_buffer<std::uint32_t>(slots);
-    s.next_seq = device_buffer<std::uint64_t>(slots);
-    s.hint_next = device_buffer<unsigned long long>(1);
-    s.hint_recent = device_buffer<unsigned long long>(kHintSlots);
-    s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
-    s.requests = pinned_buffer<request>(slots, true);
-    s.responses = pinned_buffer<response>(slots, true);
+    if (!m.resident) {
+      s.slot_gen = device_buffer<std::uint32_t>(m.capacity);
+      s.clock_hand = device_buffer<std::uint32_t>(1);
+      s.owner = device_buffer<std::uint32_t>(slots);
+      s.next_seq = device_buffer<std::uint64_t>(slots);
+      s.hint_next = device_buffer<unsigned long long>(1);
+      s.hint_recent = device_buffer<unsigned long long>(kHintSlots);
+      s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
+      s.requests = pinned_buffer<request>(slots, true);
+      s.responses = pinned_buffer<response>(slots, true);
+    }
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name +
                                          ": cannot allocate its GPU cache and queue: " + e.what());
   }
-  s.slot_word.fill_bytes(0);
-  s.slot_gen.fill_bytes(0);
   s.dirty.fill_bytes(0);
   s.mask.fill_bytes(0);
-  s.directory.fill_bytes(0xff);  // kNoSlot
-  s.clock_hand.fill_bytes(0);
   s.counters.fill_bytes(0);
-  s.owner.fill_bytes(0);
-  s.next_seq.fill_bytes(0);
-  s.hint_next.fill_bytes(0);
-  s.hint_recent.fill_bytes(0);
-  std::memset(static_cast<void*>(s.hints.data()), 0, s.hints.bytes());
-  std::memset(static_cast<void*>(s.requests.data()), 0, s.requests.bytes());
-  std::memset(static_cast<void*>(s.responses.data()), 0, s.responses.bytes());
+  if (!m.resident) {
+    s.slot_word.fill_bytes(0);
+    s.directory.fill_bytes(0xff);  // kNoSlot
+    s.slot_gen.fill_bytes(0);
+    s.clock_hand.fill_bytes(0);
+    s.owner.fill_bytes(0);
+    s.next_seq.fill_bytes(0);
+    s.hint_next.fill_bytes(0);
+    s.hint_recent.fill_bytes(0);
+    std::memset(static_cast<void*>(s.hints.data()), 0, s.hints.bytes());
+    std::memset(static_cast<void*>(s.requests.data()), 0, s.requests.bytes());
+    std::memset(static_cast<void*>(s.responses.data()), 0, s.responses.bytes());
+  }
 
   cache_view& v = s.view;
   v.lines = s.lines.data();
@@ -337,13 +351,16 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
 
 // Loads every line into its own slot (slot l holds line l for good; the directory and slot words
 // say so too, so sync() and stats() see an ordinary cache that happens to hold everything) and
-// switches the kernels' view to direct access. mode::write and scratch data start at zero.
+// switches the kernels' view to direct access. Only the lines the files may hold data in are read
+// and copied; the rest (past what the files held before create extended them, all of mode::write
+// and of scratch data) can only be zeros, set by a device memset: zeros were read (or set) into
+// staging and copied across PCIe, which an output mapping of a fresh file paid for in full.
 void make_resident(live_state& s, const mapping::impl& m) {
-  const bool fetch = m.options.mode != mode::write && !s.files.empty();
-  if (fetch) {
-    s.io->load_resident(m.line_count);
-  } else {
-    s.lines.fill_bytes(0);
+  const std::uint64_t held = m.options.mode == mode::write ? 0 : s.cache->held_lines();
+  if (held > 0) s.io->load_resident(held);
+  if (held < m.line_count) {
+    const std::uint64_t lb = m.line_bytes();
+    check_cuda(cudaMemset(s.lines.data() + held * lb, 0, (m.line_count - held) * lb), "cudaMemset");
   }
   std::vector<std::uint32_t> directory(m.line_count);
   std::vector<std::uint64_t> words(m.line_count);
@@ -392,6 +409,13 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
           paths[k], file_share(m, k), offset, writable, options.create, options.direct_io));
     }
   }
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&m.clock_khz, cudaDevAttrClockRate, device),
+             "cudaDeviceGetAttribute");
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   // Before the data is read, the file must be at its newest committed epoch: a writing mapping
   // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
   // A striped range has one log, beside its first file.
@@ -412,31 +436,24 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
     }
     m.recovery.epoch = info.epoch;
   }
-  if (md == mode::volatile_data || options.crash_consistent) {
+  size_caches(m, free_bytes);
+  // Resident volatile data never leaves the GPU: it needs no spill file.
+  if ((md == mode::volatile_data && !m.resident) || options.crash_consistent) {
     s->spill =
         std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
   }
 
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&m.clock_khz, cudaDevAttrClockRate, device),
-             "cudaDeviceGetAttribute");
-  std::size_t free_bytes = 0;
-  std::size_t total_bytes = 0;
-  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  size_caches(m, free_bytes);
   allocate_gpu_cache(*s, m, free_bytes);
 
   const std::uint64_t lb = options.line_bytes;
   std::vector<const backing_file*> files;
   for (const auto& f : s->files) files.push_back(f.get());
   try {
-    // Segments of pinned memory hold the resident load's two runs, and the first holds what the
-    // I/O threads pin at once.
     const std::uint64_t segment =
-        std::max<std::uint64_t>(kResidentHostCacheBytes, (2ull * options.io_threads + 2) * lb);
+        std::max<std::uint64_t>(kHostCacheSegmentBytes, (2ull * options.io_threads + 2) * lb);
     s->cache = std::make_unique<host_cache>(
-        host_cache_config{md, lb, size, m.host_lines, options.crash_consistent, segment},
+        host_cache_config{md, lb, size, m.host_lines, options.crash_consistent, segment,
+                          !m.resident},
         std::move(files), s->spill.get());
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": cannot allocate " +
@@ -446,12 +463,12 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const cache_view& v = s->view;
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
-  s->io = std::make_unique<io_service>(io_config{options.io_threads, device, read_ahead,
-                                                 m.read_ahead_window, s->hints.data(), kHintSlots},
-                                       geometry, *s->cache, s->requests.data(), s->responses.data(),
-                                       options.queue_slots);
+  s->io = std::make_unique<io_service>(
+      io_config{options.io_threads, !m.resident, device, read_ahead, m.read_ahead_window,
+                s->hints.data(), kHintSlots},
+      geometry, *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
-  if (options.resident && m.capacity == m.line_count) make_resident(*s, m);
+  if (m.resident) make_resident(*s, m);
   m.live = std::move(s);
 }
 
@@ -538,16 +555,19 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   if (bytes == 0 || m.options.mode == mode::read || m.options.mode == mode::volatile_data) return;
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   // Dirty lines in the GPU cache go to the host cache first; those copied are clean from then on.
-  std::vector<std::uint64_t> words(m.capacity);
   std::vector<std::uint32_t> dirty(m.capacity);
-  s.slot_word.copy_to_host(words.data(), words.size());
   s.dirty.copy_to_host(dirty.data(), dirty.size());
+  const bool gpu_dirty =
+      std::any_of(dirty.begin(), dirty.end(), [](std::uint32_t d) { return d != kClean; });
+  std::vector<std::uint64_t> words(gpu_dirty ? m.capacity : 0);
+  if (gpu_dirty) s.slot_word.copy_to_host(words.data(), words.size());
   std::string failure;
   const auto in_range = [&](std::uint32_t slot) {
+    if (dirty[slot] == kClean) return false;
     const std::uint64_t tag = tag_of(words[slot]);
-    return dirty[slot] != kClean && tag != 0 && tag - 1 >= first && tag - 1 <= last;
+    return tag != 0 && tag - 1 >= first && tag - 1 <= last;
   };
-  if (s.view.resident && m.options.mode == mode::read_write && !s.log && !s.cache->holds_lines()) {
+  if (m.resident && m.options.mode == mode::read_write && !s.log) {
     // Straight from the GPU to the files in runs (slot l holds line l): several writers, each
     // copying a run while it writes the one before. Through the host cache line by line, a sync
     // copied a line, then wrote it, then the next.
@@ -575,7 +595,7 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
       }
     }
   }
-  s.dirty.copy_from_host(dirty.data(), dirty.size());
+  if (gpu_dirty) s.dirty.copy_from_host(dirty.data(), dirty.size());
   if (!failure.empty()) throw_error(errc::io, failure);
   if (s.log) {
     commit_epoch(s, m.line_bytes(), first, last);
@@ -601,8 +621,11 @@ void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t s
 void mapping::unmap() {
   if (!impl_ || !impl_->live) return;
   const mode md = impl_->options.mode;
-  if (md == mode::read_write || md == mode::write) sync();
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (md == mode::read_write || md == mode::write) {
+    sync();  // waits for the device first
+  } else {
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
   impl_->live.reset();
 }
 
@@ -632,6 +655,7 @@ mapping_stats mapping::stats() const {
   r.host_hits = h.hits;
   r.host_misses = h.misses;
   r.host_evictions = h.evictions;
+  r.host_cache_bytes_pinned = s.cache->allocated_entries() * m.line_bytes();
   r.read_ahead_lines = h.read_ahead_lines;
   r.read_ahead_hits = h.read_ahead_hits;
   r.file_bytes_read = h.file_bytes_read;
@@ -639,6 +663,7 @@ mapping_stats mapping::stats() const {
   r.spill_bytes_written = h.spill_bytes_written;
   r.spill_bytes_held = s.spill ? s.spill->allocated_bytes() : 0;
   r.syncs = s.syncs;
+  for (const auto& f : s.files) r.file_datasyncs += f->datasyncs();
   r.last_io_error = s.io->last_error();
   r.epoch = s.log ? s.log->epoch() : m.recovery.epoch;
   r.epochs_committed = s.epochs;

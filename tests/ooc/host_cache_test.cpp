@@ -4,11 +4,12 @@
 // applied to a copy of the file as epoch_log::apply writes them, must give exactly the file's
 // previous bytes with every byte stored since overwritten, however the entries went to the spill
 // file and back meanwhile, and while several threads store and evict at once, as the I/O threads
-// do.
+// do. And the pool of pinned staging buffers that resident mappings share (staging.hpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 
 #include "crash_harness.hpp"
 #include "host_cache.hpp"
+#include "staging.hpp"
 
 namespace {
 
@@ -229,6 +231,39 @@ TEST(OocHostCache, ConcurrentEvictionsKeepEveryStagedLinesBytes) {
     c.commit();
     ASSERT_EQ(c.first_difference(), "") << "round " << round;
   }
+}
+
+// A staging buffer given back serves the next request it is large enough for: the pool pins
+// more only for buffers lent at once, and unpins idle ones beyond kStagingKeptBytes.
+TEST(OocStaging, BuffersGivenBackServeTheNextLoads) {
+  const std::uint64_t before = staging_buffer::pinned_bytes();
+  std::byte* first = nullptr;
+  {
+    const staging_buffer a(3u << 20);
+    first = a.data();
+    ASSERT_NE(first, nullptr);
+  }
+  const std::uint64_t pinned = staging_buffer::pinned_bytes();
+  EXPECT_GE(pinned - before, 3u << 20);
+  {
+    const staging_buffer b(1u << 20);
+    EXPECT_EQ(b.data(), first);
+  }
+  EXPECT_EQ(staging_buffer::pinned_bytes(), pinned);
+  {
+    const staging_buffer c(3u << 20);
+    const staging_buffer d(3u << 20);
+    EXPECT_NE(c.data(), d.data());
+    EXPECT_GT(staging_buffer::pinned_bytes(), pinned);
+  }
+  {
+    std::vector<std::unique_ptr<staging_buffer>> many;
+    for (std::uint64_t k = 0; k < kStagingKeptBytes / (16u << 20) + 2; ++k) {
+      many.push_back(std::make_unique<staging_buffer>(16u << 20));
+    }
+    EXPECT_GT(staging_buffer::pinned_bytes(), kStagingKeptBytes);
+  }
+  EXPECT_LE(staging_buffer::pinned_bytes(), kStagingKeptBytes);
 }
 
 }  // namespace

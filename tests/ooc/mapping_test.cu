@@ -106,6 +106,37 @@ TEST(OocMapping, ReadWriteFetchesAndWritesBack) {
   EXPECT_EQ(as<std::uint32_t>(read_file(path)), expect);
 }
 
+// A sync with nothing written to the file since the last fdatasync has nothing to make durable
+// and makes none (unmap after an explicit sync, say); a sync after any write still makes one, as
+// does the first after create extended the file. Cached and resident mappings alike.
+TEST(OocMapping, SyncFdatasyncsOnlyAfterSomethingWasWritten) {
+  files f;
+  const std::string path = f.make("ds.bin", lines(16), 3);
+  for (const bool resident : {false, true}) {
+    mapping m(path, lines(16), 0, tiny(mode::read_write, resident ? 16 : 4, 6));
+    ASSERT_EQ(m.resident(), resident);
+    auto a = m.ref<std::uint32_t>();
+    m.sync();  // nothing stored
+    EXPECT_EQ(m.stats().file_datasyncs, 0u);
+    expect_all(store(a, {5}, {55u}), status::ok);
+    m.sync();
+    EXPECT_EQ(m.stats().file_datasyncs, 1u);
+    m.sync();
+    EXPECT_EQ(m.stats().file_datasyncs, 1u);
+    expect_all(store(a, {lines(9) / 4}, {66u}), status::ok);
+    m.sync();
+    const auto s = m.stats();
+    EXPECT_EQ(s.file_datasyncs, 2u);
+    EXPECT_EQ(s.syncs, 4u);
+  }
+  auto o = tiny(mode::read_write, 4, 6);
+  o.create = true;
+  mapping created(f.disk("ds-new.bin"), lines(8), 0, o);
+  created.sync();  // the new length
+  created.sync();
+  EXPECT_EQ(created.stats().file_datasyncs, 1u);
+}
+
 TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
   files f;
   const std::string path = f.make("r.bin", lines(32), 2);
@@ -855,6 +886,7 @@ TEST(OocResident, TheLoadReadsOnlyWhatTheFileHeldBeforeCreateExtendedIt) {
     mapping m(path, lines(7) + 40, 0, o);
     ASSERT_TRUE(m.resident());
     EXPECT_EQ(m.stats().file_bytes_read, lines(3) + 100);
+    EXPECT_EQ(m.stats().bytes_to_gpu, lines(4));  // the lines holding data; the rest set on the GPU
     auto a = m.ref<std::uint32_t>();
     EXPECT_EQ(load(a, iota(a.size())).values, as<std::uint32_t>(expect));
     expect_all(store(a, {a.size() - 1}, {77u}), status::ok);
@@ -867,8 +899,69 @@ TEST(OocResident, TheLoadReadsOnlyWhatTheFileHeldBeforeCreateExtendedIt) {
   const std::string fresh = f.disk("fresh-res.bin");
   mapping created(fresh, lines(5), 0, o);
   EXPECT_EQ(created.stats().file_bytes_read, 0u);
+  EXPECT_EQ(created.stats().bytes_to_gpu, 0u);  // nothing moved across PCIe
   EXPECT_EQ(load(created.ref<std::uint32_t>(), iota(lines(5) / 4)).values,
             std::vector<std::uint32_t>(lines(5) / 4, 0));
+}
+
+// A resident mapping stages its load and read_write write-back through the process's staging
+// pool: its host cache pins nothing, unless a sync copies lines into it (mode::write); scratch
+// data pins nothing at all. A cached mapping pins its first segment at map time.
+TEST(OocResident, TheHostCachePinsNothingUnlessASyncCopiesLinesIntoIt) {
+  files f;
+  const std::string path = f.make("resp.bin", lines(12), 26);
+  for (const mode md : {mode::read, mode::read_write, mode::volatile_data}) {
+    mapping m(path, lines(12), 0, tiny(md, 12, 6));
+    ASSERT_TRUE(m.resident()) << to_string(md);
+    if (md != mode::read) expect_all(store(m.ref<std::uint32_t>(), {3}, {33u}), status::ok);
+    m.sync();
+    EXPECT_EQ(m.stats().host_cache_bytes_pinned, 0u) << to_string(md);
+  }
+  mapping scratch("", lines(12), 0, tiny(mode::volatile_data, 12, 6));
+  EXPECT_EQ(scratch.stats().host_cache_bytes_pinned, 0u);
+  mapping w(path, lines(12), 0, tiny(mode::write, 12, 6));
+  EXPECT_EQ(w.stats().host_cache_bytes_pinned, 0u);
+  expect_all(store(w.ref<std::uint32_t>(), {3}, {34u}), status::ok);
+  w.sync();
+  EXPECT_GT(w.stats().host_cache_bytes_pinned, 0u);
+  w.unmap();
+  mapping cached(path, lines(12), 0, tiny(mode::read, 4, 6));
+  EXPECT_GT(cached.stats().host_cache_bytes_pinned, 0u);
+}
+
+// A mapping larger than a run (16 MiB) loads and writes back in runs on several workers, each
+// taking turns between the two halves of its staging buffer.
+TEST(OocResident, LargeMappingsMoveInRunsOnSeveralWorkers) {
+  files f;
+  constexpr std::uint64_t kLine = 1u << 20;
+  const std::uint64_t size = 50 * kLine + 1000;  // 51 lines: runs of 16, 16, 16 and 3
+  const std::string path = f.make("resl.bin", 52 * kLine, 27);
+  auto file = read_file(path);
+  mapping_options o;
+  o.line_bytes = kLine;
+  o.gpu_cache_bytes = 51 * kLine;
+  o.host_cache_bytes = 6 * kLine;
+  mapping m(path, size, 0, o);
+  ASSERT_TRUE(m.resident());
+  EXPECT_EQ(m.stats().bytes_to_gpu, 51 * kLine);
+  EXPECT_EQ(m.stats().file_bytes_read, size);
+  auto a = m.ref<std::uint32_t>();
+  std::vector<std::uint64_t> idx;
+  for (std::uint64_t i = 0; i < a.size(); i += 4099) idx.push_back(i);
+  idx.push_back(a.size() - 1);
+  const auto r = load(a, idx);
+  expect_all(r.st, status::ok);
+  const auto words = prefix<std::uint32_t>(file, size);
+  for (std::size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(r.values[k], words[idx[k]]) << idx[k];
+  std::vector<std::uint32_t> val;
+  for (const std::uint64_t i : idx) {
+    val.push_back(static_cast<std::uint32_t>(i * 5 + 1));
+    std::memcpy(file.data() + i * 4, &val.back(), 4);
+  }
+  expect_all(store(a, idx, val), status::ok);
+  m.sync();
+  EXPECT_EQ(read_file(path), file);
+  EXPECT_EQ(m.stats().bytes_from_gpu, 51 * kLine);
 }
 
 TEST(OocResident, OnlyWhenTheGpuCacheHoldsEveryLineAndNotTurnedOff) {

@@ -244,7 +244,7 @@ class runner {
     }
     traffic t;
     std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
-                  ahead_hits = 0, spill = 0;
+                  ahead_hits = 0, spill = 0, host_pinned = 0;
     double wait = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
@@ -261,6 +261,7 @@ class runner {
       ahead += x.read_ahead_lines;
       ahead_hits += x.read_ahead_hits;
       spill += x.spill_bytes_written;
+      host_pinned += x.host_cache_bytes_pinned;
       wait += x.gpu_wait_seconds;
     }
     const double sync_s = lap();
@@ -268,6 +269,7 @@ class runner {
     const double unmap_s = lap();
     t.extra = {{"gpu_cache_bytes_mapped", static_cast<double>(gpu_lines * s_.line)},
                {"host_cache_bytes_mapped", static_cast<double>(host_lines * s_.line)},
+               {"host_cache_bytes_pinned", static_cast<double>(host_pinned)},
                {"gpu_hits", static_cast<double>(hits)},
                {"gpu_misses", static_cast<double>(misses)},
                {"host_hits", static_cast<double>(host_hits)},
@@ -563,7 +565,11 @@ class runner {
     }
   };
 
-  std::vector<backing> open_backings(bool keep_scratch_in_host) {
+  // Where the chunked pipeline keeps the intermediates: only in GPU memory (the whole problem is
+  // there: no backing), in host memory, or in scratch files.
+  enum class scratch_place { gpu, host, file };
+
+  std::vector<backing> open_backings(scratch_place scratch) {
     std::vector<backing> b(pb_.arrays.size());
     for (int a = 0; a < narrays(); ++a) {
       const role r = pb_.arrays[a].kind;
@@ -571,7 +577,9 @@ class runner {
         b[a].file = std::make_unique<disk_file>(st_.input_paths[a], false);
       } else if (r == role::output) {
         b[a].file = std::make_unique<disk_file>(out_path_[a], true, pb_.array_bytes(a));
-      } else if (keep_scratch_in_host) {
+      } else if (scratch == scratch_place::gpu) {
+        continue;  // never read or written on the host: a zeroed host copy was wasted work
+      } else if (scratch == scratch_place::host) {
         b[a].host.assign(pb_.items * pb_.arrays[a].width, 0.0f);
       } else {
         b[a].file = std::make_unique<disk_file>(dir_ + "/scratch-" + pb_.arrays[a].name + ".bin",
@@ -584,7 +592,7 @@ class runner {
   // The whole problem in GPU memory: double-buffered loads, the passes, double-buffered stores.
   traffic chunked_resident() {
     traffic t;
-    std::vector<backing> b = open_backings(true);
+    std::vector<backing> b = open_backings(scratch_place::gpu);
     std::vector<gpm::device_buffer<float>> dev;
     device_arrays acc;
     acc.small = small_->data();
@@ -666,7 +674,8 @@ class runner {
       if (pb_.arrays[a].kind == role::scratch) scratch_bytes += pb_.array_bytes(a);
     }
     const bool scratch_in_host = scratch_bytes <= s_.host_cache;
-    std::vector<backing> b = open_backings(scratch_in_host);
+    std::vector<backing> b =
+        open_backings(scratch_in_host ? scratch_place::host : scratch_place::file);
     const std::uint64_t align = alignment_items(pb_.arrays);
     gpm::stream streams[2];
     gpm::event done[2], computed[2];

@@ -89,6 +89,9 @@ struct mapping_stats {
   std::uint64_t host_hits = 0;
   std::uint64_t host_misses = 0;
   std::uint64_t host_evictions = 0;
+  // Pinned memory the host cache holds now: it grows as lines arrive (a resident mapping's only
+  // at the first sync of a mode::write or crash-consistent mapping).
+  std::uint64_t host_cache_bytes_pinned = 0;
   std::uint64_t read_ahead_lines = 0;  // lines read ahead into the host cache
   std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
   std::uint64_t file_bytes_read = 0;
@@ -97,7 +100,10 @@ struct mapping_stats {
   // Disk space the spill (staging) file holds now: a crash-consistent mapping gives back the
   // blocks of what each epoch wrote in place, where the file system can punch holes.
   std::uint64_t spill_bytes_held = 0;
-  std::uint64_t syncs = 0;  // fdatasync calls
+  std::uint64_t syncs = 0;  // sync() calls of a read_write or write mapping, unmap's included
+  // fdatasync calls on the mapped files: a sync() with nothing written to them since the last one
+  // (unmap after sync, say) makes none.
+  std::uint64_t file_datasyncs = 0;
   std::string last_io_error;              // the most recent I/O failure, empty if none
   // Crash-consistent mappings: the epoch the file is at, epochs this mapping committed, and the
   // bytes it wrote to the epoch log (records, twice the changed bytes reach the disk).

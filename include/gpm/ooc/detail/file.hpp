@@ -67,7 +67,12 @@ class backing_file {
   // line; the bytes between the runs are written back as they were read. Throws io.
   std::uint64_t write_masked(std::uint64_t at, const std::byte* src, std::uint64_t valid,
                              const std::uint32_t* mask, std::uint32_t mask_words) const;
+  // fdatasyncs the file if anything was written to it (write, resize, punch, or create extending
+  // it at open) since the last fdatasync; otherwise the data is durable already and it returns at
+  // once. Throws io (then the next call tries again).
   void datasync() const;
+  // The fdatasync calls datasync() made.
+  std::uint64_t datasyncs() const { return datasyncs_.load(std::memory_order_relaxed); }
   // Sets the file's length (a temporary file's: its holes read as zeros). Throws io.
   void resize(std::uint64_t bytes) const;
   // Gives back the blocks of bytes [at, at + bytes) of the range, which read as zeros from then
@@ -102,6 +107,10 @@ class backing_file {
   // Set when the file system took O_DIRECT at open but refused a transfer: page cache from then.
   mutable std::atomic<bool> direct_refused_{false};
   mutable std::atomic<std::uint64_t> held_{0};
+  // Set after every change that reaches the file, cleared just before an fdatasync: a change made
+  // while one runs sets it again, so the next datasync() covers it.
+  mutable std::atomic<bool> unsynced_{false};
+  mutable std::atomic<std::uint64_t> datasyncs_{0};
 };
 
 }  // namespace gpm::detail::ooc

@@ -1,0 +1,39 @@
+// Pinned staging memory for the resident load and write-back of gpm::ooc mappings
+// (io_service::load_resident, store_resident), shared by every mapping of the process. Pinning
+// host memory (cudaHostAlloc locks and maps every page) costs time in proportion to its size, at
+// pinning and again at freeing: pinned per mapping, staging cost a mapping that fits the GPU about
+// as much at map time as reading its data did. So the buffers outlive the loads that pinned them:
+// a buffer goes back to the pool after each load or write-back and serves the next one, of this
+// mapping or another. Host only; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <gpm/platform/pinned_buffer.hpp>
+
+namespace gpm::detail::ooc {
+
+// Idle buffers the pool keeps (the smallest go beyond that): two loads' worth at the default two
+// I/O threads with runs of 16 MiB (kResidentRunBytes).
+inline constexpr std::uint64_t kStagingKeptBytes = 128ull << 20;
+
+// A buffer of at least `bytes` pinned bytes, taken from the pool (or pinned if it holds none
+// large enough) and given back when destroyed. Throws gpm::error (out_of_memory) if the memory
+// cannot be pinned.
+class staging_buffer {
+ public:
+  explicit staging_buffer(std::uint64_t bytes);
+  ~staging_buffer();
+  staging_buffer(const staging_buffer&) = delete;
+  staging_buffer& operator=(const staging_buffer&) = delete;
+
+  std::byte* data() const { return memory_.data(); }
+  // Pinned bytes the pool holds now, idle or lent (tests).
+  static std::uint64_t pinned_bytes();
+
+ private:
+  pinned_buffer<std::byte> memory_;
+};
+
+}  // namespace gpm::detail::ooc
