@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -180,10 +181,29 @@ double compared_value(const mode& m, const bench_record& r, const std::string& m
                          " with its ceiling but recorded no such metric");
 }
 
+// The chosen cases, in workload order ({""} for a workload without cases).
+std::vector<std::string> select_cases(const workload& w, const std::vector<std::string>& names) {
+  if (names.empty()) return w.cases.empty() ? std::vector<std::string>{""} : w.cases;
+  std::string known;
+  for (const std::string& c : w.cases) known += (known.empty() ? "" : ", ") + c;
+  for (const std::string& n : names) {
+    if (std::find(w.cases.begin(), w.cases.end(), n) == w.cases.end()) {
+      throw usage_error("workload " + w.name + " has no case \"" + n + "\"" +
+                        (known.empty() ? "; it has no cases" : "; its cases are: " + known));
+    }
+  }
+  std::vector<std::string> chosen;
+  for (const std::string& c : w.cases) {
+    if (std::find(names.begin(), names.end(), c) != names.end()) chosen.push_back(c);
+  }
+  return chosen;
+}
+
 }  // namespace
 
 bool run_workload(const workload& w, const run_options& options, const gpm::device_info& dev) {
   const std::vector<const mode*> chosen = select_modes(w, options.modes);
+  const std::vector<std::string> cases = select_cases(w, options.cases);
   const scratch_dir pm(pm_parent(options));
   const scratch_dir disk(options.disk_dir);
   mode_context ctx{options, dev, pm.path(), disk.path()};
@@ -206,7 +226,6 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
     std::string unit;
     double value;
   };
-  const std::vector<std::string> cases = w.cases.empty() ? std::vector<std::string>{""} : w.cases;
   for (const std::string& case_name : cases) {
     ctx.case_name = case_name;
     if (!case_name.empty()) std::printf("case %s\n", case_name.c_str());

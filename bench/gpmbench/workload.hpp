@@ -28,6 +28,7 @@ struct run_options {
   int warmup = 1;
   bool quick = false;                 // tiny sizes, for smoke tests
   std::vector<std::string> modes;     // empty: every mode
+  std::vector<std::string> cases;     // empty: every case of the workload
   std::string out_dir;                // where <workload>.jsonl goes
   std::string disk_dir = "/var/tmp";  // parent of the run's files on disk (fsync, snapshots)
   std::string pm_dir;  // parent of the run's pools; empty: $GPMKIT_PM_DIR, else /dev/shm

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Smoke test of gpmbench: `run platform --quick` into a fresh directory, then `report` on it.
 
-Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
+Also checks that `run --cases` refuses a case the workload lacks. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
 numbers, that the ratios to ceilings are present where a mode has a ceiling, and that the report
 names every mode. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
 
@@ -103,6 +103,16 @@ def main():
         check_record(r)
     leftovers = [p.name for p in scratch.iterdir() if p.name != "results"]
     check(not leftovers, f"gpmbench left files in its disk directory: {leftovers}")
+
+    # --cases: a case the workload lacks is refused before anything runs.
+    for workload, case, says in [("platform", "in-gpu", "it has no cases"),
+                                 ("ooc_vectoradd", "gpu", "its cases are: in-gpu, in-host")]:
+        bad = subprocess.run([gpmbench, "run", workload, "--quick", "--cases", case, "--out",
+                              str(scratch / "refused"), "--disk-dir", str(scratch)],
+                             capture_output=True, text=True)
+        check(bad.returncode == 2 and says in bad.stderr,
+              f"--cases {case} of {workload}: exit {bad.returncode}, {bad.stderr!r}")
+        check(not (scratch / "refused").exists(), f"--cases {case} of {workload} wrote records")
 
     report = subprocess.run([gpmbench, "report", str(results)])
     check(report.returncode == 0, f"gpmbench report exited {report.returncode}")
