@@ -1,8 +1,8 @@
 """The `ooc` family's section of the report: out-of-core GPU computing (docs/workloads/ooc.md).
 
-report.py calls ooc_sections() with every record of a results directory. For each ooc workload it
-takes the newest run (one `gpmbench` invocation, one timestamp) and, per regime (sizes.regime),
-shows each mode's time, gpmkit's speedup over chunked-pipeline and over fread-memcpy (time of the
+report.py calls ooc_sections() with every record of a results directory. For each ooc workload and
+each regime (sizes.regime) it takes the newest run (one `gpmbench` invocation, one timestamp) that
+measured the regime (`gpmbench run --cases` measures some regimes only) and shows each mode's time, gpmkit's speedup over chunked-pipeline and over fread-memcpy (time of the
 baseline over time of gpmkit, both from that run), and the disk_fraction of gpmkit and of
 chunked-pipeline against the disk's sequential bandwidth measured in the same run. The ablation
 workloads (ooc_ablation_*) get one row per case with the settings their sizes carry. Modes a run
@@ -20,6 +20,26 @@ def newest_run(records):
         return []
     stamp = max(r["timestamp"] for r in records)
     return [r for r in records if r["timestamp"] == stamp]
+
+
+def newest_run_per_regime(records):
+    """[(regime, records of the newest run that measured it)], by regime."""
+    runs = defaultdict(list)
+    for r in records:
+        runs[r["timestamp"]].append(r)
+    chosen = {}
+    for stamp in sorted(runs, reverse=True):
+        for r in runs[stamp]:
+            if r["mode"] in MODES:
+                chosen.setdefault(r["sizes"].get("regime"), stamp)
+    return [(regime, runs[chosen[regime]]) for regime in sorted(chosen)]
+
+
+def regime_runs(records):
+    """The runs the family table shows: of each regime, its newest run's records of that regime
+    (and the run's disk record)."""
+    return [[r for r in run if r["mode"] == "disk-sequential" or r["sizes"].get("regime") == regime]
+            for regime, run in newest_run_per_regime(records)]
 
 
 def seconds(r):
@@ -110,7 +130,7 @@ def ooc_sections(records, describe_machine):
     if not by_workload:
         return []
     lines = ["## Out of core (DRAGON): the ooc family", "",
-             "Newest run of each workload. Times are medians of the repeats and include mapping, "
+             "Newest run of each workload and regime. Times are medians of the repeats and include mapping, "
              "transfers, kernels, write-back, fdatasync and unmapping. Speedups are the "
              "baseline's time over gpmkit's in the same run; disk_fraction is the time the disk "
              "needs at its sequential bandwidth (measured in that run) for the mode's disk "
@@ -119,17 +139,19 @@ def ooc_sections(records, describe_machine):
     ablations = [w for w in sorted(by_workload) if w.startswith(ABLATION_PREFIX)]
     disks, machines = [], set()
 
-    def table(workloads, header, rows_of):
-        """The table of `workloads` (newest run of each) under `header`, noting their disks and
-        machines."""
+    def table(workloads, header, rows_of, runs_of):
+        """The table of `workloads` (the runs runs_of picks from each one's records) under
+        `header`, noting their disks and machines."""
         if not workloads:
             return []
         out = list(header)
         for w in workloads:
-            run = newest_run(by_workload[w])
-            out += rows_of(w, run)
-            disks.append(f"{w} ({run[0]['timestamp']}): {disk_line(run) or 'no disk record'}")
-            machines.add(describe_machine(run[0]))
+            for run in runs_of(by_workload[w]):
+                out += rows_of(w, run)
+                disk = f"{w} ({run[0]['timestamp']}): {disk_line(run) or 'no disk record'}"
+                if disk not in disks:
+                    disks.append(disk)
+                machines.add(describe_machine(run[0]))
         return out + [""]
 
     lines += table(family,
@@ -137,13 +159,13 @@ def ooc_sections(records, describe_machine):
                     " | gpmkit vs chunked | gpmkit vs fread | disk_fraction gpmkit | "
                     "disk_fraction chunked |",
                     "|" + " --- |" * (len(MODES) + 7)],
-                   family_rows)
+                   family_rows, regime_runs)
     lines += table(ablations,
                    ["### Ablations (gpmkit, out of core)", "",
                     "| workload | line | GPU cache | host cache | read-ahead | I/O threads | time "
                     "| disk_fraction | read-ahead hits | GPU wait (s) |",
                     "|" + " --- |" * 10],
-                   ablation_rows)
+                   ablation_rows, lambda records: [newest_run(records)])
     lines += ["Disk measured in each run: " + "; ".join(disks) + ".", "",
               "Machine: " + "; ".join(sorted(machines)) + ".", ""]
     return lines

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Unit test of the ooc section of the report (bench/report/ooc.py), on records made up here with
 known times: per regime every mode's time, gpmkit's speedups over chunked-pipeline and
-fread-memcpy computed only from the newest run, disk_fraction as recorded, "–" for modes a run
+fread-memcpy computed only from the newest run that measured the regime, disk_fraction as recorded, "–" for modes a run
 did not record, and one row per ablation case.
 
 usage: report_ooc_test.py <bench/report directory> <scratch directory>
@@ -17,6 +17,7 @@ from report_records import fail
 
 STAMP = "2026-01-02T00:00:00.000Z"
 OLDER = "2026-01-01T00:00:00.000Z"
+OLD_DISK = {"read_GBps": 3.0, "write_GBps": 2.5, "direct_io": 1.0}
 
 
 def record(workload, mode, seconds, regime=2, stamp=STAMP, metrics=None, sizes=None):
@@ -34,6 +35,10 @@ def main():
     disk = {"read_GBps": 2.0, "write_GBps": 1.5, "direct_io": 1.0}
     records = [
         record("ooc_vectoradd", "gpmkit", 100.0, stamp=OLDER),  # never used: an older run
+        # An older run's in-host regime, which the newest run did not measure: shown.
+        record("ooc_vectoradd", "disk-sequential", 0.5, stamp=OLDER, metrics=OLD_DISK),
+        record("ooc_vectoradd", "gpmkit", 6.0, regime=1, stamp=OLDER),
+        record("ooc_vectoradd", "chunked-pipeline", 7.5, regime=1, stamp=OLDER),
         record("ooc_vectoradd", "disk-sequential", 0.5, metrics=disk),
         record("ooc_vectoradd", "gpmkit", 2.0, regime=0, metrics={"disk_fraction": 0.5}),
         record("ooc_vectoradd", "fread-memcpy", 3.0, regime=0),
@@ -67,7 +72,9 @@ def main():
     expected = [
         "## Out of core (DRAGON): the ooc family",
         "| ooc_vectoradd | in-gpu | 1 GiB | 2 s | 2.5 s | 3 s | 8 s | 1.25× | 1.50× | 0.5 | 0.4 |",
+        "| ooc_vectoradd | in-host | 1 GiB | 6 s | 7.5 s | – | – | 1.25× | – | – | – |",
         "| ooc_vectoradd | out-of-core | 1 GiB | 10 s | 9 s | – | – | 0.90× | – | 0.81 | – |",
+        f"ooc_vectoradd ({OLDER}): disk 3 GB/s read, 2.5 GB/s write (O_DIRECT)",
         "| ooc_ablation_line | 64 KiB | 512 MiB | 2 GiB | on | 4 | 4 s | 0.25 | – | – |",
         "disk 2 GB/s read, 1.5 GB/s write (O_DIRECT)",
     ]
