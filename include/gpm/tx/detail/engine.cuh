@@ -154,6 +154,14 @@ __device__ inline std::uint64_t thread_slot(const heap_view& v) {
 }
 __device__ inline std::uint32_t log_of_block(const heap_view& v) { return blockIdx.x % v.logs; }
 
+// (at + j) % n for at, j < n. A 64-bit remainder is a long subroutine on the GPU, and the commit
+// and drain paths index their rings and logs chunk by chunk: they reduce a record's or a batch's
+// first position once and step from it, never by a lap or more (a record, or what a ring holds).
+GPM_HOST_DEVICE inline std::uint64_t ring_step(std::uint64_t at, std::uint64_t j, std::uint64_t n) {
+  const std::uint64_t x = at + j;
+  return x < n ? x : x - n;
+}
+
 // ---- status words and orecs -----------------------------------------------------------------
 
 inline constexpr std::uint64_t kIdle = 0, kActive = 1, kCommitting = 2, kAborted = 3;
@@ -775,22 +783,25 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
     ulonglong2* ring = ring_chunks(v_);
     std::uint32_t* flags = ring_flags(v_);
     std::uint32_t* where = ring_log_index(v_);
+    const std::uint64_t ring_at = o.ring_pos % v_.ring_chunks, log_at = o.pos % v_.log_chunks;
     for (std::uint64_t j = 0; j < chunks; ++j) {
-      const std::uint64_t at = (o.ring_pos + j) % v_.ring_chunks;
+      const std::uint64_t at = ring_step(ring_at, j, v_.ring_chunks);
       ring[at] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
-      where[at] = static_cast<std::uint32_t>((o.pos + j) % v_.log_chunks);
+      where[at] = static_cast<std::uint32_t>(ring_step(log_at, j, v_.log_chunks));
       blk32(flags[at]).store(static_cast<std::uint32_t>(o.ring_pos + j + 1), memory_order_release);
     }
     ++v_.counters[kCounters * slot_ + 2];
   } else {
     ulonglong2* data = v_.log_data + std::uint64_t{log} * v_.log_chunks;
+    const std::uint64_t log_at = o.pos % v_.log_chunks;
+    const auto chunk = [&](std::uint64_t j) {
+      return data + ring_step(log_at, j * o.width, v_.log_chunks);
+    };
     for (std::uint64_t j = 0; j < chunks; ++j) {
-      data[(o.pos + j * o.width) % v_.log_chunks] =
-          ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+      *chunk(j) = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
     }
     kernel_crash_point("tx.commit.written");  // stored, not yet persisted
-    persist_each_at("tx.commit.record", chunks, kChunkBytes,
-                    [&](std::uint64_t j) { return data + (o.pos + j * o.width) % v_.log_chunks; });
+    persist_each_at("tx.commit.record", chunks, kChunkBytes, chunk);
     dev64(v_.logs_state[log].persisted).fetch_add(chunks, memory_order_relaxed);
     monitor_persisted(v_, chunks * kChunkBytes);
   }
@@ -887,12 +898,17 @@ __device__ inline void drain_ring(const heap_view& v) {
       done = done && blk64(ring->reserved).load(memory_order_acquire) == c;
     }
     c = __shfl_sync(~0u, c, 0);
+    // At most a ring's worth is filled from c on.
+    const std::uint64_t c_at = c % v.ring_chunks;
+    const std::uint64_t scan = kDrainBatch < v.ring_chunks ? kDrainBatch : v.ring_chunks;
     std::uint64_t k = 0;
-    for (std::uint32_t base = 0; base < kDrainBatch; base += 32) {
+    for (std::uint32_t base = 0; base < scan; base += 32) {
       const std::uint64_t p = c + base + lane;
       const bool filled =
-          blk32(const_cast<std::uint32_t&>(flags[p % v.ring_chunks])).load(memory_order_acquire) ==
-          static_cast<std::uint32_t>(p + 1);
+          base + lane < scan && blk32(const_cast<std::uint32_t&>(
+                                          flags[ring_step(c_at, base + lane, v.ring_chunks)]))
+                                        .load(memory_order_acquire) ==
+                                    static_cast<std::uint32_t>(p + 1);
       const unsigned filled_lanes = __ballot_sync(~0u, filled);
       const unsigned run = filled_lanes == ~0u ? 32 : __ffs(static_cast<int>(~filled_lanes)) - 1;
       k += run;
@@ -912,13 +928,14 @@ __device__ inline void drain_ring(const heap_view& v) {
     }
     if (__shfl_sync(~0u, mine, 0) == 0) continue;
     for (std::uint64_t j = lane; j < k; j += 32) {
-      const std::uint64_t at = (c + j) % v.ring_chunks;
+      const std::uint64_t at = ring_step(c_at, j, v.ring_chunks);
       data[where[at]] = chunks[at];
     }
     if (lane == 0) kernel_crash_point("tx.drain");
-    persist_each_at(
-        "tx.drain.chunks", lane < k ? (k - lane + 31) / 32 : 0, kChunkBytes,
-        [&](std::uint64_t m) { return data + where[(c + lane + 32 * m) % v.ring_chunks]; });
+    persist_each_at("tx.drain.chunks", lane < k ? (k - lane + 31) / 32 : 0, kChunkBytes,
+                    [&](std::uint64_t m) {
+                      return data + where[ring_step(c_at, lane + 32 * m, v.ring_chunks)];
+                    });
     __syncwarp();
     if (lane == 0) {
       for (std::uint32_t round = 0; blk64(ring->persisted).load(memory_order_acquire) != c;
