@@ -5,8 +5,11 @@
 # SKIP launches, the first launch of a kernel whose name matches KERNEL (an ncu regex).
 #   scripts/device/gpu-profile.sh KERNEL 'W [gpmbench run options]' [SKIP]
 # e.g. scripts/device/gpu-profile.sh launch_kernel 'tx_atm_a1 --modes helpers --repeats 1' 1
-# $OUT gets profile.ncu-rep, details.txt (every section) and source.csv (the metrics of each
-# CUDA source line, among them its warp-stall samples).
+# $OUT gets profile.ncu-rep, details.txt (every section) and sass.csv (the metrics of each SASS
+# instruction, among them its warp-stall samples; the CUDA source view lists only the kernel's own
+# file, not the functions inlined into it). The profiled process is stopped after
+# PROFILE_TIMEOUT_S (240) seconds: once the report is written, a process whose kernel ncu replayed
+# can wait forever (a tx_heap launch's helpers did, its log state changed by the replays).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 KERNEL 'W [gpmbench run options]' [SKIP]" >&2; exit 2; }
 kernel=$1
@@ -22,11 +25,11 @@ if ! cmake --preset cuda -B build/cuda-lineinfo -DCMAKE_CUDA_FLAGS=-lineinfo > "
   exit 1
 fi
 # shellcheck disable=SC2086  # the gpmbench command line is split on purpose
-"$ncu" -k "regex:$kernel" --launch-skip "$skip" -c 1 --set full --import-source yes \
+timeout "${PROFILE_TIMEOUT_S:-240}" "$ncu" -k "regex:$kernel" --launch-skip "$skip" -c 1 --set full --import-source yes \
   -o "$out/profile" -f build/cuda-lineinfo/bench/gpmbench run $run_args --warmup 0 \
   --out /tmp/gpmkit-profile-records > "$out/ncu.log" 2>&1
 status=$?
 "$ncu" --import "$out/profile.ncu-rep" --page details > "$out/details.txt" 2>&1
-"$ncu" --import "$out/profile.ncu-rep" --page source --print-source cuda --csv \
-  > "$out/source.csv" 2>&1
+"$ncu" --import "$out/profile.ncu-rep" --page source --print-source sass --csv \
+  > "$out/sass.csv" 2>&1
 exit $status
