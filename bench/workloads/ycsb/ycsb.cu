@@ -2,11 +2,12 @@
 // indexes of the paper side by side in one run, each a mode, all driven by one runner
 // (ycsb_runner.cuh) through one adapter interface, all verified after timing.
 //
-//   ycsb, ycsb_key32, ycsb_uniform   YCSB A, B, C, D, F, LOAD x index (8- or 32-byte keys; Zipf
-//                                    0.99 or uniform)
+//   ycsb, ycsb_key32, ycsb_kv32,     YCSB A, B, C, D, F, LOAD x index (8- or 32-byte keys, 128-
+//   ycsb_uniform                     or 32-byte values; Zipf 0.99 or uniform)
 //   hash_micro                       positive/negative search, insert, update, delete x index
-//   hash_batch_sweep(_key32)         YCSB A x index, C and LOAD x GPHash at batch sizes
-//                                    2^10..2^22 (8- or 32-byte keys): throughput-latency
+//   hash_batch_sweep(_key32, _kv32)  YCSB A x index, C and LOAD x GPHash at batch sizes
+//                                    2^10..2^22 (8- or 32-byte keys, 128- or 32-byte values):
+//                                    throughput-latency
 //   hash_factors                     GPHash's techniques added one at a time (FAST'25 Figure 9)
 //   hash_cache                       GPHash BktCache size and policy, YCSB C and A
 //   hash_load_factor                 inserts until the first finds no room, per index
@@ -353,6 +354,14 @@ workload ycsb_key32_workload() {
       ycsb::kDefaultTheta);
 }
 
+// The GPHash artifact's key-value size: 32-byte keys and 32-byte values.
+workload ycsb_kv32_workload() {
+  return ycsb::ycsb_workload<ycsb::key32, ycsb::value32>(
+      "ycsb_kv32",
+      "YCSB A/B/C/D/F/LOAD on each persistent hash index: 32-byte keys, 32-byte values, Zipf 0.99",
+      ycsb::kDefaultTheta);
+}
+
 workload ycsb_uniform_workload() {
   return ycsb::ycsb_workload<ycsb::key8>(
       "ycsb_uniform", "YCSB A/B/C/D/F/LOAD on each persistent hash index: 8-byte keys, uniform",
@@ -400,6 +409,13 @@ workload hash_batch_sweep_key32_workload() {
       "hash_batch_sweep_key32",
       "YCSB A (every index), C and LOAD (GPHash) at batch sizes 2^10..2^22: throughput and batch "
       "latency, 32-byte keys");
+}
+
+workload hash_batch_sweep_kv32_workload() {
+  return batch_sweep_workload<ycsb::key32, ycsb::value32>(
+      "hash_batch_sweep_kv32",
+      "YCSB A (every index), C and LOAD (GPHash) at batch sizes 2^10..2^22: throughput and batch "
+      "latency, 32-byte keys, 32-byte values");
 }
 
 workload hash_factors_workload() {
