@@ -319,7 +319,7 @@ TEST(HashBaselinesValues, PoolSizesFollowTheValueSize) {
 
 // ---- header validation -------------------------------------------------------------------------
 
-TEST(HashBaselinesHeader, WrongKeySizeCorruptionAndMissingIndexAreClearErrors) {
+TEST(HashBaselinesHeader, WrongKeyOrValueSizeCorruptionAndMissingIndexAreClearErrors) {
   gpm::test::scratch_dirs d("hash-header");
   gpm::pool p = gpm::pool::create("t.pool", 16 << 20, kLayout,
                                   gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
@@ -336,6 +336,11 @@ TEST(HashBaselinesHeader, WrongKeySizeCorruptionAndMissingIndexAreClearErrors) {
     return gpm::errc::unsupported;
   };
   EXPECT_EQ(code_of([&] { clevel_index<key32>::open(p, "c", kLaunch); }),
+            gpm::errc::invalid_argument);
+  // The same key size with another value size: refused too (its records would be misread).
+  EXPECT_EQ(code_of([&] { clevel_index<key8, value32>::open(p, "c", kLaunch); }),
+            gpm::errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { slab_index<key8, value32>::open(p, "s", kLaunch); }),
             gpm::errc::invalid_argument);
   EXPECT_EQ(code_of([&] { slab_index<key8>::open(p, "c", kLaunch); }), gpm::errc::layout_mismatch);
   EXPECT_EQ(code_of([&] { clevel_index<key8>::open(p, "nothing", kLaunch); }),

@@ -227,7 +227,8 @@ class clevel_index {
     const std::uint64_t slots = slots_for(keys);
     p.allocate(name + ".slots", slots * sizeof(std::uint64_t), 128);
     record_heap<Key, Value> heap(p, name + ".heap", records, true);
-    create_header(p, name + ".header", index_layout::clevel, sizeof(Key), {slots, records, 0, 0});
+    create_header(p, name + ".header", index_layout::clevel,
+                  record_sizes_of<Key, Value>(), {slots, records, 0, 0});
     clevel_index x(p, name, launch);
     x.clear();
     return x;
@@ -268,7 +269,8 @@ class clevel_index {
  private:
   clevel_index(gpm::pool& p, const std::string& name, geometry launch)
       : pool_(&p), launch_(launch) {
-    const index_header& hd = open_header(p, name + ".header", index_layout::clevel, sizeof(Key));
+    const index_header& hd = open_header(p, name + ".header", index_layout::clevel,
+                  record_sizes_of<Key, Value>());
     slots_ = hd.geometry[0];
     heap_.emplace(p, name + ".heap", hd.geometry[1], false);
     const gpm::pool_object o = p.get(name + ".slots");

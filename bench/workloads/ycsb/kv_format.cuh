@@ -131,25 +131,37 @@ struct cpu_write_back {
 // Which index a header belongs to.
 enum class index_layout : std::uint32_t { clevel = 1, slab = 2 };
 
-// The common object header (gpm::format, magic "GPMYCSBI" for every index, version 1.0), then the
-// index's layout, the key size and the sizes that define the geometry. Validated on open: another
-// index's layout (layout_mismatch), version, key size or a corrupt header is an error that says
-// what is wrong and what to do.
+// The common object header (gpm::format, magic "GPMYCSBI" for every index, version 2.0; 1.0 had
+// no value size), then the index's layout, the key and value sizes and the sizes that define the
+// geometry. Validated on open: another index's layout (layout_mismatch), version, key or value
+// size or a corrupt header is an error that says what is wrong and what to do.
 struct index_header {
   gpm::format::object_header common;
   std::uint32_t layout;  // index_layout
   std::uint32_t key_bytes;
   std::uint64_t geometry[4];  // the index's sizes, named by the index
+  std::uint32_t value_bytes;
+  std::uint32_t reserved0;
 };
-static_assert(sizeof(index_header) == 104 && offsetof(index_header, common) == 0);
+static_assert(sizeof(index_header) == 112 && offsetof(index_header, common) == 0);
+
+// The key and value sizes an index's header records.
+struct record_sizes {
+  std::uint32_t key_bytes;
+  std::uint32_t value_bytes;
+};
+template <class Key, class Value>
+constexpr record_sizes record_sizes_of() {
+  return {sizeof(Key), sizeof(Value)};
+}
 
 // Writes a fresh header into the pool object `name` (allocated here) and makes it durable.
 std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout layout,
-                            std::uint32_t key_bytes, const std::uint64_t (&geometry)[4]);
+                            record_sizes sizes, const std::uint64_t (&geometry)[4]);
 // Finds and validates the header `name`; throws gpm::error (corrupt, version, layout_mismatch,
 // not_found, invalid_argument) with a sentence naming the problem.
 const index_header& open_header(const gpm::pool& p, const std::string& name, index_layout layout,
-                                std::uint32_t key_bytes);
+                                record_sizes sizes);
 
 // Pools are made of 4 KiB pages: index sizes are rounded up to them, with room for the pool's
 // own header and directory pages.

@@ -308,7 +308,8 @@ class slab_index {
     p.allocate(name + ".used", 8, 128);
     p.allocate(name + ".log", log_entries * sizeof(slab_undo_entry<Value>), 128);
     record_heap<Key, Value> heap(p, name + ".heap", records, true);
-    create_header(p, name + ".header", index_layout::slab, sizeof(Key),
+    create_header(p, name + ".header", index_layout::slab,
+                  record_sizes_of<Key, Value>(),
                   {buckets, slabs, log_entries, records});
     slab_index x(p, name, launch);
     x.clear();
@@ -384,7 +385,8 @@ class slab_index {
 
  private:
   slab_index(gpm::pool& p, const std::string& name, geometry launch) : pool_(&p), launch_(launch) {
-    const index_header& hd = open_header(p, name + ".header", index_layout::slab, sizeof(Key));
+    const index_header& hd = open_header(p, name + ".header", index_layout::slab,
+                  record_sizes_of<Key, Value>());
     buckets_ = hd.geometry[0];
     slabs_ = hd.geometry[1];
     log_entries_ = hd.geometry[2];
