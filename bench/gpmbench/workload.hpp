@@ -102,9 +102,10 @@ workload random_span_workload();
 workload persist_scaling_workload();
 workload cp_dnn_workload(), cp_cfd_workload(), cp_blackscholes_workload();  // workloads/checkpoint
 workload cp_hotspot_workload(), cp_hetero_workload();                       // workloads/checkpoint
-workload ycsb_workload(), ycsb_key32_workload(), ycsb_uniform_workload();   // workloads/ycsb
+workload ycsb_workload(), ycsb_key32_workload(), ycsb_kv32_workload();      // workloads/ycsb
+workload ycsb_uniform_workload();                                           // workloads/ycsb
 workload hash_micro_workload(), hash_batch_sweep_workload(), hash_batch_sweep_key32_workload(),
-    hash_factors_workload();                                      // ycsb
+    hash_batch_sweep_kv32_workload(), hash_factors_workload();    // workloads/ycsb
 workload hash_cache_workload(), hash_load_factor_workload();      // workloads/ycsb
 workload hash_resize_recovery_workload();                         // workloads/ycsb
 workload kvs_set_workload(), kvs_mixed_workload();                // workloads/kvs

@@ -192,9 +192,10 @@ def history_table(records):
 # Workloads whose modes are `<group>:<variant>`, compared variant by variant within a group and a
 # run: (reference variant, whether the table shows reference over variant or variant over it).
 SIDE_BY_SIDE = {
-    "ycsb": ("gphash", "over"), "ycsb_key32": ("gphash", "over"),
+    "ycsb": ("gphash", "over"), "ycsb_key32": ("gphash", "over"), "ycsb_kv32": ("gphash", "over"),
     "ycsb_uniform": ("gphash", "over"), "hash_micro": ("gphash", "over"),
     "hash_batch_sweep": ("gphash", "over"), "hash_batch_sweep_key32": ("gphash", "over"),
+    "hash_batch_sweep_kv32": ("gphash", "over"),
     "hash_factors": ("baseline", "under"), "hash_cache": ("no-cache", "under"),
 }
 

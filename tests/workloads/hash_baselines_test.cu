@@ -1,7 +1,8 @@
 // Unit tests of the YCSB comparison indexes (bench/workloads/ycsb): Clevel-GPM (per-thread,
 // lock-free), SlabHash-GPM (warp-cooperative, undo-logged), the CPU-assisted hash and the GPHash
 // adapter (mixed batches through gpm::gphash_ref, tiles of 32 and 1, with BktCache), each with
-// 8- and 32-byte keys, against a reference map: random batches of every operation, per-operation
+// 8- and 32-byte keys and 128-byte values, and 32-byte keys with 32-byte values, against a
+// reference map: random batches of every operation, per-operation
 // status and version, final content, reopening, full tables, and header validation.
 #include <gpm/platform/kernel.cuh>
 #include <gpm/pool/pool.hpp>
@@ -31,9 +32,9 @@ constexpr char kLayout[] = "hash-baselines-test";
 constexpr geometry kLaunch{4, 64};
 
 // One adapter per index: create and reopen in a pool; the test body is shared.
-template <class Key>
+template <class Key, class Value = kv_value>
 struct clevel_gpu {
-  using index = clevel_index<Key>;
+  using index = clevel_index<Key, Value>;
   static std::uint64_t pool_bytes(std::uint64_t k, std::uint64_t r) {
     return index::pool_bytes(k, r);
   }
@@ -44,9 +45,9 @@ struct clevel_gpu {
     return std::make_unique<index>(index::open(p, "t", kLaunch));
   }
 };
-template <class Key>
+template <class Key, class Value = kv_value>
 struct slab_gpu {
-  using index = slab_index<Key>;
+  using index = slab_index<Key, Value>;
   static std::uint64_t pool_bytes(std::uint64_t k, std::uint64_t r) {
     return index::pool_bytes(k, r, kLaunch.blocks * kLaunch.threads / 32);
   }
@@ -57,9 +58,9 @@ struct slab_gpu {
     return std::make_unique<index>(index::open(p, "t", kLaunch));
   }
 };
-template <class Key>
+template <class Key, class Value = kv_value>
 struct cpu_assisted {
-  using index = cpu_hash_index<Key>;
+  using index = cpu_hash_index<Key, Value>;
   static std::uint64_t pool_bytes(std::uint64_t k, std::uint64_t r) {
     return index::pool_bytes(k, r);
   }
@@ -69,9 +70,9 @@ struct cpu_assisted {
   static std::unique_ptr<index> open(gpm::pool& p) { return index::open(p, "t", 4096, 2); }
 };
 
-template <class Key, unsigned Cg>
+template <class Key, unsigned Cg, class Value = kv_value>
 struct gphash_adapter {
-  using index = gphash_index<Key>;
+  using index = gphash_index<Key, Value>;
   static gphash_variant variant() {
     gphash_variant v;
     v.cg_size = Cg;
@@ -88,9 +89,11 @@ struct gphash_adapter {
 template <class Adapter>
 class HashBaselines : public ::testing::Test {};
 using Adapters =
-    ::testing::Types<clevel_gpu<key8>, clevel_gpu<key32>, slab_gpu<key8>, slab_gpu<key32>,
-                     cpu_assisted<key8>, cpu_assisted<key32>, gphash_adapter<key8, 32>,
-                     gphash_adapter<key32, 32>, gphash_adapter<key8, 1>>;
+    ::testing::Types<clevel_gpu<key8>, clevel_gpu<key32>, clevel_gpu<key32, value32>,
+                     slab_gpu<key8>, slab_gpu<key32>, slab_gpu<key32, value32>, cpu_assisted<key8>,
+                     cpu_assisted<key32>, cpu_assisted<key32, value32>, gphash_adapter<key8, 32>,
+                     gphash_adapter<key32, 32>, gphash_adapter<key32, 32, value32>,
+                     gphash_adapter<key8, 1>>;
 TYPED_TEST_SUITE(HashBaselines, Adapters);
 
 // Runs `ops` through the index and returns statuses and versions.
@@ -267,9 +270,56 @@ TYPED_TEST(HashBaselines, FullTableReportsFullInsteadOfFailing) {
   EXPECT_GT(full, 0u);
 }
 
+// ---- values ------------------------------------------------------------------------------------
+
+template <class Value>
+void expect_value_checks() {
+  const Value v = Value::make(7, 3);
+  EXPECT_TRUE(v.belongs_to(7));
+  EXPECT_FALSE(v.belongs_to(8)) << "another key's value";
+  EXPECT_FALSE(Value::make(8, 3).belongs_to(7));
+  for (unsigned i = 2; i < Value::kWords; ++i) {
+    Value torn = v;
+    torn.w[i] = Value::make(7, 4).w[i];  // a word of another version's write
+    EXPECT_FALSE(torn.belongs_to(7)) << "pattern word " << i;
+  }
+  Value mixed = v;
+  mixed.w[1] = 4;  // the version of another write, the pattern of this one
+  EXPECT_FALSE(mixed.belongs_to(7));
+}
+
+TEST(HashBaselinesValues, EverySizeNoticesForeignAndTornValues) {
+  static_assert(sizeof(kv_value) == 128 && sizeof(value32) == 32);
+  expect_value_checks<kv_value>();
+  expect_value_checks<value32>();
+}
+
+TEST(HashBaselinesValues, PoolSizesFollowTheValueSize) {
+  // The 32-byte variant allocates a quarter of the value space: records (clevel, slab) or
+  // GPHash's value cells hold the value type, not 128 bytes.
+  constexpr std::uint64_t kKeys = 1 << 16, kRecords = 1 << 17, kLog = 64;
+  constexpr std::uint64_t kSaved = (sizeof(kv_value) - sizeof(value32)) * kRecords;
+  const auto saved = [](std::uint64_t big, std::uint64_t small) {
+    EXPECT_LT(small, big);
+    return big - small;
+  };
+  EXPECT_NEAR(saved(clevel_index<key32>::pool_bytes(kKeys, kRecords),
+                    clevel_index<key32, value32>::pool_bytes(kKeys, kRecords)),
+              kSaved, 4096);
+  EXPECT_EQ((cpu_hash_index<key32, value32>::pool_bytes(kKeys, kRecords)),
+            (clevel_index<key32, value32>::pool_bytes(kKeys, kRecords)));
+  EXPECT_GE(saved(slab_index<key32>::pool_bytes(kKeys, kRecords, kLog),
+                  slab_index<key32, value32>::pool_bytes(kKeys, kRecords, kLog)),
+            kSaved - 4096);
+  // GPHash: 1.5 value cells per slot, at least one slot per key.
+  EXPECT_GE(saved(gphash_index<key32>::pool_bytes(kKeys),
+                  gphash_index<key32, value32>::pool_bytes(kKeys)),
+            (sizeof(kv_value) - sizeof(value32)) * kKeys * 3 / 2);
+}
+
 // ---- header validation -------------------------------------------------------------------------
 
-TEST(HashBaselinesHeader, WrongKeySizeCorruptionAndMissingIndexAreClearErrors) {
+TEST(HashBaselinesHeader, WrongKeyOrValueSizeCorruptionAndMissingIndexAreClearErrors) {
   gpm::test::scratch_dirs d("hash-header");
   gpm::pool p = gpm::pool::create("t.pool", 16 << 20, kLayout,
                                   gpm::test::quiet_options(d.pm_dir(), d.snapshot_dir()));
@@ -286,6 +336,11 @@ TEST(HashBaselinesHeader, WrongKeySizeCorruptionAndMissingIndexAreClearErrors) {
     return gpm::errc::unsupported;
   };
   EXPECT_EQ(code_of([&] { clevel_index<key32>::open(p, "c", kLaunch); }),
+            gpm::errc::invalid_argument);
+  // The same key size with another value size: refused too (its records would be misread).
+  EXPECT_EQ(code_of([&] { clevel_index<key8, value32>::open(p, "c", kLaunch); }),
+            gpm::errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { slab_index<key8, value32>::open(p, "s", kLaunch); }),
             gpm::errc::invalid_argument);
   EXPECT_EQ(code_of([&] { slab_index<key8>::open(p, "c", kLaunch); }), gpm::errc::layout_mismatch);
   EXPECT_EQ(code_of([&] { clevel_index<key8>::open(p, "nothing", kLaunch); }),

@@ -30,12 +30,12 @@
 
 namespace gpmbench::ycsb {
 
-template <class Key>
+template <class Key, class Value>
 struct clevel_ref {
   std::uint64_t* slots;
   std::uint64_t mask;  // slots - 1
   std::uint32_t max_probe;
-  record_heap_ref<Key> heap;
+  record_heap_ref<Key, Value> heap;
 
   static constexpr unsigned kTagShift = kSlotRecordBits;
 
@@ -71,8 +71,8 @@ struct clevel_ref {
 
   // Fills record r with (key, value) and makes it durable before anyone can see it.
   template <class Persist>
-  GPM_HOST_DEVICE void fill_record(std::uint64_t r, const Key& k, const kv_value& v) const {
-    kv_record<Key>& rec = heap.records[r];
+  GPM_HOST_DEVICE void fill_record(std::uint64_t r, const Key& k, const Value& v) const {
+    kv_record<Key, Value>& rec = heap.records[r];
     rec.key = k;
     rec.value = v;
     Persist::range(&rec, sizeof(rec));
@@ -80,14 +80,14 @@ struct clevel_ref {
 
   // A new durable record for (key, value), or heap.capacity when the heap is full.
   template <class Persist>
-  GPM_HOST_DEVICE std::uint64_t write_record(const Key& k, const kv_value& v) const {
+  GPM_HOST_DEVICE std::uint64_t write_record(const Key& k, const Value& v) const {
     const std::uint64_t r = heap.template allocate<Persist>();
     if (r != heap.capacity) fill_record<Persist>(r, k, v);
     return r;
   }
 
   template <class Persist>
-  GPM_HOST_DEVICE op_status insert(const Key& k, std::uint64_t h, const kv_value& v) const {
+  GPM_HOST_DEVICE op_status insert(const Key& k, std::uint64_t h, const Value& v) const {
     std::uint64_t r = heap.capacity;  // allocated on the first empty slot seen
     for (std::uint32_t i = 0; i < max_probe; ++i) {
       const std::uint64_t s = (h + i) & mask;
@@ -124,10 +124,10 @@ struct clevel_ref {
     // value computed from the winner's, so contended keys do not drain the heap.
     std::uint64_t r = heap.capacity;
     for (;;) {
-      const kv_value& old = heap.records[record_of(p.word)].value;
+      const Value& old = heap.records[record_of(p.word)].value;
       if (!old.belongs_to(id)) return op_status::bad_value;
       *version = old.w[1];
-      const kv_value next = kv_value::make(id, next_version(old.w[1]));
+      const Value next = Value::make(id, next_version(old.w[1]));
       if (r == heap.capacity) {
         r = write_record<Persist>(k, next);
         if (r == heap.capacity) return op_status::full;
@@ -158,7 +158,7 @@ struct clevel_ref {
                                  std::uint64_t* version) const {
     const probe p = locate(k, h);
     if (!p.found) return op_status::not_found;
-    const kv_value v = heap.records[record_of(p.word)].value;
+    const Value v = heap.records[record_of(p.word)].value;
     *version = v.w[1];
     return v.belongs_to(id) ? op_status::ok : op_status::bad_value;
   }
@@ -170,7 +170,7 @@ struct clevel_ref {
     const std::uint64_t h = k.hash();
     switch (op.kind) {
       case op_kind::find: return find(k, h, op.key_id, version);
-      case op_kind::insert: return insert<Persist>(k, h, kv_value::make(op.key_id, op.version));
+      case op_kind::insert: return insert<Persist>(k, h, Value::make(op.key_id, op.version));
       case op_kind::update:
         return replace<Persist>(
             k, h, op.key_id, [&](std::uint64_t) { return op.version; }, version);
@@ -197,10 +197,11 @@ __global__ void per_thread_ops(Ref ref, const kv_op* ops, op_status* status,
 
 // The host object: owns the table and the record heap in a pool ("<name>.header", ".slots",
 // ".records", ".used").
-template <class Key>
+template <class Key, class Value = kv_value>
 class clevel_index {
  public:
   using key_type = Key;
+  using value_type = Value;
   static constexpr std::uint32_t kMaxProbe = 128;
 
   // Room for `keys` live keys and `records` record writes (inserts plus updates, which write
@@ -212,7 +213,7 @@ class clevel_index {
   }
   static std::uint64_t pool_bytes(std::uint64_t keys, std::uint64_t records) {
     return index_pool_bytes(slots_for(keys) * sizeof(std::uint64_t) +
-                            records * sizeof(kv_record<Key>));
+                            records * sizeof(kv_record<Key, Value>));
   }
 
   static clevel_index create(gpm::pool& p, const std::string& name, std::uint64_t keys,
@@ -225,8 +226,9 @@ class clevel_index {
                  "can name (2^39)");
     const std::uint64_t slots = slots_for(keys);
     p.allocate(name + ".slots", slots * sizeof(std::uint64_t), 128);
-    record_heap<Key> heap(p, name + ".heap", records, true);
-    create_header(p, name + ".header", index_layout::clevel, sizeof(Key), {slots, records, 0, 0});
+    record_heap<Key, Value> heap(p, name + ".heap", records, true);
+    create_header(p, name + ".header", index_layout::clevel,
+                  record_sizes_of<Key, Value>(), {slots, records, 0, 0});
     clevel_index x(p, name, launch);
     x.clear();
     return x;
@@ -236,12 +238,12 @@ class clevel_index {
     return clevel_index(p, name, launch);
   }
 
-  clevel_ref<Key> device_ref() const { return ref_for(pool_->ref()); }
-  clevel_ref<Key> host_ref() const { return ref_for(pool_->host_ref()); }
+  clevel_ref<Key, Value> device_ref() const { return ref_for(pool_->ref()); }
+  clevel_ref<Key, Value> host_ref() const { return ref_for(pool_->host_ref()); }
 
   // Empties the index (not crash-atomic: a benchmark's reset between repeats).
   void clear() {
-    const clevel_ref<Key> h = host_ref();
+    const clevel_ref<Key, Value> h = host_ref();
     std::memset(h.slots, 0, (h.mask + 1) * sizeof(std::uint64_t));
     *h.heap.used = 0;
     gpm::persist(h.slots, (h.mask + 1) * sizeof(std::uint64_t));
@@ -256,7 +258,7 @@ class clevel_index {
     const std::uint64_t needed = (n + launch_.threads - 1) / launch_.threads;
     const unsigned blocks =
         static_cast<unsigned>(needed < launch_.blocks ? needed : launch_.blocks);
-    gpm::launch(per_thread_ops<clevel_ref<Key>, gpu_persist>, blocks, launch_.threads, 0, s,
+    gpm::launch(per_thread_ops<clevel_ref<Key, Value>, gpu_persist>, blocks, launch_.threads, 0, s,
                 device_ref(), ops, status, versions, n);
   }
 
@@ -267,7 +269,8 @@ class clevel_index {
  private:
   clevel_index(gpm::pool& p, const std::string& name, geometry launch)
       : pool_(&p), launch_(launch) {
-    const index_header& hd = open_header(p, name + ".header", index_layout::clevel, sizeof(Key));
+    const index_header& hd = open_header(p, name + ".header", index_layout::clevel,
+                  record_sizes_of<Key, Value>());
     slots_ = hd.geometry[0];
     heap_.emplace(p, name + ".heap", hd.geometry[1], false);
     const gpm::pool_object o = p.get(name + ".slots");
@@ -278,14 +281,14 @@ class clevel_index {
     }
     slots_offset_ = o.offset;
   }
-  clevel_ref<Key> ref_for(const gpm::pool_ref& base) const {
+  clevel_ref<Key, Value> ref_for(const gpm::pool_ref& base) const {
     return {base.ptr<std::uint64_t>(slots_offset_), slots_ - 1, kMaxProbe, heap_->ref(base)};
   }
 
   gpm::pool* pool_;
   geometry launch_;
   std::uint64_t slots_ = 0;
-  std::optional<record_heap<Key>> heap_;
+  std::optional<record_heap<Key, Value>> heap_;
   std::uint64_t slots_offset_ = 0;
 };
 

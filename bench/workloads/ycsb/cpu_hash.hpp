@@ -22,10 +22,11 @@
 
 namespace gpmbench::ycsb {
 
-template <class Key>
+template <class Key, class Value = kv_value>
 class cpu_hash_index {
  public:
   using key_type = Key;
+  using value_type = Value;
 
   // A table for `keys` keys and `records` record writes, run by `threads` CPU threads, shipping
   // batches of at most `max_batch` operations.
@@ -33,17 +34,18 @@ class cpu_hash_index {
       gpm::pool& p, const std::string& name, std::uint64_t keys, std::uint64_t records,
       std::uint64_t max_batch, unsigned threads = std::thread::hardware_concurrency()) {
     return std::unique_ptr<cpu_hash_index>(new cpu_hash_index(
-        clevel_index<Key>::create(p, name, keys, records, geometry{1, 32}), max_batch, threads));
+        clevel_index<Key, Value>::create(p, name, keys, records, geometry{1, 32}), max_batch,
+        threads));
   }
   // Opens (validates) a table made by create(); the lock-free table has nothing to recover.
   static std::unique_ptr<cpu_hash_index> open(
       gpm::pool& p, const std::string& name, std::uint64_t max_batch,
       unsigned threads = std::thread::hardware_concurrency()) {
-    return std::unique_ptr<cpu_hash_index>(
-        new cpu_hash_index(clevel_index<Key>::open(p, name, geometry{1, 32}), max_batch, threads));
+    return std::unique_ptr<cpu_hash_index>(new cpu_hash_index(
+        clevel_index<Key, Value>::open(p, name, geometry{1, 32}), max_batch, threads));
   }
   static std::uint64_t pool_bytes(std::uint64_t keys, std::uint64_t records) {
-    return clevel_index<Key>::pool_bytes(keys, records);
+    return clevel_index<Key, Value>::pool_bytes(keys, records);
   }
 
   void clear() { table_.clear(); }
@@ -61,7 +63,7 @@ class cpu_hash_index {
     gpm::check_cuda(cudaMemcpyAsync(host_ops, ops, n * sizeof(kv_op), cudaMemcpyDeviceToHost, s),
                     "cudaMemcpyAsync (operations to the host)");
     gpm::check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-    const clevel_ref<Key> ref = table_.host_ref();
+    const clevel_ref<Key, Value> ref = table_.host_ref();
     team_->parallel_for(n, [&](std::uint64_t begin, std::uint64_t end) {
       for (std::uint64_t i = begin; i < end; ++i) {
         host_versions[i] = 0;
@@ -78,11 +80,11 @@ class cpu_hash_index {
     }
   }
 
-  const clevel_index<Key>& table() const { return table_; }
+  const clevel_index<Key, Value>& table() const { return table_; }
   std::uint64_t slot_capacity() const { return table_.slot_capacity(); }
 
  private:
-  cpu_hash_index(clevel_index<Key> table, std::uint64_t max_batch, unsigned threads)
+  cpu_hash_index(clevel_index<Key, Value> table, std::uint64_t max_batch, unsigned threads)
       : table_(std::move(table)),
         max_batch_(max_batch),
         team_(std::make_unique<cpu_team>(threads)),
@@ -90,7 +92,7 @@ class cpu_hash_index {
         status_(max_batch * sizeof(op_status)),
         versions_(max_batch * sizeof(std::uint64_t)) {}
 
-  clevel_index<Key> table_;
+  clevel_index<Key, Value> table_;
   std::uint64_t max_batch_;
   std::unique_ptr<cpu_team> team_;
   pinned_buffer ops_;

@@ -79,13 +79,13 @@ __device__ inline op_status from_gphash(gpm::hash_status s) {
 // waiting on memory barriers (the persists' system fences): a latency-bound kernel, which more
 // warps in flight speed up. 64 registers spill 8-140 bytes (488 for 32-byte keys out of place,
 // per thread) and fit 4 blocks.
-template <class Key, bool InPlace, unsigned Cg>
+template <class Key, class Value, bool InPlace, unsigned Cg>
 __global__ void __maxnreg__(64)
     gphash_ops(gpm::gphash_ref<typename gphash_key_of<Key, InPlace>::type> table, const kv_op* ops,
                op_status* status, std::uint64_t* versions, std::uint64_t n) {
   const auto tile = cg::tiled_partition<Cg>(cg::this_thread_block());
-  kv_value local;
-  kv_value* buffer = Cg == 1 ? &local : gpm::dynamic_shared_memory<kv_value>() + threadIdx.x / Cg;
+  Value local;
+  Value* buffer = Cg == 1 ? &local : gpm::dynamic_shared_memory<Value>() + threadIdx.x / Cg;
   for (std::uint64_t i : gpm::grid_stride<Cg>(n)) {
     const kv_op op = ops[i];
     const Key k = Key::from_id(op.key_id);
@@ -101,19 +101,19 @@ __global__ void __maxnreg__(64)
     switch (op.kind) {
       case op_kind::find: st = read(); break;
       case op_kind::insert: {
-        const kv_value v = kv_value::make(op.key_id, op.version);
+        const Value v = Value::make(op.key_id, op.version);
         st = from_gphash(table.insert(tile, key, &v));
         break;
       }
       case op_kind::update: {
-        const kv_value v = kv_value::make(op.key_id, op.version);
+        const Value v = Value::make(op.key_id, op.version);
         st = from_gphash(table.update(tile, key, &v));
         break;
       }
       case op_kind::read_modify_write: {
         st = read();
         if (st != op_status::ok) break;
-        const kv_value v = kv_value::make(op.key_id, version + op.version);
+        const Value v = Value::make(op.key_id, version + op.version);
         st = from_gphash(table.update(tile, key, &v));
         break;
       }
@@ -138,17 +138,18 @@ __global__ void keys_of_ops(const kv_op* ops, Key* raw,
   }
 }
 
-template <class Key, bool InPlace = true>
+template <class Key, class Value = kv_value, bool InPlace = true>
 class gphash_index {
  public:
   using key_type = Key;
+  using value_type = Value;
   using table_key = typename gphash_key_of<Key, InPlace>::type;
   using table_type = gpm::gphash<table_key>;
 
   // A table whose top level makes `keys` keys fill at most 3/4 of the slots (2 levels, 8-way).
   static gpm::gphash_config config_for(std::uint64_t keys) {
     gpm::gphash_config c;
-    c.value_bytes = sizeof(kv_value);
+    c.value_bytes = sizeof(Value);
     c.max_key_bytes = sizeof(Key);
     std::uint32_t top = 1;
     while ((12ull << top) * 3 / 4 < keys) ++top;
@@ -159,8 +160,7 @@ class gphash_index {
     const std::uint64_t slots = 12ull << config_for(keys).top_level;
     const std::uint64_t slot_bytes = std::is_same_v<table_key, gpm::key32> ? 48 : 16;
     // An out-of-place key lives in front of the value: its length and its bytes.
-    const std::uint64_t cell_bytes =
-        sizeof(kv_value) + (InPlace ? 0 : 8 + (sizeof(Key) + 7) / 8 * 8);
+    const std::uint64_t cell_bytes = sizeof(Value) + (InPlace ? 0 : 8 + (sizeof(Key) + 7) / 8 * 8);
     // Slots and GPHash's 1.5 value cells per slot, with room for its own records.
     return index_pool_bytes(slots * slot_bytes + (slots + slots / 2 + 64) * cell_bytes +
                             (4ull << 20));
@@ -208,11 +208,11 @@ class gphash_index {
     if (blocks > resident_blocks_) blocks = resident_blocks_;
     const gpm::gphash_ref<table_key> ref = variant_.gpu_memory ? ceiling_ref() : table_->ref();
     if (variant_.cg_size == 1) {
-      gpm::launch(gphash_ops<Key, InPlace, 1>, static_cast<unsigned>(blocks), launch_.threads,
-                  shared, s, ref, ops, status, versions, n);
+      gpm::launch(gphash_ops<Key, Value, InPlace, 1>, static_cast<unsigned>(blocks),
+                  launch_.threads, shared, s, ref, ops, status, versions, n);
     } else {
-      gpm::launch(gphash_ops<Key, InPlace, 32>, static_cast<unsigned>(blocks), launch_.threads,
-                  shared, s, ref, ops, status, versions, n);
+      gpm::launch(gphash_ops<Key, Value, InPlace, 32>, static_cast<unsigned>(blocks),
+                  launch_.threads, shared, s, ref, ops, status, versions, n);
     }
     // Cells retired by this batch's updates and erases become reusable once it is done.
     table_->reclaim(s);
@@ -262,14 +262,14 @@ class gphash_index {
     const std::uint64_t shared = shared_bytes(launch, variant);
     const unsigned resident =
         variant.cg_size == 1
-            ? gpm::resident_blocks(gphash_ops<Key, InPlace, 1>, launch.threads, shared)
-            : gpm::resident_blocks(gphash_ops<Key, InPlace, 32>, launch.threads, shared);
+            ? gpm::resident_blocks(gphash_ops<Key, Value, InPlace, 1>, launch.threads, shared)
+            : gpm::resident_blocks(gphash_ops<Key, Value, InPlace, 32>, launch.threads, shared);
     resident_blocks_ = std::min<std::uint64_t>(launch.blocks, resident);
   }
 
   // gphash_ops's dynamic shared memory: a value per warp tile (none for one-thread tiles).
   static std::uint64_t shared_bytes(const geometry& launch, const gphash_variant& variant) {
-    return variant.cg_size == 1 ? 0 : launch.threads / variant.cg_size * sizeof(kv_value);
+    return variant.cg_size == 1 ? 0 : launch.threads / variant.cg_size * sizeof(Value);
   }
 
   gpm::gphash_options options() const {

@@ -1,8 +1,8 @@
 // What every index of the YCSB benchmarks shares: the key and value types (keys of 8 or 32 bytes,
-// 128-byte values), the operations a batch carries and the per-operation status they return, the
-// persistent record heap that holds key-value pairs, and the checked header that every persistent
-// index structure starts with. Keys and values are derived from a 64-bit key id, so that a reader
-// can tell a correct value from a torn or foreign one without a reference map.
+// values of 128 or 32 bytes), the operations a batch carries and the per-operation status they
+// return, the persistent record heap that holds key-value pairs, and the checked header that every
+// persistent index structure starts with. Keys and values are derived from a 64-bit key id, so that
+// a reader can tell a correct value from a torn or foreign one without a reference map.
 //
 // Never store pointers here: persistent structures hold indexes into pool objects.
 #pragma once
@@ -51,31 +51,36 @@ struct kv_key {
 using key8 = kv_key<1>;
 using key32 = kv_key<4>;
 
-// 128 bytes (a 32-dimension FP32 vector in the paper). Word 0 holds the key id, word 1 the
-// version that wrote it, and the other words a pattern of both: a reader that sees a mix of two
-// writes, or another key's value, notices.
-struct kv_value {
-  static constexpr unsigned kWords = 16;
-  std::uint64_t w[kWords];
+// A value of Words 8-byte words: 128 bytes (a 32-dimension FP32 vector in the paper) by default,
+// 32 bytes as the GPHash artifact stores them. Word 0 holds the key id, word 1 the version that
+// wrote it, and the other words a pattern of both: a reader that sees a mix of two writes, or
+// another key's value, notices. Indexes check at most 32 words (one per lane of a warp).
+template <unsigned Words>
+struct kv_value_t {
+  static_assert(Words >= 3 && Words <= 32, "a value needs at least one pattern word");
+  static constexpr unsigned kWords = Words;
+  std::uint64_t w[Words];
 
   static GPM_HOST_DEVICE std::uint64_t pattern(std::uint64_t id, std::uint64_t version,
                                                unsigned i) {
     return gpm::mix64(id * 0x100000001b3ull + version * 31 + i);
   }
-  static GPM_HOST_DEVICE kv_value make(std::uint64_t id, std::uint64_t version) {
-    kv_value v;
+  static GPM_HOST_DEVICE kv_value_t make(std::uint64_t id, std::uint64_t version) {
+    kv_value_t v;
     v.w[0] = id;
     v.w[1] = version;
-    for (unsigned i = 2; i < kWords; ++i) v.w[i] = pattern(id, version, i);
+    for (unsigned i = 2; i < Words; ++i) v.w[i] = pattern(id, version, i);
     return v;
   }
   GPM_HOST_DEVICE bool belongs_to(std::uint64_t id) const {
     bool ok = w[0] == id;
-    for (unsigned i = 2; i < kWords; ++i) ok = ok && w[i] == pattern(id, w[1], i);
+    for (unsigned i = 2; i < Words; ++i) ok = ok && w[i] == pattern(id, w[1], i);
     return ok;
   }
 };
-static_assert(sizeof(kv_value) == 128);
+using kv_value = kv_value_t<16>;  // the default: 128 bytes
+using value32 = kv_value_t<4>;    // 2 pattern words
+static_assert(sizeof(kv_value) == 128 && sizeof(value32) == 32);
 
 // ---- operations and their status ---------------------------------------------------------------
 
@@ -126,25 +131,37 @@ struct cpu_write_back {
 // Which index a header belongs to.
 enum class index_layout : std::uint32_t { clevel = 1, slab = 2 };
 
-// The common object header (gpm::format, magic "GPMYCSBI" for every index, version 1.0), then the
-// index's layout, the key size and the sizes that define the geometry. Validated on open: another
-// index's layout (layout_mismatch), version, key size or a corrupt header is an error that says
-// what is wrong and what to do.
+// The common object header (gpm::format, magic "GPMYCSBI" for every index, version 2.0; 1.0 had
+// no value size), then the index's layout, the key and value sizes and the sizes that define the
+// geometry. Validated on open: another index's layout (layout_mismatch), version, key or value
+// size or a corrupt header is an error that says what is wrong and what to do.
 struct index_header {
   gpm::format::object_header common;
   std::uint32_t layout;  // index_layout
   std::uint32_t key_bytes;
   std::uint64_t geometry[4];  // the index's sizes, named by the index
+  std::uint32_t value_bytes;
+  std::uint32_t reserved0;
 };
-static_assert(sizeof(index_header) == 104 && offsetof(index_header, common) == 0);
+static_assert(sizeof(index_header) == 112 && offsetof(index_header, common) == 0);
+
+// The key and value sizes an index's header records.
+struct record_sizes {
+  std::uint32_t key_bytes;
+  std::uint32_t value_bytes;
+};
+template <class Key, class Value>
+constexpr record_sizes record_sizes_of() {
+  return {sizeof(Key), sizeof(Value)};
+}
 
 // Writes a fresh header into the pool object `name` (allocated here) and makes it durable.
 std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout layout,
-                            std::uint32_t key_bytes, const std::uint64_t (&geometry)[4]);
+                            record_sizes sizes, const std::uint64_t (&geometry)[4]);
 // Finds and validates the header `name`; throws gpm::error (corrupt, version, layout_mismatch,
 // not_found, invalid_argument) with a sentence naming the problem.
 const index_header& open_header(const gpm::pool& p, const std::string& name, index_layout layout,
-                                std::uint32_t key_bytes);
+                                record_sizes sizes);
 
 // Pools are made of 4 KiB pages: index sizes are rounded up to them, with room for the pool's
 // own header and directory pages.
@@ -159,15 +176,15 @@ inline std::uint64_t index_pool_bytes(std::uint64_t bytes) {
 // reachable only when an index publishes its number with one 8-byte store or CAS, after the
 // record's bytes are durable. A crash can leak the records allocated but not yet published; it
 // can never publish a record that is not complete.
-template <class Key>
+template <class Key, class Value = kv_value>
 struct kv_record {
   Key key;
-  kv_value value;
+  Value value;
 };
 
-template <class Key>
+template <class Key, class Value>
 struct record_heap_ref {
-  kv_record<Key>* records;
+  kv_record<Key, Value>* records;
   std::uint64_t* used;  // records handed out so far (may exceed capacity after a failed bump)
   std::uint64_t capacity;
 
@@ -183,19 +200,19 @@ struct record_heap_ref {
 };
 
 // The heap's pool objects: "<prefix>.records" and "<prefix>.used".
-template <class Key>
+template <class Key, class Value>
 class record_heap {
  public:
   record_heap(gpm::pool& p, const std::string& prefix, std::uint64_t capacity, bool create)
       : capacity_(capacity) {
     if (create) {
-      records_ = p.allocate(prefix + ".records", capacity * sizeof(kv_record<Key>), 128);
+      records_ = p.allocate(prefix + ".records", capacity * sizeof(kv_record<Key, Value>), 128);
       used_ = p.allocate(prefix + ".used", sizeof(std::uint64_t), 128);
     } else {
       const gpm::pool_object r = p.get(prefix + ".records");
       records_ = r.offset;
       used_ = p.get(prefix + ".used").offset;
-      if (r.bytes < capacity * sizeof(kv_record<Key>)) {
+      if (r.bytes < capacity * sizeof(kv_record<Key, Value>)) {
         gpm::throw_error(gpm::errc::corrupt, "the record heap " + prefix +
                                                  ".records is smaller than its header says; the "
                                                  "pool is damaged: recreate the index");
@@ -203,8 +220,8 @@ class record_heap {
     }
   }
   // The view for code running where `base` maps the pool (ref() for kernels, host_ref() for CPU).
-  record_heap_ref<Key> ref(const gpm::pool_ref& base) const {
-    return {base.ptr<kv_record<Key>>(records_), base.ptr<std::uint64_t>(used_), capacity_};
+  record_heap_ref<Key, Value> ref(const gpm::pool_ref& base) const {
+    return {base.ptr<kv_record<Key, Value>>(records_), base.ptr<std::uint64_t>(used_), capacity_};
   }
   std::uint64_t capacity() const { return capacity_; }
 

@@ -36,22 +36,23 @@ inline constexpr unsigned kSlabSlots = kSlabWords - 1;  // word 31 links the nex
 
 // One warp's undo log entry: the record whose value is being overwritten (number + 1; 0: not
 // armed) and its old value.
+template <class Value>
 struct alignas(128) slab_undo_entry {
   std::uint64_t armed;
   std::uint64_t pad[15];
-  kv_value old;
+  Value old;
 };
 
-template <class Key>
+template <class Key, class Value>
 struct slab_ref {
   std::uint64_t* slabs;       // slab s is words [s * 32, s * 32 + 32); slabs < buckets are heads
   std::uint64_t* locks;       // one sequence lock per bucket
   std::uint64_t* slabs_used;  // slabs handed out (heads included)
   std::uint64_t slab_capacity;
   std::uint64_t bucket_mask;
-  slab_undo_entry* log;
+  slab_undo_entry<Value>* log;
   std::uint64_t log_entries;
-  record_heap_ref<Key> heap;
+  record_heap_ref<Key, Value> heap;
 
   static constexpr unsigned kFull = 0xffffffffu;
   using sys_word = gpm::atomic_ref<std::uint64_t, gpm::pool_scope>;
@@ -83,14 +84,14 @@ struct slab_ref {
     }
   }
 
-  // Lanes 0..15 read one word each of the record's value and check it together.
+  // Lanes 0..kWords-1 read one word each of the record's value and check it together.
   __device__ bool value_intact(std::uint64_t record, std::uint64_t id, unsigned lane,
                                std::uint64_t* version) const {
-    const kv_value& v = heap.records[record].value;
-    const std::uint64_t mine = lane < kv_value::kWords ? v.w[lane] : 0;
+    const Value& v = heap.records[record].value;
+    const std::uint64_t mine = lane < Value::kWords ? v.w[lane] : 0;
     const std::uint64_t ver = __shfl_sync(kFull, mine, 1);
-    const bool ok = lane >= kv_value::kWords || (lane == 0 && mine == id) || lane == 1 ||
-                    (lane >= 2 && mine == kv_value::pattern(id, ver, lane));
+    const bool ok = lane >= Value::kWords || (lane == 0 && mine == id) || lane == 1 ||
+                    (lane >= 2 && mine == Value::pattern(id, ver, lane));
     *version = ver;
     return __all_sync(kFull, ok);
   }
@@ -115,16 +116,15 @@ struct slab_ref {
   }
 
   // Lanes write a record (key words, then value words) and make it durable.
-  __device__ void write_record(std::uint64_t r, const Key& k, const kv_value& v,
-                               unsigned lane) const {
+  __device__ void write_record(std::uint64_t r, const Key& k, const Value& v, unsigned lane) const {
     std::uint64_t* words = reinterpret_cast<std::uint64_t*>(&heap.records[r]);
     if (lane < Key::kWords) words[lane] = k.w[lane];
-    if (lane < kv_value::kWords) words[Key::kWords + lane] = v.w[lane];
+    if (lane < Value::kWords) words[Key::kWords + lane] = v.w[lane];
     gpm::persist();
     __syncwarp();
   }
 
-  __device__ op_status insert(const Key& k, std::uint64_t bucket, const kv_value& v,
+  __device__ op_status insert(const Key& k, std::uint64_t bucket, const Value& v,
                               unsigned lane) const {
     if (locate(k, bucket, lane).lane >= 0) return op_status::duplicate;
     std::uint64_t r = 0;
@@ -169,10 +169,10 @@ struct slab_ref {
   }
 
   // The in-place overwrite under the undo log of this warp's entry.
-  __device__ void logged_overwrite(std::uint64_t record, const kv_value& v, slab_undo_entry& e,
+  __device__ void logged_overwrite(std::uint64_t record, const Value& v, slab_undo_entry<Value>& e,
                                    unsigned lane) const {
     std::uint64_t* value = heap.records[record].value.w;
-    if (lane < kv_value::kWords) e.old.w[lane] = value[lane];
+    if (lane < Value::kWords) e.old.w[lane] = value[lane];
     gpm::persist();
     __syncwarp();
     if (lane == 0) {
@@ -180,7 +180,7 @@ struct slab_ref {
       gpm::persist();
     }
     __syncwarp();
-    if (lane < kv_value::kWords) value[lane] = v.w[lane];
+    if (lane < Value::kWords) value[lane] = v.w[lane];
     gpm::persist();
     __syncwarp();
     if (lane == 0) {
@@ -221,19 +221,19 @@ struct slab_ref {
 
   template <bool AddOld>
   __device__ op_status overwrite(const Key& k, std::uint64_t bucket, const kv_op& op,
-                                 slab_undo_entry& e, unsigned lane,
+                                 slab_undo_entry<Value>& e, unsigned lane,
                                  std::uint64_t* old_version) const {
     const hit h = locate(k, bucket, lane);
     if (h.lane < 0) return op_status::not_found;
     if (!value_intact(h.record, op.key_id, lane, old_version)) return op_status::bad_value;
     const std::uint64_t version = AddOld ? *old_version + op.version : op.version;
-    logged_overwrite(h.record, kv_value::make(op.key_id, version), e, lane);
+    logged_overwrite(h.record, Value::make(op.key_id, version), e, lane);
     return op_status::ok;
   }
 
   // The whole warp runs `op` (every lane passes the same op); returns its status on every lane,
   // and in *version the version a find or read-modify-write read.
-  __device__ op_status execute(const kv_op& op, slab_undo_entry& e, unsigned lane,
+  __device__ op_status execute(const kv_op& op, slab_undo_entry<Value>& e, unsigned lane,
                                std::uint64_t* version) const {
     const Key k = Key::from_id(op.key_id);
     const std::uint64_t bucket = k.hash() & bucket_mask;
@@ -241,9 +241,7 @@ struct slab_ref {
     const std::uint64_t seq = lock(bucket, lane);
     op_status st = op_status::bad_value;
     switch (op.kind) {
-      case op_kind::insert:
-        st = insert(k, bucket, kv_value::make(op.key_id, op.version), lane);
-        break;
+      case op_kind::insert: st = insert(k, bucket, Value::make(op.key_id, op.version), lane); break;
       case op_kind::update: st = overwrite<false>(k, bucket, op, e, lane, version); break;
       case op_kind::read_modify_write: st = overwrite<true>(k, bucket, op, e, lane, version); break;
       case op_kind::erase: st = erase(k, bucket, lane); break;
@@ -255,13 +253,13 @@ struct slab_ref {
 };
 
 // Each warp takes 32 consecutive operations at a time and runs them one by one, cooperatively.
-template <class Key>
-__global__ void warp_ops(slab_ref<Key> ref, const kv_op* ops, op_status* status,
+template <class Key, class Value>
+__global__ void warp_ops(slab_ref<Key, Value> ref, const kv_op* ops, op_status* status,
                          std::uint64_t* versions, std::uint64_t n) {
   const unsigned lane = gpm::lane_id();
   const std::uint64_t warp = gpm::tile_index<32>();
   const std::uint64_t warps = gpm::tile_count<32>();
-  slab_undo_entry& entry = ref.log[warp];
+  slab_undo_entry<Value>& entry = ref.log[warp];
   for (std::uint64_t base = warp * warpSize; base < n; base += warps * warpSize) {
     const std::uint64_t end = base + warpSize < n ? base + warpSize : n;
     for (std::uint64_t i = base; i < end; ++i) {
@@ -277,10 +275,11 @@ __global__ void warp_ops(slab_ref<Key> ref, const kv_op* ops, op_status* status,
 
 // The host object: owns slabs, locks, the undo log and the record heap in a pool
 // ("<name>.header", ".slabs", ".locks", ".used", ".log", ".heap.*").
-template <class Key>
+template <class Key, class Value = kv_value>
 class slab_index {
  public:
   using key_type = Key;
+  using value_type = Value;
 
   // Buckets for `keys` keys at about 16 keys per bucket (half a slab), and as many slabs again
   // for overflow: SlabHash's recommended utilisation.
@@ -293,8 +292,8 @@ class slab_index {
   static std::uint64_t pool_bytes(std::uint64_t keys, std::uint64_t records,
                                   std::uint64_t log_entries) {
     return index_pool_bytes(slabs_for(keys) * kSlabWords * 8 + buckets_for(keys) * 8 +
-                            log_entries * sizeof(slab_undo_entry) +
-                            records * sizeof(kv_record<Key>));
+                            log_entries * sizeof(slab_undo_entry<Value>) +
+                            records * sizeof(kv_record<Key, Value>));
   }
 
   static slab_index create(gpm::pool& p, const std::string& name, std::uint64_t keys,
@@ -307,9 +306,10 @@ class slab_index {
     p.allocate(name + ".slabs", slabs * kSlabWords * 8, 256);
     p.allocate(name + ".locks", buckets * 8, 128);
     p.allocate(name + ".used", 8, 128);
-    p.allocate(name + ".log", log_entries * sizeof(slab_undo_entry), 128);
-    record_heap<Key> heap(p, name + ".heap", records, true);
-    create_header(p, name + ".header", index_layout::slab, sizeof(Key),
+    p.allocate(name + ".log", log_entries * sizeof(slab_undo_entry<Value>), 128);
+    record_heap<Key, Value> heap(p, name + ".heap", records, true);
+    create_header(p, name + ".header", index_layout::slab,
+                  record_sizes_of<Key, Value>(),
                   {buckets, slabs, log_entries, records});
     slab_index x(p, name, launch);
     x.clear();
@@ -326,17 +326,17 @@ class slab_index {
   // Rolls back every armed undo entry and releases every lock. Idempotent: a crash in here and
   // another recover() give the same index.
   std::uint64_t recover() {
-    const slab_ref<Key> h = host_ref();
+    const slab_ref<Key, Value> h = host_ref();
     std::uint64_t rolled_back = 0;
     for (std::uint64_t e = 0; e < h.log_entries; ++e) {
-      slab_undo_entry& entry = h.log[e];
+      slab_undo_entry<Value>& entry = h.log[e];
       if (entry.armed == 0) continue;
       if (entry.armed > h.heap.capacity) {
         gpm::throw_error(gpm::errc::corrupt, "slab_index: undo entry " + std::to_string(e) +
                                                  " names a record beyond the heap; the pool is "
                                                  "damaged: recreate the index");
       }
-      kv_value& v = h.heap.records[entry.armed - 1].value;
+      Value& v = h.heap.records[entry.armed - 1].value;
       v = entry.old;
       gpm::persist(&v, sizeof(v));
       entry.armed = 0;
@@ -348,19 +348,19 @@ class slab_index {
     return rolled_back;
   }
 
-  slab_ref<Key> device_ref() const { return ref_for(pool_->ref()); }
-  slab_ref<Key> host_ref() const { return ref_for(pool_->host_ref()); }
+  slab_ref<Key, Value> device_ref() const { return ref_for(pool_->ref()); }
+  slab_ref<Key, Value> host_ref() const { return ref_for(pool_->host_ref()); }
 
   void clear() {
-    const slab_ref<Key> h = host_ref();
+    const slab_ref<Key, Value> h = host_ref();
     std::memset(h.slabs, 0, h.slab_capacity * kSlabWords * 8);
     std::memset(h.locks, 0, (h.bucket_mask + 1) * 8);
-    std::memset(h.log, 0, h.log_entries * sizeof(slab_undo_entry));
+    std::memset(h.log, 0, h.log_entries * sizeof(slab_undo_entry<Value>));
     *h.slabs_used = h.bucket_mask + 1;
     *h.heap.used = 0;
     gpm::persist(h.slabs, h.slab_capacity * kSlabWords * 8);
     gpm::persist(h.locks, (h.bucket_mask + 1) * 8);
-    gpm::persist(h.log, h.log_entries * sizeof(slab_undo_entry));
+    gpm::persist(h.log, h.log_entries * sizeof(slab_undo_entry<Value>));
     gpm::persist(h.slabs_used, 8);
     gpm::persist(h.heap.used, 8);
   }
@@ -375,8 +375,8 @@ class slab_index {
     const std::uint64_t warps_per_block = launch_.threads / 32;
     std::uint64_t blocks = (groups + warps_per_block - 1) / warps_per_block;
     if (blocks > launch_.blocks) blocks = launch_.blocks;
-    gpm::launch(warp_ops<Key>, static_cast<unsigned>(blocks), launch_.threads, 0, s, device_ref(),
-                ops, status, versions, n);
+    gpm::launch(warp_ops<Key, Value>, static_cast<unsigned>(blocks), launch_.threads, 0, s,
+                device_ref(), ops, status, versions, n);
   }
 
   std::uint64_t bucket_count() const { return buckets_; }
@@ -385,7 +385,8 @@ class slab_index {
 
  private:
   slab_index(gpm::pool& p, const std::string& name, geometry launch) : pool_(&p), launch_(launch) {
-    const index_header& hd = open_header(p, name + ".header", index_layout::slab, sizeof(Key));
+    const index_header& hd = open_header(p, name + ".header", index_layout::slab,
+                  record_sizes_of<Key, Value>());
     buckets_ = hd.geometry[0];
     slabs_ = hd.geometry[1];
     log_entries_ = hd.geometry[2];
@@ -411,15 +412,15 @@ class slab_index {
     slabs_off_ = sized(".slabs", slabs_ * kSlabWords * 8);
     locks_off_ = sized(".locks", buckets_ * 8);
     used_off_ = sized(".used", 8);
-    log_off_ = sized(".log", log_entries_ * sizeof(slab_undo_entry));
+    log_off_ = sized(".log", log_entries_ * sizeof(slab_undo_entry<Value>));
   }
-  slab_ref<Key> ref_for(const gpm::pool_ref& b) const {
+  slab_ref<Key, Value> ref_for(const gpm::pool_ref& b) const {
     return {b.ptr<std::uint64_t>(slabs_off_),
             b.ptr<std::uint64_t>(locks_off_),
             b.ptr<std::uint64_t>(used_off_),
             slabs_,
             buckets_ - 1,
-            b.ptr<slab_undo_entry>(log_off_),
+            b.ptr<slab_undo_entry<Value>>(log_off_),
             log_entries_,
             heap_->ref(b)};
   }
@@ -427,7 +428,7 @@ class slab_index {
   gpm::pool* pool_;
   geometry launch_;
   std::uint64_t buckets_ = 0, slabs_ = 0, log_entries_ = 0;
-  std::optional<record_heap<Key>> heap_;
+  std::optional<record_heap<Key, Value>> heap_;
   std::uint64_t slabs_off_ = 0, locks_off_ = 0, used_off_ = 0, log_off_ = 0;
 };
 

@@ -2,11 +2,12 @@
 // indexes of the paper side by side in one run, each a mode, all driven by one runner
 // (ycsb_runner.cuh) through one adapter interface, all verified after timing.
 //
-//   ycsb, ycsb_key32, ycsb_uniform   YCSB A, B, C, D, F, LOAD x index (8- or 32-byte keys; Zipf
-//                                    0.99 or uniform)
+//   ycsb, ycsb_key32, ycsb_kv32,     YCSB A, B, C, D, F, LOAD x index (8- or 32-byte keys, 128-
+//   ycsb_uniform                     or 32-byte values; Zipf 0.99 or uniform)
 //   hash_micro                       positive/negative search, insert, update, delete x index
-//   hash_batch_sweep(_key32)         YCSB A x index, C and LOAD x GPHash at batch sizes
-//                                    2^10..2^22 (8- or 32-byte keys): throughput-latency
+//   hash_batch_sweep(_key32, _kv32)  YCSB A x index, C and LOAD x GPHash at batch sizes
+//                                    2^10..2^22 (8- or 32-byte keys, 128- or 32-byte values):
+//                                    throughput-latency
 //   hash_factors                     GPHash's techniques added one at a time (FAST'25 Figure 9)
 //   hash_cache                       GPHash BktCache size and policy, YCSB C and A
 //   hash_load_factor                 inserts until the first finds no room, per index
@@ -90,18 +91,17 @@ index_choice gphash_variant_of(const std::string& name, const std::string& summa
   return c;
 }
 
-template <class Key, bool InPlace>
+template <class Key, class Value, bool InPlace>
 measurement run_gphash(const mode_context& ctx, const std::string& mode_name,
                        const gphash_variant& variant, const ycsb_plan& plan, std::uint64_t keys) {
+  using index = gphash_index<Key, Value, InPlace>;
   const geometry g = filling_geometry(ctx);
-  return measure<gphash_index<Key, InPlace>>(
-      ctx, mode_name, plan, gphash_index<Key, InPlace>::pool_bytes(keys), [&](gpm::pool& p) {
-        return std::make_unique<gphash_index<Key, InPlace>>(p, keys, g, variant);
-      });
+  return measure<index>(ctx, mode_name, plan, index::pool_bytes(keys),
+                        [&](gpm::pool& p) { return std::make_unique<index>(p, keys, g, variant); });
 }
 
 // The adapter table: how each index is sized and built; the runner does everything else.
-template <class Key>
+template <class Key, class Value>
 measurement run_index(const mode_context& ctx, const std::string& mode_name,
                       const index_choice& which, const ycsb_plan& plan) {
   const std::uint64_t keys = plan.stream.max_keys(plan.ops);
@@ -110,27 +110,30 @@ measurement run_index(const mode_context& ctx, const std::string& mode_name,
   switch (which.kind) {
     case index_kind::gphash:
       return which.variant.in_place_keys
-                 ? run_gphash<Key, true>(ctx, mode_name, which.variant, plan, keys)
-                 : run_gphash<Key, false>(ctx, mode_name, which.variant, plan, keys);
-    case index_kind::clevel_gpm:
-      return measure<clevel_index<Key>>(
-          ctx, mode_name, plan, clevel_index<Key>::pool_bytes(keys, records), [&](gpm::pool& p) {
-            return std::make_unique<clevel_index<Key>>(
-                clevel_index<Key>::create(p, "clevel", keys, records, g));
+                 ? run_gphash<Key, Value, true>(ctx, mode_name, which.variant, plan, keys)
+                 : run_gphash<Key, Value, false>(ctx, mode_name, which.variant, plan, keys);
+    case index_kind::clevel_gpm: {
+      using index = clevel_index<Key, Value>;
+      return measure<index>(
+          ctx, mode_name, plan, index::pool_bytes(keys, records), [&](gpm::pool& p) {
+            return std::make_unique<index>(index::create(p, "clevel", keys, records, g));
           });
-    case index_kind::slab_gpm:
-      return measure<slab_index<Key>>(
+    }
+    case index_kind::slab_gpm: {
+      using index = slab_index<Key, Value>;
+      return measure<index>(
           ctx, mode_name, plan,
-          slab_index<Key>::pool_bytes(keys, records, std::uint64_t{g.blocks} * g.threads / 32),
+          index::pool_bytes(keys, records, std::uint64_t{g.blocks} * g.threads / 32),
           [&](gpm::pool& p) {
-            return std::make_unique<slab_index<Key>>(
-                slab_index<Key>::create(p, "slab", keys, records, g));
+            return std::make_unique<index>(index::create(p, "slab", keys, records, g));
           });
-    case index_kind::cpu_assisted:
-      return measure<cpu_hash_index<Key>>(
-          ctx, mode_name, plan, cpu_hash_index<Key>::pool_bytes(keys, records), [&](gpm::pool& p) {
-            return cpu_hash_index<Key>::create(p, "cpu", keys, records, plan.batch);
-          });
+    }
+    case index_kind::cpu_assisted: {
+      using index = cpu_hash_index<Key, Value>;
+      return measure<index>(
+          ctx, mode_name, plan, index::pool_bytes(keys, records),
+          [&](gpm::pool& p) { return index::create(p, "cpu", keys, records, plan.batch); });
+    }
   }
   check_failed("unknown index");
 }
@@ -168,20 +171,21 @@ struct plan_choice {
   std::uint64_t batch = 0;  // 0: the named default
 };
 
-template <class Key>
+template <class Key, class Value>
 ycsb_plan plan_for(const mode_context& ctx, const plan_choice& c) {
-  const ycsb_sizes sz = sizes_for(ctx, sizeof(kv_record<Key>));
+  const ycsb_sizes sz = sizes_for(ctx, sizeof(kv_record<Key, Value>));
   std::uint64_t ops = c.macro ? sz.macro_ops : sz.micro_ops;
   if (c.kind == workload_kind::erase) ops = std::min(ops, sz.loaded);
   const std::uint64_t batch = std::min(c.batch != 0 ? c.batch : sz.batch_size, ops);
   return {make_stream(c.kind, sz.loaded, ops, batch, c.theta, kSeed), ops, batch, sizeof(Key)};
 }
 
-template <class Key>
+// `Value`: the value type of every index of the mode (kv_value: 128 bytes).
+template <class Key, class Value = kv_value>
 mode index_mode(const std::string& prefix, const index_choice& which, plan_choice c) {
   const std::string name = prefix + ":" + which.name;
   return {name, which.summary + ", " + prefix, "bound", [=](const mode_context& ctx) {
-            return run_index<Key>(ctx, name, which, plan_for<Key>(ctx, c));
+            return run_index<Key, Value>(ctx, name, which, plan_for<Key, Value>(ctx, c));
           }};
 }
 
@@ -199,20 +203,20 @@ constexpr workload_kind kMicroKinds[] = {workload_kind::pos_search, workload_kin
                                          workload_kind::erase};
 
 // A mode per (workload kind, index), in that order.
-template <class Key, class Kinds, class Indexes>
+template <class Key, class Value = kv_value, class Kinds, class Indexes>
 void add_index_modes(workload* w, const Kinds& kinds, const Indexes& indexes, double theta,
                      bool macro) {
   for (workload_kind k : kinds) {
     for (const index_choice& i : indexes) {
-      w->modes.push_back(index_mode<Key>(to_string(k), i, {k, theta, macro}));
+      w->modes.push_back(index_mode<Key, Value>(to_string(k), i, {k, theta, macro}));
     }
   }
 }
 
-template <class Key>
+template <class Key, class Value = kv_value>
 workload ycsb_workload(const std::string& name, const std::string& summary, double theta) {
   workload w{name, summary, {bound_mode()}};
-  add_index_modes<Key>(&w, kYcsbKinds, kIndexes, theta, true);
+  add_index_modes<Key, Value>(&w, kYcsbKinds, kIndexes, theta, true);
   return w;
 }
 
@@ -350,6 +354,14 @@ workload ycsb_key32_workload() {
       ycsb::kDefaultTheta);
 }
 
+// The GPHash artifact's key-value size: 32-byte keys and 32-byte values.
+workload ycsb_kv32_workload() {
+  return ycsb::ycsb_workload<ycsb::key32, ycsb::value32>(
+      "ycsb_kv32",
+      "YCSB A/B/C/D/F/LOAD on each persistent hash index: 32-byte keys, 32-byte values, Zipf 0.99",
+      ycsb::kDefaultTheta);
+}
+
 workload ycsb_uniform_workload() {
   return ycsb::ycsb_workload<ycsb::key8>(
       "ycsb_uniform", "YCSB A/B/C/D/F/LOAD on each persistent hash index: 8-byte keys, uniform",
@@ -366,16 +378,16 @@ workload hash_micro_workload() {
 }
 
 // Batch sizes 2^10, 2^12, ... 2^22: YCSB A on every index, C and LOAD on GPHash and its
-// GPU-memory ceiling (`Key`: 8- or 32-byte keys).
-template <class Key>
+// GPU-memory ceiling (`Key`: 8- or 32-byte keys; `Value`: 128- or 32-byte values).
+template <class Key, class Value = ycsb::kv_value>
 workload batch_sweep_workload(const std::string& name, const std::string& summary) {
   using namespace ycsb;
   workload w{name, summary, {bound_mode()}};
   const auto sweep = [&](workload_kind k, const index_choice& i) {
     for (unsigned log2 = 10; log2 <= 22; log2 += 2) {
-      w.modes.push_back(
-          index_mode<Key>(std::string(to_string(k)) + "-batch" + std::to_string(1ull << log2), i,
-                          {k, kDefaultTheta, false, 1ull << log2}));
+      w.modes.push_back(index_mode<Key, Value>(
+          std::string(to_string(k)) + "-batch" + std::to_string(1ull << log2), i,
+          {k, kDefaultTheta, false, 1ull << log2}));
     }
   };
   for (const index_choice& i : kIndexes) sweep(workload_kind::a, i);
@@ -397,6 +409,13 @@ workload hash_batch_sweep_key32_workload() {
       "hash_batch_sweep_key32",
       "YCSB A (every index), C and LOAD (GPHash) at batch sizes 2^10..2^22: throughput and batch "
       "latency, 32-byte keys");
+}
+
+workload hash_batch_sweep_kv32_workload() {
+  return batch_sweep_workload<ycsb::key32, ycsb::value32>(
+      "hash_batch_sweep_kv32",
+      "YCSB A (every index), C and LOAD (GPHash) at batch sizes 2^10..2^22: throughput and batch "
+      "latency, 32-byte keys, 32-byte values");
 }
 
 workload hash_factors_workload() {

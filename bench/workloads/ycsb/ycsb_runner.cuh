@@ -1,6 +1,7 @@
 // The one runner every index of the YCSB workloads goes through: load, run in batches, time,
 // verify. An index is anything with
 //
+//   using value_type = ...;                                        // its kv_value_t: value bytes
 //   void clear();                                                  // empty it (between repeats)
 //   void execute(const kv_op* ops, op_status* status, std::uint64_t n, cudaStream_t s);
 //
@@ -214,7 +215,7 @@ measurement measure(const mode_context& ctx, const std::string& mode_name, const
   const std::uint64_t batches = (plan.ops + plan.batch - 1) / plan.batch;
   m.sizes = {{"keys_loaded", loaded},       {"operations", plan.ops},
              {"batch_size", plan.batch},    {"batches", batches},
-             {"key_bytes", plan.key_bytes}, {"value_bytes", sizeof(kv_value)}};
+             {"key_bytes", plan.key_bytes}, {"value_bytes", sizeof(typename Index::value_type)}};
   m.throughput = mega_operations(plan.ops);
   double sum = 0;
   for (double t : m.times_s) sum += t;

@@ -66,7 +66,7 @@ op_stream make_stream(workload_kind kind, std::uint64_t loaded, std::uint64_t op
 namespace {
 
 constexpr gpm::format::object_kind kIndexKind{
-    "YCSB index header", {'G', 'P', 'M', 'Y', 'C', 'S', 'B', 'I'}, 1, 0, sizeof(index_header)};
+    "YCSB index header", {'G', 'P', 'M', 'Y', 'C', 'S', 'B', 'I'}, 2, 0, sizeof(index_header)};
 
 std::string layout_name(std::uint32_t layout) {
   switch (static_cast<index_layout>(layout)) {
@@ -79,12 +79,13 @@ std::string layout_name(std::uint32_t layout) {
 }  // namespace
 
 std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout layout,
-                            std::uint32_t key_bytes, const std::uint64_t (&geometry)[4]) {
+                            record_sizes sizes, const std::uint64_t (&geometry)[4]) {
   const std::uint64_t off = p.allocate(name, sizeof(index_header), 128);
   index_header* h = p.host_ptr<index_header>(off);
   h->common = gpm::format::make_header(kIndexKind, sizeof(index_header));
   h->layout = static_cast<std::uint32_t>(layout);
-  h->key_bytes = key_bytes;
+  h->key_bytes = sizes.key_bytes;
+  h->value_bytes = sizes.value_bytes;
   for (int i = 0; i < 4; ++i) h->geometry[i] = geometry[i];
   gpm::format::seal_header(h);
   gpm::persist(h, sizeof(*h));
@@ -92,7 +93,7 @@ std::uint64_t create_header(gpm::pool& p, const std::string& name, index_layout 
 }
 
 const index_header& open_header(const gpm::pool& p, const std::string& name, index_layout layout,
-                                std::uint32_t key_bytes) {
+                                record_sizes sizes) {
   const std::string what = "index header \"" + name + "\" in " + p.path();
   const gpm::pool_object o = p.open_object(name, kIndexKind, what);
   const index_header& h = *p.host_ptr<index_header>(o.offset);
@@ -102,11 +103,13 @@ const index_header& open_header(const gpm::pool& p, const std::string& name, ind
                          layout_name(static_cast<std::uint32_t>(layout)) +
                          ": open it with the index type that created it");
   }
-  if (h.key_bytes != key_bytes) {
+  if (h.key_bytes != sizes.key_bytes || h.value_bytes != sizes.value_bytes) {
     gpm::throw_error(gpm::errc::invalid_argument,
                      "the index \"" + name + "\" holds " + std::to_string(h.key_bytes) +
-                         "-byte keys, not " + std::to_string(key_bytes) +
-                         ": open it with its key type");
+                         "-byte keys and " + std::to_string(h.value_bytes) + "-byte values, not " +
+                         std::to_string(sizes.key_bytes) + "-byte keys and " +
+                         std::to_string(sizes.value_bytes) +
+                         "-byte values: open it with its key and value types");
   }
   return h;
 }
