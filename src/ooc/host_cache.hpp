@@ -101,6 +101,10 @@ class host_cache {
   // `dst`, n lines of room, with one read where they are contiguous in one file.
   // Bypasses the entries; counts file_bytes_read. Throws gpm::error (io).
   void read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst);
+  // Whether the mapping is one file read with O_DIRECT: its reads go to the device in the order
+  // they are made, so one reader keeps them sequential (readers at several offsets at once read a
+  // virtual disk 15-35% slower than one: docs/out-of-core.md, "Resident mappings").
+  bool direct_file() const { return files_.size() == 1 && files_.front()->direct(); }
   // Lines [0, held_lines()) of the mapping are all that may hold data in the files (what each held
   // before create extended it, backing_file::held; none for scratch data); the lines after them
   // can only be zeros.

@@ -204,15 +204,15 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
   counters_.bytes_from_gpu += gpu_.line_bytes;
 }
 
-std::uint64_t io_service::resident_run_lines() const {
-  return std::max<std::uint64_t>(1, kResidentRunBytes / gpu_.line_bytes);
+std::uint64_t io_service::run_lines(std::uint64_t bytes) const {
+  return std::max<std::uint64_t>(1, bytes / gpu_.line_bytes);
 }
 
 void io_service::on_workers(
-    std::uint64_t runs, std::uint64_t run_bytes,
+    std::uint64_t runs, std::uint64_t run_bytes, std::uint64_t max_workers,
     const std::function<void(resident_worker&, std::byte*, const std::atomic<bool>&)>& work) {
-  const std::uint64_t workers =
-      std::max<std::uint64_t>(1, std::min<std::uint64_t>(config_.threads, runs));
+  const std::uint64_t workers = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>({std::uint64_t{config_.threads}, runs, max_workers}));
   const std::uint64_t halves = runs > 1 ? 2 : 1;  // any worker may take two runs
   while (resident_workers_.size() < workers) resident_workers_.emplace_back();
   std::atomic<bool> failed{false};
@@ -245,11 +245,13 @@ void io_service::on_workers(
 
 void io_service::load_resident(std::uint64_t lines) {
   const std::uint64_t lb = gpu_.line_bytes;
-  const std::uint64_t run = std::min(resident_run_lines(), lines);
+  const bool direct = cache_.direct_file();
+  const std::uint64_t run =
+      std::min(run_lines(direct ? kDirectLoadRunBytes : kResidentRunBytes), lines);
   std::atomic<std::uint64_t> next_run{0};
   // Loader w takes the next run not taken, reads it into one half of its staging buffer and
   // copies it to the GPU on its own stream, reading its next run while that copy runs.
-  on_workers((lines + run - 1) / run, run * lb,
+  on_workers((lines + run - 1) / run, run * lb, direct ? 1 : config_.threads,
              [&](resident_worker& rw, std::byte* staging, const std::atomic<bool>& failed) {
                for (std::uint64_t k = 0; !failed.load(std::memory_order_relaxed); ++k) {
                  const std::uint64_t first = next_run.fetch_add(1) * run;
@@ -272,7 +274,7 @@ void io_service::store_resident(const std::vector<std::uint64_t>& lines,
                                 std::vector<char>& written) {
   if (lines.empty()) return;
   const std::uint64_t lb = gpu_.line_bytes;
-  const std::uint64_t run = resident_run_lines();
+  const std::uint64_t run = run_lines(kResidentRunBytes);
   // Runs of consecutive lines, at most `run` lines each: [runs[i], runs[i + 1]) of `lines`.
   std::vector<std::size_t> runs{0};
   std::uint64_t longest = 0;
@@ -286,7 +288,7 @@ void io_service::store_resident(const std::vector<std::uint64_t>& lines,
   // Writer w takes the next run not taken and copies it from the GPU into one half of its
   // staging buffer, then writes the run it copied before while that copy runs.
   on_workers(
-      runs.size() - 1, longest * lb,
+      runs.size() - 1, longest * lb, config_.threads,
       [&](resident_worker& rw, std::byte* staging, const std::atomic<bool>& failed) {
         const auto half = [&](std::uint64_t k) { return staging + k % 2 * longest * lb; };
         std::size_t pending = runs.size();  // the run copied last, not written yet

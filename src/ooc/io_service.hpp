@@ -32,6 +32,9 @@ namespace gpm::detail::ooc {
 // enough for reads at the disk's sequential bandwidth, small enough that the first copy to the
 // GPU starts early in a large mapping.
 inline constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
+// A resident load from one O_DIRECT file reads it alone, in runs of this many bytes: the chunked
+// pipeline's piece, at which one reader read a virtual disk fastest.
+inline constexpr std::uint64_t kDirectLoadRunBytes = 8ull << 20;
 // Read-ahead reads up to this many bytes of queued consecutive lines at once
 // (host_cache::read_ahead).
 inline constexpr std::uint64_t kReadAheadRunBytes = 16ull << 20;
@@ -91,7 +94,9 @@ class io_service {
   // read in runs of up to kResidentRunBytes by as many loaders as I/O threads and runs (the
   // calling thread one of them), each into its staging buffer (staging.hpp; two halves in turn
   // when it reads more than one run), so that the file is read by several threads at once, each
-  // while its previous run is copied to the GPU. Throws gpm::error (io, out_of_memory).
+  // while its previous run is copied to the GPU. One O_DIRECT file (host_cache::direct_file) is
+  // read by the calling thread alone, in order, in runs of kDirectLoadRunBytes, each while the
+  // one before is copied. Throws gpm::error (io, out_of_memory).
   void load_resident(std::uint64_t lines);
   // A resident read_write mapping's write-back at sync: the GPU cache's slots `lines` (ascending;
   // slot l holds line l) to the files, in runs of consecutive lines (up to kResidentRunBytes),
@@ -114,15 +119,15 @@ class io_service {
     stream copies{true};
     event copied[2];
   };
-  // Lines per run of the resident load and write-back.
-  std::uint64_t resident_run_lines() const;
+  // Lines per run of `bytes` (at least one).
+  std::uint64_t run_lines(std::uint64_t bytes) const;
   // Runs work(worker, staging, failed) for `runs` runs of at most `run_bytes` each, on as many
-  // threads as I/O threads and runs (the calling thread as worker 0), each with its own
-  // resident_worker and a staging buffer of the pool: half k % 2 of a worker's k-th run lies at
-  // staging + k % 2 * run_bytes (one half only for a single run). `failed` is set
-  // once one has thrown, and the first failure is rethrown after all have returned.
+  // threads as I/O threads, runs and `max_workers` allow (the calling thread as worker 0), each
+  // with its own resident_worker and a staging buffer of the pool: half k % 2 of a worker's k-th
+  // run lies at staging + k % 2 * run_bytes (one half only for a single run). `failed` is set once
+  // one has thrown, and the first failure is rethrown after all have returned.
   void on_workers(
-      std::uint64_t runs, std::uint64_t run_bytes,
+      std::uint64_t runs, std::uint64_t run_bytes, std::uint64_t max_workers,
       const std::function<void(resident_worker&, std::byte*, const std::atomic<bool>&)>& work);
   bool serve_requests(channel& ch, std::uint32_t& start);
   void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);

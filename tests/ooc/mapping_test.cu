@@ -929,39 +929,49 @@ TEST(OocResident, TheHostCachePinsNothingUnlessASyncCopiesLinesIntoIt) {
   EXPECT_GT(cached.stats().host_cache_bytes_pinned, 0u);
 }
 
-// A mapping larger than a run (16 MiB) loads and writes back in runs on several workers, each
-// taking turns between the two halves of its staging buffer.
-TEST(OocResident, LargeMappingsMoveInRunsOnSeveralWorkers) {
+// A mapping larger than a run loads and writes back in runs: read with O_DIRECT by the mapping's
+// thread alone, in order, in runs of 8 MiB (7 runs here); read through the page cache by several
+// workers in runs of 16 MiB (16, 16, 16 and 3), each taking turns between the two halves of its
+// staging buffer. Both load every byte and write back every stored one.
+TEST(OocResident, LargeMappingsMoveInRuns) {
   files f;
   constexpr std::uint64_t kLine = 1u << 20;
-  const std::uint64_t size = 50 * kLine + 1000;  // 51 lines: runs of 16, 16, 16 and 3
+  const std::uint64_t size = 50 * kLine + 1000;  // 51 lines
   const std::string path = f.make("resl.bin", 52 * kLine, 27);
   auto file = read_file(path);
-  mapping_options o;
-  o.line_bytes = kLine;
-  o.gpu_cache_bytes = 51 * kLine;
-  o.host_cache_bytes = 6 * kLine;
-  mapping m(path, size, 0, o);
-  ASSERT_TRUE(m.resident());
-  EXPECT_EQ(m.stats().bytes_to_gpu, 51 * kLine);
-  EXPECT_EQ(m.stats().file_bytes_read, size);
-  auto a = m.ref<std::uint32_t>();
-  std::vector<std::uint64_t> idx;
-  for (std::uint64_t i = 0; i < a.size(); i += 4099) idx.push_back(i);
-  idx.push_back(a.size() - 1);
-  const auto r = load(a, idx);
-  expect_all(r.st, status::ok);
-  const auto words = prefix<std::uint32_t>(file, size);
-  for (std::size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(r.values[k], words[idx[k]]) << idx[k];
-  std::vector<std::uint32_t> val;
-  for (const std::uint64_t i : idx) {
-    val.push_back(static_cast<std::uint32_t>(i * 5 + 1));
-    std::memcpy(file.data() + i * 4, &val.back(), 4);
+  std::uint32_t salt = 1;
+  for (const bool direct : {true, false}) {
+    mapping_options o;
+    o.line_bytes = kLine;
+    o.gpu_cache_bytes = 51 * kLine;
+    o.host_cache_bytes = 6 * kLine;
+    o.direct_io = direct;
+    mapping m(path, size, 0, o);
+    ASSERT_TRUE(m.resident());
+    ASSERT_EQ(m.direct_io(), direct);  // the disk takes O_DIRECT
+    EXPECT_EQ(m.stats().bytes_to_gpu, 51 * kLine);
+    EXPECT_EQ(m.stats().file_bytes_read, size);
+    auto a = m.ref<std::uint32_t>();
+    std::vector<std::uint64_t> idx;
+    for (std::uint64_t i = 0; i < a.size(); i += 4099) idx.push_back(i);
+    idx.push_back(a.size() - 1);
+    const auto r = load(a, idx);
+    expect_all(r.st, status::ok);
+    const auto words = prefix<std::uint32_t>(file, size);
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      ASSERT_EQ(r.values[k], words[idx[k]]) << idx[k] << (direct ? ", O_DIRECT" : "");
+    }
+    std::vector<std::uint32_t> val;
+    for (const std::uint64_t i : idx) {
+      val.push_back(static_cast<std::uint32_t>(i * 5 + salt));
+      std::memcpy(file.data() + i * 4, &val.back(), 4);
+    }
+    ++salt;
+    expect_all(store(a, idx, val), status::ok);
+    m.sync();
+    EXPECT_EQ(read_file(path), file);
+    EXPECT_EQ(m.stats().bytes_from_gpu, 51 * kLine);
   }
-  expect_all(store(a, idx, val), status::ok);
-  m.sync();
-  EXPECT_EQ(read_file(path), file);
-  EXPECT_EQ(m.stats().bytes_from_gpu, 51 * kLine);
 }
 
 TEST(OocResident, OnlyWhenTheGpuCacheHoldsEveryLineAndNotTurnedOff) {
