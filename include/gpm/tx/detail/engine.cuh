@@ -170,25 +170,12 @@ GPM_HOST_DEVICE constexpr std::uint64_t status_word(std::uint64_t attempt, std::
   return attempt << 2 | state;
 }
 GPM_HOST_DEVICE constexpr std::uint64_t state_of(std::uint64_t status) { return status & 3; }
-// An orec word: (owner's thread slot + 1) << 32 | flags | the owner's attempt tag (30 bits), or 0.
-// kReleased: a **marker** left by a redo commit that released the orec before taking its sequence
-// number (that number is pending while the owner's status says COMMITTING for that attempt);
-// kInherited: held by an attempt that took it over a pending marker, and puts the marker back
-// if it does not commit.
-inline constexpr std::uint32_t kTagMask = 0x3fffffffu;
-inline constexpr std::uint64_t kReleased = 1ull << 31;
-inline constexpr std::uint64_t kInherited = 1ull << 30;
 GPM_HOST_DEVICE constexpr std::uint32_t attempt_tag(std::uint64_t attempt) {
-  return static_cast<std::uint32_t>(attempt) & kTagMask;
+  return static_cast<std::uint32_t>(attempt);
 }
 GPM_HOST_DEVICE constexpr std::uint64_t orec_word(std::uint64_t slot, std::uint64_t attempt) {
   return (slot + 1) << 32 | attempt_tag(attempt);
 }
-// Rounds of pause() a redo commit waits for the sequence numbers of the commits whose markers it
-// took (each normally a few microseconds away) before it aborts instead (about 20 us in all):
-// the bound breaks the one wait that could otherwise never end, on a commit of the same warp
-// that cannot pass the point where the warp's lanes reconverge.
-inline constexpr std::uint32_t kPredecessorRounds = 16;
 
 using dev64 = atomic_ref<std::uint64_t, thread_scope::device>;
 using dev32 = atomic_ref<std::uint32_t, thread_scope::device>;
@@ -364,9 +351,7 @@ class transaction {
   }
 
   // After the body: commits what needs no record, gives up or fails, or reports the chunks of
-  // the record it needs (then the caller orders it and calls publish()). A redo commit applies
-  // its write set and leaves a marker on each of its orecs here, before it has a sequence number
-  // (see "Commit order" in docs/transactions.md); an undo commit holds its orecs until publish().
+  // the record it needs (then the caller orders it and calls publish()).
   __device__ commit_step prepare(tx_result& r, std::uint64_t& chunks) {
     std::uint64_t expected = status_word(attempt_, kActive);
     if (state_ == conflict ||
@@ -387,15 +372,6 @@ class transaction {
     if (chunks > record_room(v_, v_.mode == tx_mode::helpers && v_.ring != nullptr)) {
       return finish(r, tx_status::record_too_large);
     }
-    if (v_.mode == tx_mode::undo) return commit_step::record;
-    if (!predecessors_numbered()) {
-      end(kAborted);
-      ++v_.counters[kCounters * slot_ + 1];
-      return commit_step::retry;
-    }
-    apply();
-    for (std::uint32_t i = 0; i < locks_; ++i) release(i, mine_ | kReleased);
-    locks_ = 0;
     return commit_step::record;
   }
 
@@ -426,10 +402,7 @@ class transaction {
     return true;
   }
 
-  // Fig. 2's lock acquisition, with the COMMITTING rule. A marker is taken without aborting
-  // anyone; while its commit's sequence number is pending, this attempt keeps the marker to wait
-  // for that number at commit (and to put back if it does not commit). An orec held over a
-  // pending marker is not stolen: its owner, aborted, puts the marker back.
+  // Fig. 2's lock acquisition, with the COMMITTING rule.
   __device__ bool acquire_orec(std::uint64_t o) {
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if (held_[i] == o) return true;
@@ -441,42 +414,14 @@ class transaction {
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
     for (int tries = 0; tries < 4; ++tries) {
-      std::uint64_t marker = 0;
-      if ((cur & kReleased) != 0) {
-        if (pending(cur)) marker = cur;
-      } else if (cur != 0 && (!owner_yields(cur) || (cur & kInherited) != 0)) {
-        break;
-      }
-      if (orec.compare_exchange_strong(cur, marker != 0 ? mine_ | kInherited : mine_,
-                                       memory_order_acq_rel)) {
-        held_[locks_] = o;
-        marker_[locks_++] = marker;
+      if (cur != 0 && !owner_yields(cur)) break;
+      if (orec.compare_exchange_strong(cur, mine_, memory_order_acq_rel)) {
+        held_[locks_++] = o;
         return true;
       }
     }
     state_ = conflict;
     return false;
-  }
-
-  // Whether the commit that left marker `rec` has not taken its sequence number yet.
-  __device__ bool pending(std::uint64_t rec) const {
-    const std::uint64_t owner = (rec >> 32) - 1;
-    if (owner >= v_.max_threads) return false;
-    const std::uint64_t s = dev64(v_.status[owner]).load(memory_order_acquire);
-    return state_of(s) == kCommitting &&
-           attempt_tag(s >> 2) == (static_cast<std::uint32_t>(rec) & kTagMask);
-  }
-
-  // Waits until every commit whose pending marker this attempt took has its sequence number, so
-  // that this one's is larger; false after kPredecessorRounds of waiting on one of them.
-  __device__ bool predecessors_numbered() const {
-    for (std::uint32_t i = 0; i < locks_; ++i) {
-      for (std::uint32_t round = 0; marker_[i] != 0 && pending(marker_[i]); ++round) {
-        if (round == kPredecessorRounds) return false;
-        pause(round);
-      }
-    }
-    return true;
   }
 
   // Whether the attempt that holds an orec (value `rec`) lets us take it: it is over, or we
@@ -487,7 +432,7 @@ class transaction {
     dev64 st(v_.status[owner]);
     std::uint64_t s = st.load(memory_order_acquire);
     for (;;) {
-      const bool same_attempt = attempt_tag(s >> 2) == (static_cast<std::uint32_t>(rec) & kTagMask);
+      const bool same_attempt = attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec);
       if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return true;
       if (state_of(s) == kCommitting || owner < slot_) return false;
       if (st.compare_exchange_strong(s, status_word(s >> 2, kAborted), memory_order_acq_rel)) {
@@ -522,18 +467,14 @@ class transaction {
       dev32(v_.work[words_[i]]).store(values_[i], memory_order_relaxed);
     }
   }
-  // Releases the orecs this attempt still owns (each back to the pending marker it was taken
-  // over, or free) and leaves its status in `state`.
+  // Releases the orecs this attempt still owns and leaves its status in `state`.
   __device__ void end(std::uint64_t state) {
-    for (std::uint32_t i = 0; i < locks_; ++i) release(i, marker_[i]);
+    for (std::uint32_t i = 0; i < locks_; ++i) {
+      std::uint64_t expected = mine_;
+      dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_release);
+    }
     locks_ = 0;
     dev64(v_.status[slot_]).store(status_word(attempt_, state), memory_order_release);
-  }
-  // Sets held orec i to `to` unless it was stolen (by CAS, so a stolen orec stays the thief's).
-  __device__ void release(std::uint32_t i, std::uint64_t to) {
-    dev64 orec(v_.orecs[held_[i]]);
-    std::uint64_t expected = marker_[i] != 0 ? mine_ | kInherited : mine_;
-    orec.compare_exchange_strong(expected, to, memory_order_release);
   }
   __device__ commit_step finish(tx_result& r, tx_status s) {
     end(kIdle);
@@ -551,7 +492,6 @@ class transaction {
   std::uint32_t locks_ = 0;
   std::uint32_t writes_ = 0;
   std::uint64_t held_[MaxLocks];
-  std::uint64_t marker_[MaxLocks];  // the pending marker held_[i] was taken over, or 0
   std::uint32_t words_[MaxWrites];
   std::uint32_t values_[MaxWrites];
 };
@@ -574,9 +514,9 @@ __device__ inline std::uint32_t log_of(const heap_view& v) {
 }
 
 // Serves every pending request of the block: takes the list, one global atomic for all their
-// sequence numbers, and consecutive log and ring positions, in list order. A requester posts
-// only once every commit whose marker it took has its number, so none depends on another and any
-// order among them is a conflict order. Called with the block's order lock held.
+// sequence numbers, and consecutive log and ring positions, in list order. The requesters all
+// hold their orecs, so none conflicts with another and any order among them is a conflict order.
+// Called with the block's order lock held.
 __device__ inline void serve_requests(const heap_view& v) {
   ring_control* ring = v.ring;
   reservation_request* req = ring_requests(v);
@@ -726,7 +666,7 @@ class active_lanes {
   }
 
  private:
-  // Every commit runs the scans of order_and_publish on its critical path: the lanes
+  // Commits run inside the scans of order_and_publish, while their orecs are held: the lanes
   // usually form one run (a whole warp, or the warp's lanes still looping), whose ranks map to
   // lanes without a loop.
   __device__ unsigned lane_of(unsigned rank) const {
@@ -822,13 +762,14 @@ __device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, 
   finish(r, tx_status::committed);
 }
 
-// A redo commit: prepare() applied the write set and left markers on the orecs; the sequence
-// number is taken now, so the commit's status leaves COMMITTING (the markers' commits that wait
-// for it may take theirs), and the record is written where `o` says: persisted into the block's
-// log, or into the ring for the helpers.
+// A redo commit: the write set goes to the working copy and the orecs are released first, since
+// the sequence number already orders this commit before any conflicting one that follows (which
+// becomes durable only after it, see tx_heap::durable_seq); then the record is written where `o`
+// says: persisted into the block's log, or into the ring for the helpers.
 template <unsigned MaxLocks, unsigned MaxWrites>
 __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const placement& o) {
   if (v_.mode == tx_mode::undo) return commit_in_place(r, o.seq);
+  apply();
   finish(r, tx_status::committed);
   r.seq = o.seq;
   const bool grouped = o.width > 1;
