@@ -226,17 +226,25 @@ std::string describe(const std::vector<std::string>& paths) {
   return s;
 }
 
+std::uint64_t free_gpu_bytes() {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  return free_bytes;
+}
+
 // GPU cache lines, host cache lines and the read-ahead window of a mapping (see the options).
-void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
+
+void size_caches(mapping::impl& m, std::uint64_t free_bytes) {
   const mapping_options& o = m.options;
   const std::uint64_t lb = o.line_bytes;
   const std::string what = "gpm::ooc::mapping of " + m.name + ": ";
   std::uint64_t capacity = 0;
   if (o.gpu_cache_bytes == 0) {
-    capacity = std::min<std::uint64_t>(m.line_count, free_gpu_bytes / 4 / lb);
+    capacity = std::min<std::uint64_t>(m.line_count, free_bytes / 4 / lb);
     if (capacity == 0) {
       throw_error(errc::out_of_memory, what + "a quarter of the free GPU memory (" +
-                                           mib(free_gpu_bytes) + ") holds no line of " +
+                                           mib(free_bytes) + ") holds no line of " +
                                            std::to_string(lb) + " bytes");
     }
   } else {
@@ -276,17 +284,18 @@ void size_caches(mapping::impl& m, std::uint64_t free_gpu_bytes) {
 // Allocates and clears the GPU cache and the request queue, and fills in the kernels' view. A
 // resident mapping has no misses, fills or hints: it gets no queue, hint ring or slot generations
 // (make_resident sets its directory and slot words).
-void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t free_gpu_bytes) {
+void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t free_bytes) {
   const std::uint64_t lb = m.options.line_bytes;
   const std::uint32_t slots = m.options.queue_slots;
   const std::uint32_t mask_words =
       m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
   const std::uint64_t bytes = m.capacity * (lb + 16 + mask_words * 4ull) + m.line_count * 4;
-  if (bytes > free_gpu_bytes) {
+  const auto too_large = [&](std::uint64_t free_now, const std::string& why) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
-                                         mib(bytes) + " and " + mib(free_gpu_bytes) +
-                                         " are free: lower gpu_cache_bytes");
-  }
+                                         mib(bytes) + " and " + mib(free_now) +
+                                         " are free: lower gpu_cache_bytes" + why);
+  };
+  if (free_bytes != 0 && bytes > free_bytes) too_large(free_bytes, "");
   try {
     s.lines = device_buffer<std::byte>(m.capacity * lb);
     s.slot_word = device_buffer<std::uint64_t>(m.capacity);
@@ -306,8 +315,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
       s.responses = pinned_buffer<response>(slots, true);
     }
   } catch (const gpm::error& e) {
-    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name +
-                                         ": cannot allocate its GPU cache and queue: " + e.what());
+    too_large(free_gpu_bytes(), std::string(" (") + e.what() + ")");
   }
   s.dirty.fill_bytes(0);
   s.mask.fill_bytes(0);
@@ -413,9 +421,10 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&m.clock_khz, cudaDevAttrClockRate, device),
              "cudaDeviceGetAttribute");
-  std::size_t free_bytes = 0;
-  std::size_t total_bytes = 0;
-  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  // Free GPU memory sizes an automatic GPU cache (gpu_cache_bytes 0). With a size given it is read
+  // only to explain an allocation that failed: cudaMemGetInfo took 0.5-0.8 ms a call on an H200,
+  // as long as the rest of a small mapping's set-up (docs/out-of-core.md, "Resident mappings").
+  const std::uint64_t free_bytes = options.gpu_cache_bytes == 0 ? free_gpu_bytes() : 0;
   // Before the data is read, the file must be at its newest committed epoch: a writing mapping
   // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
   // A striped range has one log, beside its first file.

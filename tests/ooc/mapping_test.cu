@@ -1089,6 +1089,21 @@ TEST(OocMappingErrors, BadOptionsAreRefused) {
                [&] { mapping m("", 4096, 0, tiny(mode::read_write)); });
 }
 
+// A GPU cache the GPU cannot hold is out_of_memory, with the size it needs and what is free (read
+// only once the allocation failed), and leaves nothing allocated: a mapping after it works.
+TEST(OocMappingErrors, AGpuCacheLargerThanTheGpuIsOutOfMemory) {
+  const std::uint64_t huge = lines(1ull << 31);  // 8 TiB of scratch data on the emulator
+  auto o = tiny(mode::volatile_data, 1, 6);
+  o.gpu_cache_bytes = huge;
+  expect_error(gpm::errc::out_of_memory, "are free: lower gpu_cache_bytes",
+               [&] { mapping m("", huge, 0, o); });
+  o.gpu_cache_bytes = 0;  // sized automatically: a quarter of free memory holds it whole
+  mapping small("", lines(4), 0, o);
+  EXPECT_TRUE(small.resident());
+  expect_all(store(small.ref<std::uint32_t>(), {5}, {55u}), status::ok);
+  EXPECT_EQ(load(small.ref<std::uint32_t>(), {5}).values, std::vector<std::uint32_t>{55u});
+}
+
 TEST(OocMappingErrors, ElementTypesMustFitTheMapping) {
   files f;
   const std::string path = f.make("elem.bin", lines(8), 22);
