@@ -71,10 +71,10 @@ settings ablation_settings(const mode_context& ctx, std::uint64_t base) {
 
 std::string case_dir(const mode_context& ctx, family_state& st) {
   const std::string dir = ctx.disk_dir + "/" + (ctx.case_name.empty() ? "run" : ctx.case_name);
-  if (st.case_directory != dir) {
+  if (!st.inputs_key.empty() && st.inputs_key.rfind(dir + "#", 0) != 0) {
     // A new case: the previous case's files go, so the disk holds one case at a time.
-    if (!st.case_directory.empty()) std::filesystem::remove_all(st.case_directory);
-    st.case_directory = dir;
+    std::filesystem::remove_all(st.inputs_key.substr(0, st.inputs_key.find('#')));
+    st.inputs_key.clear();
   }
   std::filesystem::create_directories(dir);
   return dir;
