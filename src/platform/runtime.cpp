@@ -30,6 +30,10 @@ void read_pcie_link(device_info& info) {
 
 void check_cuda(cudaError_t status, std::string_view what, std::source_location where) {
   if (status == cudaSuccess) return;
+  // The exception reports the error: the runtime's last error is cleared, so that a later,
+  // unrelated launch check does not report it again (a failed cudaMalloc, which is not sticky,
+  // made the next kernel launch fail with "out of memory" on an H200). Sticky errors stay.
+  (void)cudaGetLastError();
   throw_error(errc::cuda, std::string(what) + " failed at " + detail::format_site(where) + ": " +
                               cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }

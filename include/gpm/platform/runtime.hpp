@@ -21,7 +21,8 @@
 namespace gpm {
 
 // Throws errc::cuda naming `what`, the CUDA error and the caller's location unless `status` is
-// cudaSuccess.
+// cudaSuccess; then clears the runtime's last error (cudaGetLastError), which the exception
+// reports, so later launch checks do not report it again.
 void check_cuda(cudaError_t status, std::string_view what,
                 std::source_location where = std::source_location::current());
 

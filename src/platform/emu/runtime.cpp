@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gpm/platform/launch.cuh>
@@ -424,7 +425,13 @@ cudaError_t submit_launch(kernel_launch&& launch) {
   }
   if (!runtime::get().valid_stream(launch.stream)) return cudaErrorInvalidResourceHandle;
   const cudaStream_t s = launch.stream;
-  return runtime::get().enqueue(s, [l = std::move(launch)] { device::get().run_grid(l); });
+  const cudaError_t e =
+      runtime::get().enqueue(s, [l = std::move(launch)] { device::get().run_grid(l); });
+  // As cudaGetLastError after <<<>>> on a GPU: an error an earlier call left pending (a failed
+  // cudaMalloc, say) is reported by the launch check and cleared. Not a fault of this launch:
+  // those surface at the next synchronisation, as the emulator's tests expect.
+  const cudaError_t pending = std::exchange(tls_last_error, cudaSuccess);
+  return e != cudaSuccess ? e : pending;
 }
 
 }  // namespace gpm::emu::detail
