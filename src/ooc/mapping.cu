@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include <gpm/ooc/detail/file.hpp>
@@ -226,6 +228,19 @@ std::string describe(const std::vector<std::string>& paths) {
   return s;
 }
 
+// The clock rate of `device` in kHz (stats' wait seconds), read once per device per process, as
+// a device's properties cannot change while it runs.
+int clock_khz(int device) {
+  static std::mutex m;
+  static std::map<int, int> known;
+  const std::lock_guard lock(m);
+  if (const auto it = known.find(device); it != known.end()) return it->second;
+  int khz = 0;
+  check_cuda(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute");
+  known.emplace(device, khz);
+  return khz;
+}
+
 std::uint64_t free_gpu_bytes() {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
@@ -419,11 +434,11 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   }
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&m.clock_khz, cudaDevAttrClockRate, device),
-             "cudaDeviceGetAttribute");
+  m.clock_khz = clock_khz(device);
   // Free GPU memory sizes an automatic GPU cache (gpu_cache_bytes 0). With a size given it is read
-  // only to explain an allocation that failed: cudaMemGetInfo took 0.5-0.8 ms a call on an H200,
-  // as long as the rest of a small mapping's set-up (docs/out-of-core.md, "Resident mappings").
+  // only to explain an allocation that failed: with the clock rate it took 0.5-0.8 ms a mapping on
+  // an H200, as long as the rest of a small mapping's set-up (docs/out-of-core.md, "Resident
+  // mappings").
   const std::uint64_t free_bytes = options.gpu_cache_bytes == 0 ? free_gpu_bytes() : 0;
   // Before the data is read, the file must be at its newest committed epoch: a writing mapping
   // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
