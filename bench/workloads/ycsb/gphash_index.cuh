@@ -223,8 +223,9 @@ class gphash_index {
     }
   }
 
-  // The runner calls this after the (untimed) load phase: the cache starts from the loaded table.
-  void after_load() {
+  // The runner calls this after the (untimed) load phase and warm-up read pass: the cache is
+  // chosen anew from what they accessed, so the timed run starts from its hot set.
+  void before_run() {
     if (!variant_.cache) return;
     table_->reload_cache();
     table_->wait_cache_reload();
