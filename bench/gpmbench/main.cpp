@@ -39,8 +39,8 @@ constexpr const char* kUsage =
     "usage:\n"
     "  gpmbench list\n"
     "  gpmbench run <workload> [--out DIR] [--repeats N] [--warmup N] [--bytes B] [--quick]\n"
-    "                          [--modes a,b,...] [--cases a,b,...] [--disk-dir DIR]\n"
-    "                          [--pm-dir DIR]\n"
+    "                          [--modes a,b,...] [--cases a,b,...] [--interleave]\n"
+    "                          [--disk-dir DIR] [--pm-dir DIR]\n"
     "  gpmbench suite (--quick | --full) [--out DIR] [--only a,b,...] [--repeats N] [--warmup N]\n"
     "                          [--budget S] [--resume]\n"
     "                          [--disk-dir DIR] [--pm-dir DIR] [--no-report]\n"
@@ -59,6 +59,8 @@ constexpr const char* kUsage =
     "  --modes a,b     only these modes (and the ceilings they are compared against)\n"
     "  --cases a,b     only these of the workload's cases (the ooc workloads' regimes: in-gpu,\n"
     "                  in-host, out-of-core)\n"
+    "  --interleave    the modes take turns: N rounds of one repeat of each mode, warm-ups in the\n"
+    "                  first, so that no mode always runs before another; one record per mode\n"
     "  --disk-dir DIR  where files on disk go (default /var/tmp)\n"
     "  --pm-dir DIR    where pools go (default $GPMKIT_PM_DIR, else /dev/shm)\n"
     "\n"
@@ -201,6 +203,8 @@ int run(const std::vector<std::string>& args) {
       o.modes = split_commas(next());
     } else if (a == "--cases") {
       o.cases = split_commas(next());
+    } else if (a == "--interleave") {
+      o.interleave = true;
     } else if (a == "--threads-per-block") {
       o.threads_per_block = static_cast<unsigned>(parse_count(a, next(), 32));
       if (o.threads_per_block > 1024 || o.threads_per_block % 32 != 0) {

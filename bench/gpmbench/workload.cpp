@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <gpm/pool/pool.hpp>
@@ -238,39 +239,70 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
         left.push_back(m->name);
     }
     if (left.empty()) continue;
-    for (const mode* m : select_modes(w, left)) {
-      if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
-        std::printf("%s: the suite's budget is spent; %s and the modes after it not run\n",
-                    w.name.c_str(), m->name.c_str());
-        return false;
-      }
-      measurement result = m->run(ctx);
-      if (!result.skipped.empty()) {
-        std::printf("%s/%-26s skipped: %s\n", w.name.c_str(), m->name.c_str(),
-                    result.skipped.c_str());
-        if (options.on_done) options.on_done(case_name, m->name);
-        continue;
-      }
+    const std::vector<const mode*> order = select_modes(w, left);
+    // A mode's record, written (and reported done) as soon as its measurement is whole.
+    const auto emit = [&](const mode& m, measurement& result) {
       bench_record r = base;
-      r.mode = m->name;
+      r.mode = m.name;
       r.sizes = std::move(result.sizes);
       r.times_s = std::move(result.times_s);
+      r.repeats = static_cast<int>(r.times_s.size());
       r.summary = summarize(r.times_s);
       r.throughput_value = result.throughput.value(r.summary.median_s);
       r.throughput_unit = result.throughput.unit;
       r.bytes_persisted = result.bytes_persisted;
       r.metrics = std::move(result.metrics);
-      if (!m->ceiling.empty()) {
-        const ceiling& c = measured.at(m->ceiling);
+      if (!m.ceiling.empty()) {
+        const ceiling& c = measured.at(m.ceiling);
         r.ceilings = {{c.key, c.value}};
         r.ratio_to_ceiling = {
-            {c.key, compared_value(*m, r, result.compared_metric, c.unit) / c.value}};
+            {c.key, compared_value(m, r, result.compared_metric, c.unit) / c.value}};
       }
-      measured[m->name] = {ceiling_key(m->name, r.throughput_unit), r.throughput_unit,
-                           r.throughput_value};
+      measured[m.name] = {ceiling_key(m.name, r.throughput_unit), r.throughput_unit,
+                          r.throughput_value};
       append_record(out, r);
       print_line(r);
-      if (options.on_done) options.on_done(case_name, m->name);
+      if (options.on_done) options.on_done(case_name, m.name);
+    };
+    // Interleaved: each mode's measurement over the rounds, recorded after the last.
+    std::map<std::string, measurement> results;
+    std::set<std::string> skipped;
+    const int rounds = options.interleave ? options.repeats : 1;
+    for (int round = 0; round < rounds; ++round) {
+      run_options per_round = options;
+      if (options.interleave) {
+        per_round.repeats = 1;
+        per_round.warmup = round == 0 ? options.warmup : 0;
+        std::printf("round %d of %d\n", round + 1, rounds);
+      }
+      const mode_context round_ctx{per_round, dev, ctx.pm_dir, ctx.disk_dir, case_name};
+      for (const mode* m : order) {
+        if (skipped.count(m->name) != 0) continue;
+        if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {
+          std::printf("%s: the suite's budget is spent; %s and the modes after it not run\n",
+                      w.name.c_str(), m->name.c_str());
+          return false;
+        }
+        measurement result = m->run(round_ctx);
+        if (!result.skipped.empty()) {
+          std::printf("%s/%-26s skipped: %s\n", w.name.c_str(), m->name.c_str(),
+                      result.skipped.c_str());
+          skipped.insert(m->name);
+          if (options.on_done) options.on_done(case_name, m->name);
+          continue;
+        }
+        if (!options.interleave) {
+          emit(*m, result);
+          continue;
+        }
+        measurement& sum = results[m->name];
+        if (result.cached && !sum.times_s.empty()) continue;
+        result.times_s.insert(result.times_s.begin(), sum.times_s.begin(), sum.times_s.end());
+        sum = std::move(result);  // its sizes and metrics: the last round's
+      }
+    }
+    for (const mode* m : order) {
+      if (results.count(m->name) != 0 && skipped.count(m->name) == 0) emit(*m, results.at(m->name));
     }
   }
   std::printf("records appended to %s\n", out.c_str());

@@ -29,6 +29,9 @@ struct run_options {
   bool quick = false;                 // tiny sizes, for smoke tests
   std::vector<std::string> modes;     // empty: every mode
   std::vector<std::string> cases;     // empty: every case of the workload
+  // --interleave: `repeats` rounds, each running every chosen mode once (the warm-ups in the
+  // first round), instead of each mode's repeats back to back; the records are the same.
+  bool interleave = false;
   std::string out_dir;                // where <workload>.jsonl goes
   std::string disk_dir = "/var/tmp";  // parent of the run's files on disk (fsync, snapshots)
   std::string pm_dir;  // parent of the run's pools; empty: $GPMKIT_PM_DIR, else /dev/shm
@@ -55,6 +58,9 @@ struct measurement {
   std::string compared_metric;
   // Non-empty: the mode cannot run in this case (the reason, printed); no record is written.
   std::string skipped = {};
+  // The figures of an earlier call (a mode measured once per invocation, such as the ooc
+  // workloads' disk-sequential): interleaved rounds do not count its times again.
+  bool cached = false;
 };
 
 struct mode_context {

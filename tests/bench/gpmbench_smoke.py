@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Smoke test of gpmbench: `run platform --quick` into a fresh directory, then `report` on it.
 
-Also checks that `run --cases` refuses a case the workload lacks. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
+Also checks that `run --cases` refuses a case the workload lacks, and that `run --interleave`
+records every round's repeat. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
 numbers, that the ratios to ceilings are present where a mode has a ceiling, and that the report
 names every mode. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
 
@@ -113,6 +114,22 @@ def main():
         check(bad.returncode == 2 and says in bad.stderr,
               f"--cases {case} of {workload}: exit {bad.returncode}, {bad.stderr!r}")
         check(not (scratch / "refused").exists(), f"--cases {case} of {workload} wrote records")
+
+    # --interleave: rounds of one repeat of each mode, then one record per mode holding every
+    # round's time.
+    interleaved = scratch / "interleaved"
+    rounds = subprocess.run([gpmbench, "run", "platform", "--quick", "--interleave", "--repeats",
+                             "3", "--modes", "persist_stream", "--out", str(interleaved),
+                             "--disk-dir", str(scratch)], capture_output=True, text=True)
+    check(rounds.returncode == 0, f"--interleave exited {rounds.returncode}: {rounds.stderr}")
+    check(all(f"round {k} of 3" in rounds.stdout for k in (1, 2, 3)),
+          f"--interleave did not run 3 rounds: {rounds.stdout!r}")
+    got = [json.loads(line) for line in (interleaved / "platform.jsonl").read_text().splitlines()]
+    check(sorted(r["mode"] for r in got) == ["d2h_memcpy", "persist_stream"],
+          f"--interleave recorded {[r['mode'] for r in got]}")
+    for r in got:
+        check_record(r)
+        check(r["repeats"] == 3, f"--interleave: {r['mode']} has {r['repeats']} repeats, not 3")
 
     report = subprocess.run([gpmbench, "report", str(results)])
     check(report.returncode == 0, f"gpmbench report exited {report.returncode}")

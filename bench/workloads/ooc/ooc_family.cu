@@ -102,6 +102,7 @@ measurement disk_mode(const mode_context& ctx, family_state& st) {
     st.disk_record = m;
   }
   measurement m = st.disk_record;
+  m.cached = again;
   m.metrics.push_back({"measured_in_earlier_case", again ? 1.0 : 0.0});
   return m;
 }
