@@ -250,7 +250,6 @@ std::uint64_t free_gpu_bytes() {
 }
 
 // GPU cache lines, host cache lines and the read-ahead window of a mapping (see the options).
-
 void size_caches(mapping::impl& m, std::uint64_t free_bytes) {
   const mapping_options& o = m.options;
   const std::uint64_t lb = o.line_bytes;
@@ -306,12 +305,11 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   const std::uint32_t mask_words =
       m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
   const std::uint64_t bytes = m.capacity * (lb + 16 + mask_words * 4ull) + m.line_count * 4;
-  const auto too_large = [&](std::uint64_t free_now, const std::string& why) {
+  if (free_bytes != 0 && bytes > free_bytes) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
-                                         mib(bytes) + " and " + mib(free_now) +
-                                         " are free: lower gpu_cache_bytes" + why);
-  };
-  if (free_bytes != 0 && bytes > free_bytes) too_large(free_bytes, "");
+                                         mib(bytes) + " and " + mib(free_bytes) +
+                                         " are free: lower gpu_cache_bytes");
+  }
   try {
     s.lines = device_buffer<std::byte>(m.capacity * lb);
     s.slot_word = device_buffer<std::uint64_t>(m.capacity);
@@ -331,7 +329,12 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
       s.responses = pinned_buffer<response>(slots, true);
     }
   } catch (const gpm::error& e) {
-    too_large(free_gpu_bytes(), std::string(" (") + e.what() + ")");
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name +
+                                         ": cannot allocate its GPU cache and queue (the cache "
+                                         "needs " +
+                                         mib(bytes) + ", " + mib(free_gpu_bytes()) +
+                                         " of GPU memory are free): " + e.what() +
+                                         ": lower gpu_cache_bytes");
   }
   s.dirty.fill_bytes(0);
   s.mask.fill_bytes(0);

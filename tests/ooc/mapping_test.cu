@@ -1095,7 +1095,7 @@ TEST(OocMappingErrors, AGpuCacheLargerThanTheGpuIsOutOfMemory) {
   const std::uint64_t huge = lines(1ull << 31);  // 8 TiB of scratch data on the emulator
   auto o = tiny(mode::volatile_data, 1, 6);
   o.gpu_cache_bytes = huge;
-  expect_error(gpm::errc::out_of_memory, "are free: lower gpu_cache_bytes",
+  expect_error(gpm::errc::out_of_memory, "of GPU memory are free",
                [&] { mapping m("", huge, 0, o); });
   o.gpu_cache_bytes = 0;  // sized automatically: a quarter of free memory holds it whole
   mapping small("", lines(4), 0, o);
