@@ -208,7 +208,6 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
   const std::vector<std::string> cases = select_cases(w, options.cases);
   const scratch_dir pm(pm_parent(options));
   const scratch_dir disk(options.disk_dir);
-  mode_context ctx{options, dev, pm.path(), disk.path()};
   std::printf("gpmbench %s: %s backend on %s\n", w.name.c_str(), GPM_BACKEND_NAME,
               dev.name.c_str());
 
@@ -229,7 +228,6 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
     double value;
   };
   for (const std::string& case_name : cases) {
-    ctx.case_name = case_name;
     if (!case_name.empty()) std::printf("case %s\n", case_name.c_str());
     std::map<std::string, ceiling> measured;  // by mode name, within the case
     // The modes this case still needs: those not done already, and the ceilings of those.
@@ -275,7 +273,7 @@ bool run_workload(const workload& w, const run_options& options, const gpm::devi
         per_round.warmup = round == 0 ? options.warmup : 0;
         std::printf("round %d of %d\n", round + 1, rounds);
       }
-      const mode_context round_ctx{per_round, dev, ctx.pm_dir, ctx.disk_dir, case_name};
+      const mode_context round_ctx{per_round, dev, pm.path(), disk.path(), case_name};
       for (const mode* m : order) {
         if (skipped.count(m->name) != 0) continue;
         if (options.deadline && std::chrono::steady_clock::now() >= *options.deadline) {

@@ -51,7 +51,7 @@ struct gpu_cache_geometry {
 struct io_config {
   std::uint32_t threads = 2;
   // Whether the threads start, to serve misses and read ahead; a resident mapping has neither
-  // (its load and write-back run on as many workers as `threads`, when they run).
+  // (its load and write-back run on up to `threads` workers, when they run).
   bool serve = true;
   int device = 0;
   bool read_ahead = true;

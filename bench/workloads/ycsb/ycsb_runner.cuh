@@ -177,8 +177,10 @@ measurement measure(const mode_context& ctx, const std::string& mode_name, const
   gpm::device_buffer<kv_op> load_ops(loaded), run_ops(plan.ops);
   gpm::device_buffer<op_status> load_status(loaded), run_status(plan.ops);
   generate(load_stream{}, load_ops.data(), loaded, s);
-  generate(plan.stream, run_ops.data(), plan.ops, s);
   s.synchronize();
+  op_stream warm = plan.stream;  // the warm-up pass's reads, into run_ops before the run's
+  warm.kind = workload_kind::c;
+  warm.seed = gpm::mix64(plan.stream.seed ^ kWarmUpSalt);
 
   double load_s = 0;
   measurement m;
@@ -188,15 +190,12 @@ measurement measure(const mode_context& ctx, const std::string& mode_name, const
       run_batches(*index, load_ops.data(), load_status.data(), loaded, plan.batch, s);
       s.synchronize();
     });
-    if (loaded != 0) {  // the warm-up pass: its statuses are overwritten by the run's
-      op_stream warm = plan.stream;
-      warm.kind = workload_kind::c;
-      warm.seed = gpm::mix64(plan.stream.seed ^ kWarmUpSalt);
+    if (loaded != 0) {  // its statuses are overwritten by the run's
       generate(warm, run_ops.data(), plan.ops, s);
       run_batches(*index, run_ops.data(), run_status.data(), plan.ops, plan.batch, s);
-      generate(plan.stream, run_ops.data(), plan.ops, s);
-      s.synchronize();
     }
+    generate(plan.stream, run_ops.data(), plan.ops, s);
+    s.synchronize();
     if constexpr (requires { index->before_run(); }) index->before_run();
     const double run_s = seconds_on_host([&] {
       run_batches(*index, run_ops.data(), run_status.data(), plan.ops, plan.batch, s);
