@@ -17,3 +17,14 @@
 #else
 #define GPM_IN_GPU_CODE 0
 #endif
+
+// Before a loop: keep it rolled in GPU code (on the host the compiler decides). nvcc unrolls a
+// loop whose trip count a template constant bounds (a write set of up to MaxWrites words) at
+// every place it is inlined: gpm::tx's kernels held 122 KB of code that way and their warps
+// stalled on instruction fetch. Measure each use: an unrolled loop over a thread's small arrays
+// also runs faster, so only loops off the hot path gain (docs/workloads/tx.md).
+#if defined(__CUDA_ARCH__)
+#define GPM_UNROLL_1 _Pragma("unroll 1")
+#else
+#define GPM_UNROLL_1
+#endif

@@ -181,6 +181,7 @@ template <class Record>
 GPM_HOST_DEVICE std::uint64_t record_checksum(const Record& r, std::uint64_t count,
                                               std::uint64_t seed) {
   std::uint64_t h = seed;
+  GPM_UNROLL_1
   for (std::uint64_t i = 0; i < count + 2; ++i) h = fold_slot(h, r.slot(i));
   return finish_checksum(h);
 }
