@@ -29,8 +29,9 @@ struct run_options {
   bool quick = false;                 // tiny sizes, for smoke tests
   std::vector<std::string> modes;     // empty: every mode
   std::vector<std::string> cases;     // empty: every case of the workload
-  // --interleave: `repeats` rounds, each running every chosen mode once (the warm-ups in the
-  // first round), instead of each mode's repeats back to back; the records are the same.
+  // --interleave: `repeats` rounds, each running every chosen mode once in an order rotated by
+  // the round (the warm-ups in the first round), instead of each mode's repeats back to back;
+  // the records are the same.
   bool interleave = false;
   std::string out_dir;                // where <workload>.jsonl goes
   std::string disk_dir = "/var/tmp";  // parent of the run's files on disk (fsync, snapshots)

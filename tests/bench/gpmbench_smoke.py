@@ -2,7 +2,7 @@
 """Smoke test of gpmbench: `run platform --quick` into a fresh directory, then `report` on it.
 
 Also checks that `run --cases` refuses a case the workload lacks, and that `run --interleave`
-records every round's repeat. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
+rotates the modes' order from round to round and records every round's repeat. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
 numbers, that the ratios to ceilings are present where a mode has a ceiling, and that the report
 names every mode. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
 
@@ -124,6 +124,10 @@ def main():
     check(rounds.returncode == 0, f"--interleave exited {rounds.returncode}: {rounds.stderr}")
     check(all(f"round {k} of 3" in rounds.stdout for k in (1, 2, 3)),
           f"--interleave did not run 3 rounds: {rounds.stdout!r}")
+    # Each round rotates the order: the ceiling first, then persist_stream first.
+    check("round 1 of 3: d2h_memcpy, persist_stream" in rounds.stdout and
+          "round 2 of 3: persist_stream, d2h_memcpy" in rounds.stdout,
+          f"--interleave did not rotate the modes' order: {rounds.stdout!r}")
     got = [json.loads(line) for line in (interleaved / "platform.jsonl").read_text().splitlines()]
     check(sorted(r["mode"] for r in got) == ["d2h_memcpy", "persist_stream"],
           f"--interleave recorded {[r['mode'] for r in got]}")
