@@ -30,12 +30,21 @@ __global__ void tile_geometry(std::uint64_t* index, std::uint64_t* count) {
   count[t] = gpm::tile_count<G>();
 }
 
-// Every lane offers (prio, value) = (a hash of its rank, its rank); out gets the tile's answer.
+// The (prio, value) pair thread t offers in a tile of G: a hash of t and t; or, with ties, one
+// priority per group of 4 lanes (so the highest group ties) and values that differ.
+GPM_HOST_DEVICE inline void offer(std::uint64_t t, unsigned G, bool ties, std::uint64_t& prio,
+                                  std::uint64_t& value) {
+  prio = ties ? t % G / 4 : gpm::mix64(t) >> 8;
+  value = ties ? gpm::mix64(t) : t;
+}
+
+// Every lane offers its pair; out gets the tile's answer.
 template <unsigned G>
-__global__ void tile_reductions(std::uint64_t* pair_prio, std::uint64_t* pair_value) {
+__global__ void tile_reductions(bool ties, std::uint64_t* pair_prio, std::uint64_t* pair_value) {
   const auto tile = gpm::make_tile<G>();
   const std::uint64_t t = gpm::tile_index();
-  std::uint64_t prio = gpm::mix64(t) >> 8, value = t;
+  std::uint64_t prio = 0, value = 0;
+  offer(t, G, ties, prio, value);
   gpm::tile_max_pair(tile, prio, value);
   pair_prio[t] = prio;
   pair_value[t] = value;
@@ -94,22 +103,28 @@ TYPED_TEST(ConformanceGrid, TileIndexAndCount) {
   }
 }
 
+// Every lane gets its tile's greatest pair; equal priorities go to the larger value, so that the
+// lanes agree (the hash engine relies on it to know which lane read the winning copy).
 TYPED_TEST(ConformanceGrid, TileMaxPair) {
   constexpr unsigned G = TypeParam::value;
   const std::uint64_t threads = std::uint64_t{kBlocks} * kThreads;
-  gpm::device_buffer<std::uint64_t> prio(threads), value(threads);
-  gpm::launch(tile_reductions<G>, kBlocks, kThreads, 0, nullptr, prio.data(), value.data());
-  const auto p = gpm::test::to_host(prio);
-  const auto v = gpm::test::to_host(value);
-  for (std::uint64_t t = 0; t < threads; ++t) {
-    const std::uint64_t first = t - t % G;
-    std::uint64_t best = 0, arg = first;
-    for (std::uint64_t u = first; u < first + G; ++u) {
-      const std::uint64_t h = gpm::mix64(u) >> 8;
-      if (h > best) best = h, arg = u;
+  for (const bool ties : {false, true}) {
+    gpm::device_buffer<std::uint64_t> prio(threads), value(threads);
+    gpm::launch(tile_reductions<G>, kBlocks, kThreads, 0, nullptr, ties, prio.data(), value.data());
+    const auto p = gpm::test::to_host(prio);
+    const auto v = gpm::test::to_host(value);
+    for (std::uint64_t t = 0; t < threads; ++t) {
+      const std::uint64_t first = t - t % G;
+      std::uint64_t best = 0, arg = 0;
+      offer(first, G, ties, best, arg);
+      for (std::uint64_t u = first + 1; u < first + G; ++u) {
+        std::uint64_t q = 0, w = 0;
+        offer(u, G, ties, q, w);
+        if (q > best || (q == best && w > arg)) best = q, arg = w;
+      }
+      EXPECT_EQ(p[t], best) << (ties ? "ties, " : "") << "thread " << t;
+      EXPECT_EQ(v[t], arg) << (ties ? "ties, " : "") << "thread " << t;
     }
-    EXPECT_EQ(p[t], best) << "thread " << t;
-    EXPECT_EQ(v[t], arg) << "thread " << t;
   }
 }
 

@@ -93,13 +93,14 @@ __device__ inline auto make_tile() {
   }
 }
 
-// Maximum of `prio` over the tile, carrying `value` along with it, in every lane.
+// Maximum of `prio` over the tile, carrying `value` along with it, in every lane. Equal
+// priorities go to the larger value, so that every lane ends with the same pair.
 template <class Tile>
 __device__ inline void tile_max_pair(const Tile& t, std::uint64_t& prio, std::uint64_t& value) {
   for (unsigned int o = t.size() / 2; o > 0; o /= 2) {
     const std::uint64_t p = t.shfl_xor(prio, o);
     const std::uint64_t v = t.shfl_xor(value, o);
-    if (p > prio) {
+    if (p > prio || (p == prio && v > value)) {
       prio = p;
       value = v;
     }
