@@ -159,7 +159,7 @@ __global__ void cache_fetch_kernel(table_view v, cache_select sel) {
 }  // namespace
 
 bucket_cache::bucket_cache(const cache_options& options, std::uint64_t buckets, std::uint32_t slots,
-                           std::uint32_t slot_words)
+                           std::uint32_t slot_words, std::uint32_t value_bytes)
     : options_(options),
       capacity_(std::max<std::uint64_t>(
           1, std::min<std::uint64_t>(
@@ -177,6 +177,7 @@ bucket_cache::bucket_cache(const cache_options& options, std::uint64_t buckets, 
   refs_ = device_buffer<std::uint32_t>(capacity_);
   refs_.fill_bytes(0);
   slots_ = device_buffer<std::uint64_t>(capacity_ * K * slot_words);
+  if (value_bytes != 0) values_ = device_buffer<std::uint64_t>(capacity_ * K * (value_bytes / 8));
   owner_ = device_buffer<std::uint64_t>(capacity_);
   owner_.fill_bytes(0xff);  // kNone
   counters_.fill_bytes(0);
@@ -197,6 +198,7 @@ cache_view bucket_cache::view(std::uint32_t now, std::uint32_t bottom, std::uint
   c.seq = seq_.data();
   c.refs = refs_.data();
   c.slots = slots_.data();
+  c.values = values_.size() != 0 ? values_.data() : nullptr;
   c.freq = freq_.data();
   c.stamp = stamp_.data();
   c.counters = counters_.data();
@@ -230,8 +232,8 @@ void bucket_cache::reload(const table_view& v, std::uint64_t salt) {
   launch(cache_fetch_kernel, blocks_for(capacity_ * 32, 256), 256, 0, cs, v, sel);
 }
 
-std::array<unsigned long long, 2> bucket_cache::counts() const {
-  std::array<unsigned long long, 2> c{};
+std::array<unsigned long long, 4> bucket_cache::counts() const {
+  std::array<unsigned long long, 4> c{};
   check_cuda(cudaMemcpy(c.data(), counters_.data(), sizeof c, cudaMemcpyDeviceToHost),
              "cudaMemcpy");
   return c;

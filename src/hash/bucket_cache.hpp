@@ -39,9 +39,10 @@ struct cache_select {
 class bucket_cache {
  public:
   // Holds `options.fraction` of the `buckets` buckets of the live levels (at least one), each of
-  // `slots` slots of `slot_words` words.
+  // `slots` slots of `slot_words` words, and with `value_bytes` > 0 each slot's value of that
+  // many bytes (the value cache; 0: values stay in the pool).
   bucket_cache(const cache_options& options, std::uint64_t buckets, std::uint32_t slots,
-               std::uint32_t slot_words);
+               std::uint32_t slot_words, std::uint32_t value_bytes);
   // A reload may still be running on the cache's stream.
   ~bucket_cache() { wait(); }
   bucket_cache(const bucket_cache&) = delete;
@@ -57,8 +58,12 @@ class bucket_cache {
 
   void wait() const { stream_.synchronize(); }
   std::uint64_t capacity() const { return capacity_; }
-  // Slot reads served from the cache ([0]) and from the pool ([1]) since it was built.
-  std::array<unsigned long long, 2> counts() const;
+  // GPU memory of the value cache (0 when values are not cached).
+  std::uint64_t value_bytes() const { return values_.size() * sizeof(std::uint64_t); }
+  // Since it was built: slot reads served from the cache ([0]) and from the pool ([1]); finds'
+  // values copied from the value cache ([2]), and those read from the pool although the valid
+  // copy came from the cache ([3]).
+  std::array<unsigned long long, 4> counts() const;
 
  private:
   // The reload's selection (cache_select).
@@ -76,8 +81,8 @@ class bucket_cache {
   cache_options options_;
   std::uint64_t capacity_;  // cache buckets
   device_buffer<std::uint32_t> map_, seq_, refs_, freq_, stamp_;
-  device_buffer<std::uint64_t> owner_, slots_;
-  device_buffer<unsigned long long> counters_{2};
+  device_buffer<std::uint64_t> owner_, slots_, values_;
+  device_buffer<unsigned long long> counters_{4};
   select_buffers selection_;
   gpm::stream stream_{true};
 };

@@ -390,10 +390,19 @@ struct gphash<Key>::impl {
     }
   }
 
+  // The bytes of a value in the value cache, 0 when values are not cached. Not for
+  // variable-length keys: a find compares the key with the key record in the cell, in the pool,
+  // so it reads the cell across PCIe whatever the cache holds (docs/gphash.md, "BktCache").
+  std::uint32_t cached_value_bytes() const {
+    const bool on = !variable_keys && config.value_bytes <= cache_opts.value_cache_limit;
+    return on ? config.value_bytes : 0;
+  }
+
   // A fresh cache for the table's current geometry, loaded by the policy.
   void restart_cache() {
-    cache = std::make_unique<bucket_cache>(cache_opts, (2ull << state.top) - (1ull << bottom()),
-                                           config.slots_per_bucket, slot_words());
+    cache =
+        std::make_unique<bucket_cache>(cache_opts, (2ull << state.top) - (1ull << bottom()),
+                                       config.slots_per_bucket, slot_words(), cached_value_bytes());
     reload_cache();
   }
 };
@@ -602,6 +611,9 @@ gphash_stats gphash<Key>::stats() const {
     const auto c = m.cache->counts();
     s.cache_hits = c[0];
     s.cache_misses = c[1];
+    s.value_cache_bytes = m.cache->value_bytes();
+    s.value_cache_hits = c[2];
+    s.value_cache_fallbacks = c[3];
   }
   return s;
 }

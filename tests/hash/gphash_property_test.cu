@@ -92,6 +92,9 @@ TYPED_TEST(GphashProperty, MatchesAReferenceMap) {
   EXPECT_TRUE(c.ok) << (c.problems.empty() ? "" : c.problems.front());
   if (TypeParam::cached) {
     EXPECT_GT(t.stats().cache_hits, 0u);
+    // varkey tables do not cache values (docs/gphash.md, "BktCache").
+    constexpr bool values_cached = !std::is_same_v<Key, gpm::varkey>;
+    EXPECT_EQ(t.stats().value_cache_hits > 0, values_cached);
   }
 }
 
@@ -188,6 +191,103 @@ TYPED_TEST(GphashProperty, DisplacementRacesLoseAndDuplicateNothing) {
     ASSERT_EQ(f.status[i], hash_status::found) << "key " << stored[i];
     ASSERT_TRUE(value_is(&f.values[i * d.words()], d.words(), stored[i], stored[i]));
   }
+}
+
+// Readers racing updaters of a few hot keys in one kernel, with the value cache on: tile i runs
+// `rounds` operations on key (i / 2 + r) % key_count, updates in even tiles, finds in odd ones.
+// Operation `op` of the kernel writes version base + op + 1 (fill_value: every word derived from
+// the key and the version), so a find's value names the update that wrote it.
+template <class Key, unsigned G>
+__global__ void read_while_updating(gpm::gphash_ref<Key> t, const Key* keys,
+                                    std::uint32_t key_count, std::uint32_t rounds,
+                                    std::uint64_t base, std::uint64_t* values,
+                                    hash_status* status) {
+  const auto tile = gpm::make_tile<G>();
+  const std::uint64_t i = gpm::tile_index<G>();
+  const std::uint32_t words = t.value_bytes() / 8;
+  for (std::uint32_t r = 0; r < rounds; ++r) {
+    const std::uint64_t op = i * rounds + r;
+    const std::uint64_t k = (i / 2 + r) % key_count;
+    std::uint64_t* value = values + op * words;
+    hash_status s;
+    if (i % 2 == 0) {
+      if (tile.thread_rank() == 0) fill_value(value, words, k, base + op + 1);
+      tile.sync();
+      s = t.update(tile, keys[k], value);
+    } else {
+      s = t.find(tile, keys[k], value);
+    }
+    if (tile.thread_rank() == 0) status[op] = s;
+  }
+}
+
+template <class P>
+class GphashValueCacheRace : public ::testing::Test {};
+using RaceParams =
+    ::testing::Types<params<std::uint64_t, 1>, params<std::uint64_t, 32>, params<gpm::key32, 16>>;
+TYPED_TEST_SUITE(GphashValueCacheRace, RaceParams);
+
+// Every find returns a value that an update of its key wrote (or the first insert), whole: never
+// words of two versions, which a reader that took a cached value whose slot a writer was copying
+// would return. Several seeded schedules on the host emulator, each switching threads every few
+// atomics; a reload (random policy, a new choice each time) fetches buckets meanwhile.
+TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
+  using Key = typename TypeParam::key_type;
+  constexpr unsigned G = TypeParam::cg;
+  constexpr std::uint32_t kKeys = 4, kRounds = 12, kWords = 4, kSeeds = 4;
+  constexpr std::uint32_t kThreads = 128, kBlocks = G == 1 ? 1 : 4;
+  constexpr std::uint64_t kOps = std::uint64_t{kBlocks} * kThreads / G * kRounds;
+  gpm::test::scratch_dirs dirs("gphash-value-race");
+  gpm::pool pool = gpm::pool::create("v.pool", 32 << 20, "gphash-value-race",
+                                     quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 8 * kWords, .top_level = 4},
+                                    {.cg_size = G});
+  driver<Key> d(t);
+  d.run(op::insert, range(0, kKeys), std::vector<std::uint64_t>(kKeys, 0));
+  t.enable_cache({.fraction = 0.5, .policy = gpm::cache_policy::random});
+  t.wait_cache_reload();
+  const key_upload<Key> keys = upload_keys<Key>(range(0, kKeys));
+  gpm::device_buffer<std::uint64_t> values(kOps * kWords);
+  gpm::device_buffer<hash_status> status(kOps);
+  for (std::uint32_t seed = 0; seed < kSeeds; ++seed) {
+    const std::uint64_t base = seed * kOps;
+    {
+#if GPM_BACKEND_HOST
+      const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(seed)) | 1);
+#endif
+      t.reload_cache();  // not waited for: it fetches while the kernel runs
+      gpm::launch(read_while_updating<Key, G>, kBlocks, kThreads, 0, nullptr, t.ref(),
+                  keys.keys.data(), kKeys, kRounds, base, values.data(), status.data());
+      gpm::test::sync_ok();
+      t.wait_cache_reload();
+    }
+    t.reclaim();
+    const auto st = gpm::test::to_host(status);
+    const auto got = gpm::test::to_host(values);
+    for (std::uint64_t op = 0; op < kOps; ++op) {
+      const std::uint64_t i = op / kRounds;
+      const std::uint64_t k = (i / 2 + op % kRounds) % kKeys;
+      if (i % 2 == 0) {
+        ASSERT_EQ(st[op], hash_status::updated) << "seed " << seed << " op " << op;
+        continue;
+      }
+      ASSERT_EQ(st[op], hash_status::found) << "seed " << seed << " op " << op;
+      const std::uint64_t* v = &got[op * kWords];
+      const std::uint64_t version = v[1];
+      // The version's writer: the first insert (0), or an update of key k, operation `writer`
+      // of this kernel or an earlier one.
+      const std::uint64_t writer = (version - 1) % kOps;
+      const bool written =
+          version == 0 || ((version - 1) / kOps <= seed && writer / kRounds % 2 == 0 &&
+                           (writer / kRounds / 2 + writer % kRounds) % kKeys == k);
+      ASSERT_TRUE(written && value_is(v, kWords, k, version))
+          << "seed " << seed << " op " << op << ": key " << k << " read " << v[0] << " version "
+          << version << ", torn or never written";
+    }
+  }
+  EXPECT_GT(t.stats().value_cache_hits, 0u);
+  const gpm::gphash_check c = t.check();
+  EXPECT_TRUE(c.ok) << (c.problems.empty() ? "" : c.problems.front());
 }
 
 }  // namespace

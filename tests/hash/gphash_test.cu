@@ -612,4 +612,160 @@ TEST(Gphash, CacheReloadConcurrentWithWrites) {
   EXPECT_TRUE(t.check().ok);
 }
 
+// ---- the value cache ----------------------------------------------------------------------------
+
+// Finds of keys whose valid copy the cache holds (every bucket cached here) and that no writer
+// touches meanwhile: the values the value cache served, counted since `before`, and none fell back.
+void expect_values_served(const gpm::gphash_stats& before, const gpm::gphash_stats& after,
+                          std::uint64_t finds) {
+  EXPECT_EQ(after.value_cache_hits - before.value_cache_hits, finds);
+  EXPECT_EQ(after.value_cache_fallbacks - before.value_cache_fallbacks, 0u);
+}
+
+template <class Key>
+class GphashValueCache : public ::testing::Test {};
+using CachedValueKeys = ::testing::Types<std::uint64_t, gpm::key32>;
+TYPED_TEST_SUITE(GphashValueCache, CachedValueKeys);
+
+// With every bucket cached, finds take their values from the value cache, and every write
+// (update, erase, insert, upsert) leaves the cached value equal to the pool's.
+TYPED_TEST(GphashValueCache, ServesFindsAndFollowsEveryWrite) {
+  using Key = TypeParam;
+  fixture f;
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 32, .top_level = 6});
+  driver<Key> d(t);
+  d.run(op::insert, range(0, 300), std::vector<std::uint64_t>(300, 1));
+  t.enable_cache({.fraction = 1.0});
+  t.wait_cache_reload();
+  gpm::gphash_stats before = t.stats();
+  EXPECT_EQ(before.value_cache_bytes, before.cached_buckets * 8 * 32);
+  expect_versions(d, 300, [](std::uint64_t) -> std::uint64_t { return 1; });
+  expect_values_served(before, t.stats(), 300);
+  d.run(op::update, range(0, 100), std::vector<std::uint64_t>(100, 2));
+  d.run(op::erase, range(100, 200), {});
+  d.run(op::insert, range(300, 350), std::vector<std::uint64_t>(50, 3));
+  d.run(op::upsert, range(150, 250), std::vector<std::uint64_t>(100, 4));
+  before = t.stats();
+  expect_versions(d, 350, [](std::uint64_t k) -> std::uint64_t {
+    return k < 100 ? 2 : k < 150 ? 0 : k < 250 ? 4 : k < 300 ? 1 : 3;
+  });
+  expect_values_served(before, t.stats(), 300);
+  EXPECT_EQ(t.stats().resizes, 0u);  // no rebuild of the cache came between
+  // Over the limit, values stay in the pool.
+  t.enable_cache({.fraction = 1.0, .value_cache_limit = 24});
+  t.wait_cache_reload();
+  before = t.stats();
+  EXPECT_EQ(before.value_cache_bytes, 0u);
+  expect_versions(d, 350, [](std::uint64_t k) -> std::uint64_t {
+    return k < 100 ? 2 : k < 150 ? 0 : k < 250 ? 4 : k < 300 ? 1 : 3;
+  });
+  EXPECT_EQ(t.stats().value_cache_hits, 0u);
+}
+
+// The value offset of 8-byte key index `k` in table "kv" (K = 8 slots of 2 words), read from
+// the pool; 0 if absent.
+std::uint64_t value_offset_of(gpm::pool& pool, std::uint64_t k) {
+  const std::uint64_t word = make_key<std::uint64_t>(k) + 1;
+  for (const gpm::pool_object& o : pool.objects()) {
+    if (o.name.rfind("kv.L", 0) != 0) continue;
+    const auto* words = pool.host_ptr<std::uint64_t>(o.offset);
+    for (std::uint64_t b = 0; b < o.bytes / 128; ++b) {
+      for (int s = 0; s < 8; ++s) {
+        if (words[16 * b + s] == word) return words[16 * b + 8 + s];
+      }
+    }
+  }
+  return 0;
+}
+
+// A cell retired by an erase or an update is reused after reclaim() by the next write of the same
+// key (its cell search starts at the same word): the cached slot then names the same cell as it
+// did before, with other bytes in it, and finds must serve those.
+TEST(GphashValueCacheCells, ServesTheNewBytesOfAReusedCell) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 32, .top_level = 4});
+  driver<std::uint64_t> d(t);
+  const std::vector<std::uint64_t> key = {7};
+  d.run(op::insert, key, {1});
+  t.enable_cache({.fraction = 1.0});
+  t.wait_cache_reload();
+  const std::uint64_t first = value_offset_of(f.pool, 7);
+  ASSERT_NE(first, 0u);
+  const gpm::gphash_stats before = t.stats();
+  d.run(op::erase, key, {});
+  d.run(op::insert, key, {2});
+  ASSERT_EQ(value_offset_of(f.pool, 7), first);  // erased, reclaimed, reused
+  expect_versions(d, 8, [](std::uint64_t k) -> std::uint64_t { return k == 7 ? 2 : 0; });
+  d.run(op::update, key, {3});
+  ASSERT_NE(value_offset_of(f.pool, 7), first);  // retired, not reusable before reclaim()
+  expect_versions(d, 8, [](std::uint64_t k) -> std::uint64_t { return k == 7 ? 3 : 0; });
+  d.run(op::update, key, {4});
+  ASSERT_EQ(value_offset_of(f.pool, 7), first);  // reclaimed after the last batch, reused
+  expect_versions(d, 8, [](std::uint64_t k) -> std::uint64_t { return k == 7 ? 4 : 0; });
+  expect_values_served(before, t.stats(), 3);
+}
+
+// Items moved by displacement: the copy's cached slot gets the item's value with it.
+TEST(GphashValueCacheCells, ServesMovedItems) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 4},
+                                              {.displace = false, .auto_resize = false});
+  driver<std::uint64_t> d(t);
+  t.enable_cache({.fraction = 1.0});
+  t.wait_cache_reload();
+  // Fill without moves until an insert finds no room, then move items for the keys left out.
+  std::vector<std::uint64_t> stored, left;
+  for (std::uint64_t first = 0; left.empty(); first += 8) {
+    const auto keys = range(first, first + 8);
+    const auto st = d.run(op::insert, keys, keys);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      (st[i] == hash_status::inserted ? stored : left).push_back(keys[i]);
+    }
+  }
+  const auto up = upload_keys<std::uint64_t>(left);
+  ASSERT_GT(t.make_room(up.keys.data(), left.size()), 0u);
+  const auto st = d.run(op::insert, left, left);
+  for (std::size_t i = 0; i < left.size(); ++i) {
+    if (st[i] == hash_status::inserted) stored.push_back(left[i]);
+  }
+  const gpm::gphash_stats before = t.stats();
+  const auto r = d.find(stored);
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    ASSERT_EQ(r.status[i], hash_status::found) << stored[i];
+    ASSERT_TRUE(value_is(&r.values[i * d.words()], d.words(), stored[i], stored[i])) << stored[i];
+  }
+  expect_values_served(before, t.stats(), stored.size());
+}
+
+// A writer in the middle of copying slots (seqlocks odd) over cached values it has half written
+// (scribbled here): finds must read neither the slot nor the value from the cache.
+__global__ void hold_cached_slots(gpm::detail::hash::cache_view c, std::uint32_t slots,
+                                  std::uint32_t words) {
+  for (std::uint64_t i : gpm::grid_stride(c.capacity * slots)) {
+    c.seq[i] += 1;
+    for (std::uint32_t w = 0; w < words; ++w) c.values[i * words + w] = ~0ull;
+  }
+}
+
+TEST(GphashValueCacheCells, SkipsSlotsAWriterHolds) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 32, .top_level = 5});
+  driver<std::uint64_t> d(t);
+  d.run(op::insert, range(0, 100), range(0, 100));
+  t.enable_cache({.fraction = 1.0});
+  t.wait_cache_reload();
+  const gpm::detail::hash::table_view v = t.ref().view();
+  gpm::launch(hold_cached_slots, 4, 64, 0, nullptr, v.cache, v.slots, v.value_bytes / 8);
+  gpm::test::sync_ok();
+  const gpm::gphash_stats before = t.stats();
+  const auto r = d.find(range(0, 100));
+  for (std::uint64_t k = 0; k < 100; ++k) {
+    ASSERT_EQ(r.status[k], hash_status::found) << k;
+    ASSERT_TRUE(value_is(&r.values[k * d.words()], d.words(), k, k)) << k;
+  }
+  const gpm::gphash_stats after = t.stats();
+  EXPECT_EQ(after.cache_hits, before.cache_hits);
+  EXPECT_EQ(after.value_cache_hits, before.value_cache_hits);
+}
+
 }  // namespace

@@ -70,9 +70,9 @@ key_upload<Key> upload_keys(const std::vector<std::uint64_t>& idx) {
 }
 
 // A value that says whose it is: word 0 = key index, word 1 = version, the rest derived. A torn
-// or misplaced value never verifies.
-inline void fill_value(std::uint64_t* v, std::uint32_t words, std::uint64_t index,
-                       std::uint64_t version) {
+// or misplaced value never verifies. Device code may write one too.
+GPM_HOST_DEVICE inline void fill_value(std::uint64_t* v, std::uint32_t words, std::uint64_t index,
+                                       std::uint64_t version) {
   v[0] = index;
   v[1] = version;
   for (std::uint32_t i = 2; i < words; ++i) v[i] = gpm::mix64(index * 131 + version * 7 + i);

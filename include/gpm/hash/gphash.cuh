@@ -53,6 +53,11 @@ struct cache_options {
   cache_policy policy = cache_policy::lfu;
   // Reload after every this many bulk operations (0: only when reload_cache() is called).
   std::uint32_t reload_every = 0;
+  // The value cache: for tables whose value_bytes is at most this, the cache also holds the
+  // value of each cached slot, slots_per_bucket * value_bytes bytes of GPU memory per cached
+  // bucket, so that a find whose key the cache holds reads nothing from the pool. 0: never.
+  // gpm::varkey tables never cache values (docs/gphash.md, "BktCache").
+  std::uint32_t value_cache_limit = 128;
 };
 
 // Process-local choices, not stored in the pool.
@@ -101,6 +106,13 @@ struct gphash_stats {
   // served by the cache, and read from the pool.
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
+  // The value cache (cache_options::value_cache_limit): its GPU memory (0: values are not
+  // cached), and since the cache was enabled (or rebuilt) the finds whose value it served, and
+  // those whose valid copy came from the cache but whose value was read from the pool because a
+  // writer changed the slot meanwhile (fallbacks).
+  std::uint64_t value_cache_bytes = 0;
+  std::uint64_t value_cache_hits = 0;
+  std::uint64_t value_cache_fallbacks = 0;
 };
 
 template <class Key>

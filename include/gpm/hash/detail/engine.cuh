@@ -33,15 +33,21 @@ enum class insert_mode { insert, upsert, rehash };
 // map[gid] (F): 0 = not cached, else (y + 1) << 1 | ready, y the cache bucket. owner[y] (G).
 // seq[y * K + s]: a seqlock per cached slot; writers hold it odd while copying from the pool.
 // refs[y]: writers inside bucket y; the loader waits for 0 before reusing y.
+// values[(y * K + s) * value_bytes / 8 ...]: the value cache, the value of cached slot s (when
+// published), copied with the slot under its seqlock; null when values are not cached.
 struct cache_view {
   std::uint32_t* map = nullptr;
   std::uint64_t* owner = nullptr;
   std::uint32_t* seq = nullptr;
   std::uint32_t* refs = nullptr;
-  std::uint64_t* slots = nullptr;          // cached buckets, slot_bytes per slot
-  std::uint32_t* freq = nullptr;           // LFU: accesses per bucket
-  std::uint32_t* stamp = nullptr;          // LRU: batch of the last access per bucket
-  unsigned long long* counters = nullptr;  // [0] slot reads from cache, [1] from the pool
+  std::uint64_t* slots = nullptr;   // cached buckets, slot_bytes per slot
+  std::uint64_t* values = nullptr;  // the value cache, value_bytes per cached slot
+  std::uint32_t* freq = nullptr;    // LFU: accesses per bucket
+  std::uint32_t* stamp = nullptr;   // LRU: batch of the last access per bucket
+  // [0] slot reads from cache, [1] from the pool; [2] finds' values copied from the value cache,
+  // [3] finds whose valid copy came from the cache but whose value was read from the pool
+  // (a writer changed the slot meanwhile).
+  unsigned long long* counters = nullptr;
   std::uint32_t now = 0;
   std::uint32_t bottom = 0;  // level of global bucket id 0
   std::uint32_t top = 0;
@@ -117,6 +123,17 @@ struct slot_image {
   std::uint64_t word = kEmpty;
   std::uint64_t value = 0;
   std::uint64_t key[4] = {};
+};
+
+// Where a slot read came from: a cached slot, and its seqlock and mapping as the read found them
+// (slot == kNone: the pool). A find copies the value of a cached valid copy from the value cache
+// only while both words still hold these, so the value belongs to the very version of the cached
+// slot whose value offset the probe found (copy_cached_value).
+struct cache_ticket {
+  std::uint64_t slot = kNone;  // y * K + s
+  std::uint64_t bucket = 0;    // the global id x of the table bucket (F[x])
+  std::uint32_t seq = 0;
+  std::uint32_t map = 0;
 };
 
 // ---- keys ----------------------------------------------------------------------------------
@@ -309,14 +326,15 @@ GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uin
 }
 
 // Reads a slot from the cached copy of its bucket when one is ready and unchanged across the
-// read (seqlock plus mapping re-check), else from the pool. The reader uses acquire loads only,
-// in a chain (mapping, seqlock, slot words, then the re-checks): a fence here would be a
-// GPU-wide barrier per slot read, which is what made cached reads slower than the pool's.
+// read (seqlock plus mapping re-check), else from the pool; `from` says which. The reader uses
+// acquire loads only, in a chain (mapping, seqlock, slot words, then the re-checks): a fence here
+// would be a GPU-wide barrier per slot read, which is what made cached reads slower than the
+// pool's.
 template <class Key>
 __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
                                        std::uint64_t bucket, std::uint32_t s, std::uint64_t wanted,
-                                       bool& hit) {
-  hit = false;
+                                       cache_ticket& from) {
+  from = {};
   const cache_view& c = v.cache;
   if (c.map != nullptr) {
     const std::uint64_t gid = global_bucket(c, level, bucket);
@@ -331,7 +349,7 @@ __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
           const slot_image img = load_slot<Key>(cached_slot(v, y, s), wanted, true);
           if (ref32(c.seq[idx]).load(memory_order_relaxed) == q1 &&
               ref32(c.map[gid]).load(memory_order_relaxed) == m) {
-            hit = true;
+            from = {idx, gid, q1, m};
             return img;
           }
         }
@@ -341,11 +359,20 @@ __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
   return load_slot<Key>(slot_at(v, level, bucket, s), wanted);
 }
 
+// The value bytes of the cell at pool offset `off` (after its key record).
+GPM_HOST_DEVICE inline char* cell_value(const table_view& v, std::uint64_t off) {
+  return v.base + off + v.key_area;
+}
+
 // Copies pool slot (level, bucket, s) into slot s of cache bucket y under that slot's seqlock
-// (odd while the copy is in progress), so readers never keep a half-copied slot.
+// (odd while the copy is in progress), so readers never keep a half-copied slot. With the value
+// cache on, the value of a published slot is copied too, inside the same critical section, from
+// the cell its offset names: cells are immutable while published, and a retired one is reused
+// only after reclaim(), which follows the batch of the writer that retired it and so this copy.
 __device__ inline void copy_slot_to_cache(const table_view& v, std::uint32_t level,
                                           std::uint64_t bucket, std::uint32_t s, std::uint64_t y) {
   using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  using ref64 = atomic_ref<std::uint64_t, thread_scope::device>;
   const cache_view& c = v.cache;
   const std::uint64_t idx = y * v.slots + s;
   std::uint32_t q = ref32(c.seq[idx]).load(memory_order_relaxed);
@@ -358,11 +385,57 @@ __device__ inline void copy_slot_to_cache(const table_view& v, std::uint32_t lev
   atomic_thread_fence<thread_scope::device>(memory_order_release);
   const slot_ref src = slot_at(v, level, bucket, s);
   const slot_ref dst = cached_slot(v, y, s);
-  for (std::uint32_t i = 0; i < v.slot_words; ++i) {
-    atomic_ref<std::uint64_t, thread_scope::device>(dst[i]).store(load_word(&src[i]),
-                                                                  memory_order_relaxed);
+  // Acquire loads: the value offset is the one published with the fingerprint word (or later),
+  // and the cell it names is read below after the writes that filled it (its writer persisted, a
+  // fence, before storing the offset).
+  const std::uint64_t word = load_word(&src[0], memory_order_acquire);
+  const std::uint64_t offset = load_word(&src[1], memory_order_acquire);
+  ref64(dst[0]).store(word, memory_order_relaxed);
+  ref64(dst[1]).store(offset, memory_order_relaxed);
+  for (std::uint32_t i = 2; i < v.slot_words; ++i) {
+    ref64(dst[i]).store(load_word(&src[i]), memory_order_relaxed);
+  }
+  if (c.values != nullptr && is_published(word)) {
+    const std::uint32_t words = v.value_bytes / 8;
+    const auto* cell = reinterpret_cast<const std::uint64_t*>(cell_value(v, offset));
+    std::uint64_t* to = c.values + idx * words;
+    for (std::uint32_t i = 0; i < words; ++i) {
+      ref64(to[i]).store(load_word(&cell[i]), memory_order_relaxed);
+    }
   }
   ref32(c.seq[idx]).store(q + 2, memory_order_release);
+}
+
+// Copies the value of the key's valid copy out of the value cache, when the probe read that copy
+// from the cache (`from`): every lane reads its words between two checks that the slot's seqlock
+// and its bucket's mapping still hold what the probe's read found, so the value is the one of the
+// cell at the offset the probe returned. Each lane checks for itself, with the acquire chain of
+// read_slot (seqlock, value words, re-checks; no fence): a seqlock orders only the loads of the
+// thread that reads it. False, in every lane, when a check failed or the copy was not cached: the
+// caller then reads the pool. Of the finds whose copy was cached, counts those served and those
+// that fell back.
+template <class Tile>
+__device__ bool copy_cached_value(const table_view& v, const Tile& t, void* dst,
+                                  const cache_ticket& from) {
+  const cache_view& c = v.cache;
+  if (c.values == nullptr || from.slot == kNone) return false;
+  using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  using ref64 = atomic_ref<std::uint64_t, thread_scope::device>;
+  const std::uint32_t words = v.value_bytes / 8;
+  std::uint64_t* src = c.values + from.slot * words;
+  auto* d = static_cast<std::uint64_t*>(dst);
+  bool ok = true;
+  if (t.thread_rank() < words) {
+    ok = ref32(c.seq[from.slot]).load(memory_order_acquire) == from.seq;
+    for (std::uint32_t i = t.thread_rank(); ok && i < words; i += t.size()) {
+      d[i] = ref64(src[i]).load(memory_order_acquire);
+    }
+    ok = ok && ref32(c.seq[from.slot]).load(memory_order_relaxed) == from.seq &&
+         ref32(c.map[from.bucket]).load(memory_order_relaxed) == from.map;
+  }
+  const bool served = t.ballot(!ok) == 0;
+  if (t.thread_rank() == 0) atomicAdd(&c.counters[served ? 2 : 3], 1ull);
+  return served;
 }
 
 // After a writer changed a slot in the pool: copies the slot into the cached copy of its bucket
@@ -466,6 +539,7 @@ struct probe_result {
   std::uint64_t match = 0;        // copy_rank of the valid copy of the key, 0 if absent
   std::uint64_t match_value = 0;  // its value offset
   std::uint64_t empty = kNone;    // (location load << 40 | candidate << 8 | slot), see probe()
+  cache_ticket from;              // where the valid copy was read (kept only with a value cache)
 };
 
 // The most hash locations a table has (gphash_config::hash_count).
@@ -501,23 +575,32 @@ __device__ probe_result probe(const table_view& v, const Tile& t, const Key& key
     const std::uint32_t level = v.top - d;
     std::uint64_t bucket = 0;
     slot_image img;
-    bool hit = false;
+    cache_ticket from;
     if (valid) {
       bucket = level_bucket(v, h, c / v.levels, level);
-      img = read_slot<Key>(v, level, bucket, s, w, hit);
+      img = read_slot<Key>(v, level, bucket, s, w, from);
       if (s == 0) note_access(v, level, bucket);
     }
     if (counting) {
-      hits += __popc(t.ballot(hit));
+      hits += __popc(t.ballot(from.slot != kNone));
       reads += __popc(t.ballot(valid));
     }
     const bool matched = valid && img.word == w && key_ops<Key>::same_key(v, img, key);
-    std::uint64_t prio = matched ? copy_rank(level, bucket, s) : 0;
+    const std::uint64_t mine = matched ? copy_rank(level, bucket, s) : 0;
+    std::uint64_t prio = mine;
     std::uint64_t value = img.value;
     tile_max_pair(t, prio, value);
     if (prio > r.match) {
       r.match = prio;
       r.match_value = value;
+      if (v.cache.values != nullptr) {
+        // The lane that read this copy hands over where from. Two lanes read the same slot when
+        // two hash locations share a bucket; either one's read is consistent with its value.
+        const unsigned int lanes = t.ballot(mine == prio && img.value == value);
+        const int lane = __ffs(static_cast<int>(lanes)) - 1;
+        r.from = {t.shfl(from.slot, lane), t.shfl(from.bucket, lane), t.shfl(from.seq, lane),
+                  t.shfl(from.map, lane)};
+      }
     }
     if (!want_empty) continue;
     // Candidate i belongs to location i / U; i runs over a location's slots top level first.
@@ -599,7 +682,7 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   cell = t.shfl(cell, 0);
   if (cell != 0) {
     key_ops<Key>::write_record(v, t, v.base + cell, key);
-    copy_value(v, t, v.base + cell + v.key_area, value, v.base + cell);
+    copy_value(v, t, cell_value(v, cell), value, v.base + cell);
   }
   return cell;
 }
@@ -808,7 +891,9 @@ __device__ hash_status find(const table_view& v, const Tile& t, const Key& key, 
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const probe_result r = probe(v, t, key, h, key_ops<Key>::word(key, h), false);
   if (r.match == 0) return hash_status::not_found;
-  if (out != nullptr) copy_value(v, t, out, v.base + r.match_value + v.key_area);
+  if (out != nullptr && !copy_cached_value(v, t, out, r.from)) {
+    copy_value(v, t, out, cell_value(v, r.match_value));
+  }
   return hash_status::found;
 }
 
