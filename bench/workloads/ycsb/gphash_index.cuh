@@ -237,14 +237,24 @@ class gphash_index {
 
   table_type& table() { return *table_; }
   std::uint64_t slot_capacity() const { return table_->capacity(); }
-  // The resizes, and the bucket cache's hit rate over the last timed run phase.
+  // The resizes, and over the last timed run phase the bucket cache's hit rate and the finds
+  // whose value the value cache served or, their valid copy cached, left to the pool.
   named_values metrics() const {
     named_values v{{"resizes", static_cast<double>(table_->stats().resizes)}};
-    const std::uint64_t hits = run_end_.cache_hits - run_start_.cache_hits;
-    const std::uint64_t misses = run_end_.cache_misses - run_start_.cache_misses;
+    const auto in_run = [&](std::uint64_t gpm::gphash_stats::*count) {
+      return run_end_.*count - run_start_.*count;
+    };
+    const std::uint64_t hits = in_run(&gpm::gphash_stats::cache_hits);
+    const std::uint64_t misses = in_run(&gpm::gphash_stats::cache_misses);
     if (variant_.cache && hits + misses > 0) {
       v.push_back(
           {"cache_hit_rate", static_cast<double>(hits) / static_cast<double>(hits + misses)});
+    }
+    if (variant_.cache && run_end_.value_cache_bytes > 0) {
+      v.push_back(
+          {"value_cache_hits", static_cast<double>(in_run(&gpm::gphash_stats::value_cache_hits))});
+      v.push_back({"value_cache_fallbacks",
+                   static_cast<double>(in_run(&gpm::gphash_stats::value_cache_fallbacks))});
     }
     return v;
   }
