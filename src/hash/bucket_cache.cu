@@ -141,6 +141,12 @@ __global__ void cache_fetch_kernel(table_view v, cache_select sel) {
       ref32(c.map[x]).store(mapped);  // fetching: writers update y, readers still skip it
     }
     tile.sync();
+    // The mapping's store must be ordered before the copy's pool loads (store then load, as a
+    // writer's pool store then its load of the mapping in cache_refresh): otherwise a writer
+    // could find x not yet mapped while this copy read the pool from before its write, and y
+    // would keep a stale slot (and value) until the next reload. A seq_cst store orders only what
+    // precedes it, so every lane fences before it reads.
+    atomic_thread_fence<thread_scope::device>(memory_order_seq_cst);
     // Global bucket x back to (level, bucket).
     std::uint32_t level = c.bottom;
     while (level < c.top && (1ull << (level + 1)) - (1ull << c.bottom) <= x) ++level;

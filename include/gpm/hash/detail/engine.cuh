@@ -440,7 +440,9 @@ __device__ bool copy_cached_value(const table_view& v, const Tile& t, void* dst,
 
 // After a writer changed a slot in the pool: copies the slot into the cached copy of its bucket
 // (ready or being fetched). The copy is taken under the slot's seqlock, after the pool write, so
-// the last writer's copy reflects the final pool state.
+// the last writer's copy reflects the final pool state. The mapping's loads are seq_cst: the pool
+// write is ordered before them, as the fetch kernel orders its mapping store before its pool
+// loads, so a slot written while its bucket is being fetched is copied by one side or the other.
 __device__ inline void cache_refresh(const table_view& v, std::uint32_t level, std::uint64_t bucket,
                                      std::uint32_t s) {
   const cache_view& c = v.cache;
