@@ -58,6 +58,46 @@ constexpr std::uint64_t kMaxSharedBytes = 227 << 10;
 constexpr std::uint64_t kDefaultMaxOrecs = 1ull << 22;
 constexpr std::uint32_t kMaxBlockThreads = 1024;
 
+// Adaptive mode: the state of the heap's counters at one side of a launch, as the bookkeeping
+// kernel found it: chunks persisted into all logs, the commit counter, the GPU's global time.
+struct launch_mark {
+  std::uint64_t chunks;
+  std::uint64_t seq;
+  std::uint64_t time_ns;
+};
+// The marks around launch n, in mapped pinned memory: the kernels write them and the host reads
+// them when it plans the next launch, with no copy or event in the stream. Launch n uses the
+// pair n % 2, so the next launch's start mark never overwrites a pair the host may still read.
+struct launch_marks {
+  launch_mark start;
+  launch_mark stop;
+  std::uint64_t done;  // n once the stop mark of launch n is complete
+};
+
+// One warp, before adaptive launch n (`stop` false: the start mark, and the bandwidth monitor
+// reset, ON when `start_on`) or after it (the stop mark, then `done`). Two small kernels in the
+// stream instead of a memset or two, four copies and two events: on short launches (Hashtable
+// H1's 0.7 ms) that bookkeeping was a measurable share of the adaptive mode's time.
+__global__ void mark_launch(T::heap_view v, launch_marks* marks, std::uint64_t n, bool stop,
+                            bool start_on) {
+  std::uint64_t chunks = 0;
+  for (std::uint32_t log = threadIdx.x; log < v.logs; log += 32) {
+    chunks += v.logs_state[log].persisted;
+  }
+  for (unsigned o = 16; o > 0; o /= 2) chunks += __shfl_down_sync(~0u, chunks, o);
+  if (threadIdx.x != 0) return;
+  const launch_mark m{chunks, *v.seq, global_time_ns()};
+  launch_marks& pair = marks[n % 2];
+  if (!stop) {
+    pair.start = m;
+    std::memset(static_cast<void*>(v.monitor), 0, T::kMonitorResetBytes);
+    v.monitor->on = start_on ? 1 : 0;
+  } else {
+    pair.stop = m;
+    atomic_ref<std::uint64_t, thread_scope::system>(pair.done).store(n, memory_order_release);
+  }
+}
+
 std::string label_of(const pool& p, std::string_view name) {
   return "transactional heap '" + std::string(name) + "' in pool " + p.path();
 }
@@ -187,10 +227,9 @@ struct tx_heap::impl {
         seq(1),
         logs_state(zeroed<T::log_state>(h.logs)),
         monitor(zeroed<T::bandwidth_monitor>(1)),
-        counters_at_start(o.mode == tx_mode::adaptive ? h.logs : 0),
-        counters_at_stop(o.mode == tx_mode::adaptive ? h.logs : 0),
-        seq_at_start(o.mode == tx_mode::adaptive ? 1 : 0),
-        seq_at_stop(o.mode == tx_mode::adaptive ? 1 : 0) {}
+        marks(o.mode == tx_mode::adaptive ? 2 : 0, true) {
+    for (std::size_t i = 0; i < marks.size(); ++i) marks.data()[i].done = 0;
+  }
 
   ~impl() {
     {
@@ -283,18 +322,6 @@ struct tx_heap::impl {
     logs_state.copy_to_host(copy.data(), copy.size());
     return persisted_bytes(copy.data(), geometry.logs);
   }
-  // Adaptive mode: queues a copy of the logs' counters and the commit counter on `stream`
-  // (before or after a launch).
-  void snapshot_counters(const pinned_buffer<T::log_state>& into,
-                         const pinned_buffer<std::uint64_t>& seq_into, cudaStream_t stream) const {
-    check_cuda(cudaMemcpyAsync(into.data(), logs_state.data(), into.bytes(), cudaMemcpyDeviceToHost,
-                               stream),
-               "cudaMemcpyAsync (tx_heap::launch, the logs' counters)");
-    check_cuda(cudaMemcpyAsync(seq_into.data(), seq.data(), seq_into.bytes(),
-                               cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync (tx_heap::launch, the commit counter)");
-  }
-
   // The bytes one monitor slice persists at `bytes_per_s`; a bandwidth no slice can reach
   // (infinite: helpers never won) never turns helpers on.
   std::uint64_t slice_bytes(double bytes_per_s) const {
@@ -317,16 +344,16 @@ struct tx_heap::impl {
   // launch still running when the next is planned is not measured).
   void finish_measurement() {
     if (!measuring) return;
-    const cudaError_t e = cudaEventQuery(launch_stop.get());
-    if (e == cudaErrorNotReady) return;
-    check_cuda(e, "cudaEventQuery (tx_heap::launch, adaptive)");
+    const launch_marks& pair = marks.data()[measured_launch % 2];
+    if (std::atomic_ref<const std::uint64_t>(pair.done).load(std::memory_order_acquire) !=
+        measured_launch) {
+      return;
+    }
     measuring = false;
-    const double seconds = launch_stop.elapsed_ms_since(launch_start) * 1e-3;
+    const double seconds = static_cast<double>(pair.stop.time_ns - pair.start.time_ns) * 1e-9;
     if (seconds <= 0) return;
-    const auto bytes =
-        static_cast<double>(persisted_bytes(counters_at_stop.data(), geometry.logs) -
-                            persisted_bytes(counters_at_start.data(), geometry.logs));
-    const double rate = static_cast<double>(*seq_at_stop.data() - *seq_at_start.data()) / seconds;
+    const auto bytes = static_cast<double>((pair.stop.chunks - pair.start.chunks) * T::kChunkBytes);
+    const double rate = static_cast<double>(pair.stop.seq - pair.start.seq) / seconds;
     hot = bytes > threshold * seconds;
     ring_next = hot;
     kernel_rates& k = kernels[measured_kernel];
@@ -425,11 +452,10 @@ struct tx_heap::impl {
   bool measured_ring = false;
   bool hot = false;        // the last measured launch persisted faster than the threshold
   bool ring_next = true;   // without learning: the next launch gets the ring
-  bool measuring = false;  // launch_stop was recorded after a launch not yet measured
-  double ring_commit_rate = 0, direct_commit_rate = 0;              // the last measured (tx_stats)
-  pinned_buffer<T::log_state> counters_at_start, counters_at_stop;  // logs_state at those events
-  pinned_buffer<std::uint64_t> seq_at_start, seq_at_stop;           // the commit counter
-  event launch_start, launch_stop;
+  bool measuring = false;  // a stop mark was queued after launch measured_launch, not yet read
+  std::uint64_t measured_launch = 0;
+  double ring_commit_rate = 0, direct_commit_rate = 0;  // the last measured (tx_stats)
+  pinned_buffer<launch_marks> marks;                    // adaptive: two pairs (launch_marks)
 
   std::mutex mutex;  // guards rep, stop, failure
   std::condition_variable wake;
@@ -530,16 +556,10 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   plan.threads_per_block = workers + (ring ? 32 * o.helper_warps : 0);
   plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks, workers) : 0;
   if (adaptive) {
-    // The monitor starts each launch afresh.
-    T::bandwidth_monitor* m = st.monitor.data();
-    check_cuda(cudaMemsetAsync(m, 0, T::kMonitorResetBytes, stream),
-               "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
-    if (choice.start_on) {
-      check_cuda(cudaMemsetAsync(&m->on, 1, 1, stream),
-                 "cudaMemsetAsync (tx_heap::launch, the bandwidth monitor)");
-    }
-    st.snapshot_counters(st.counters_at_start, st.seq_at_start, stream);
-    st.launch_start.record(stream);
+    // The monitor starts each launch afresh; the start mark of this launch's measurement.
+    st.measured_launch = st.launches + 1;
+    gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
+                false, choice.start_on);
   }
   ++st.launches;
   st.ring_launches += ring;
@@ -549,10 +569,11 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
 }
 
 void tx_heap::launched(cudaStream_t stream) {
-  if (impl_->options.mode != tx_mode::adaptive) return;
-  impl_->snapshot_counters(impl_->counters_at_stop, impl_->seq_at_stop, stream);
-  impl_->launch_stop.record(stream);
-  impl_->measuring = true;
+  impl& st = *impl_;
+  if (st.options.mode != tx_mode::adaptive) return;
+  gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
+              true, false);
+  st.measuring = true;
 }
 
 void tx_heap::sync(cudaStream_t stream) {
