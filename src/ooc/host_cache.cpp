@@ -347,6 +347,7 @@ void host_cache::read_run(std::unique_lock<std::mutex>& lock,
     throw;
   }
   lock.lock();
+  ++counters_.read_ahead_reads;
   for (const auto& [line, e] : mine) {
     entries_[e].busy = false;
     entries_[e].pins = 0;

@@ -383,7 +383,7 @@ bool io_service::read_ahead_one() {
     // out of core, a launch and a miss per row: 4.4 s -> 7.3 s).
     if (ra_reading_ >= std::max<std::uint32_t>(1, config_.threads - 1)) return false;
     // The queued lines that follow the first one, up to a run's bytes, go in one read.
-    const std::uint64_t most = std::max<std::uint64_t>(1, kReadAheadRunBytes / gpu_.line_bytes);
+    const std::uint64_t most = config_.read_ahead_run;
     while (!ra_queue_.empty() && n < most && (n == 0 || ra_queue_.front() == first + n)) {
       if (n == 0) first = ra_queue_.front();
       ra_queued_.erase(ra_queue_.front());

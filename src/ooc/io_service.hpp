@@ -36,7 +36,7 @@ inline constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
 // pipeline's piece, at which one reader read a virtual disk fastest.
 inline constexpr std::uint64_t kDirectLoadRunBytes = 8ull << 20;
 // Read-ahead reads up to this many bytes of queued consecutive lines at once
-// (host_cache::read_ahead).
+// (host_cache::read_ahead), unless mapping_options::read_ahead_run_bytes says otherwise.
 inline constexpr std::uint64_t kReadAheadRunBytes = 16ull << 20;
 
 // Where the GPU cache lives, as the host addresses it with copies.
@@ -56,6 +56,7 @@ struct io_config {
   int device = 0;
   bool read_ahead = true;
   std::uint32_t read_ahead_window = 2;
+  std::uint32_t read_ahead_run = 1;  // lines one read-ahead read takes at most
   // The ring of lines kernels touch() (cache_view::hints), host address.
   const std::uint64_t* hints = nullptr;
   std::uint32_t hint_slots = 0;

@@ -52,6 +52,7 @@ constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
 // Runs of up to 16 MiB are read ahead (io_service::read_ahead_one); with two windows queued
 // ahead, the next run is queued before the last one's lines are used.
 constexpr std::uint64_t kDefaultReadAheadBytes = 32ull << 20;
+constexpr std::uint64_t kMaxReadAheadRunBytes = 1ull << 30;
 // The host cache pins its memory this many bytes at a time (or what the I/O threads pin at once,
 // if more), as lines arrive.
 constexpr std::uint64_t kHostCacheSegmentBytes = 32ull << 20;
@@ -136,6 +137,7 @@ struct mapping::impl {
   std::uint32_t capacity = 0;
   std::uint64_t host_lines = 0;
   std::uint32_t read_ahead_window = 0;
+  std::uint32_t read_ahead_run = 1;  // lines
   // The GPU cache holds every line and options.resident is on: loaded whole at map time, accessed
   // directly, no misses (see make_resident).
   bool resident = false;
@@ -178,6 +180,11 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
   }
   if (o.queue_slots < 1 || o.queue_slots > 65536) {
     throw_error(errc::invalid_argument, what + "queue_slots must be 1 to 65536");
+  }
+  if (o.read_ahead_run_bytes > kMaxReadAheadRunBytes) {
+    throw_error(errc::invalid_argument, what + "read_ahead_run_bytes " +
+                                            std::to_string(o.read_ahead_run_bytes) +
+                                            " is more than 1 GiB");
   }
   if (m.paths.empty()) throw_error(errc::invalid_argument, what + "no file is named");
   for (const std::string& p : m.paths) {
@@ -294,6 +301,9 @@ void size_caches(mapping::impl& m, std::uint64_t free_bytes) {
                                    : std::max<std::uint64_t>(2, kDefaultReadAheadBytes / lb);
   m.read_ahead_window =
       static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min(window, m.host_lines / 4)));
+  const std::uint64_t run =
+      o.read_ahead_run_bytes != 0 ? o.read_ahead_run_bytes : kReadAheadRunBytes;
+  m.read_ahead_run = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, run / lb));
 }
 
 // Allocates and clears the GPU cache and the request queue, and fills in the kernels' view. A
@@ -491,7 +501,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
   s->io = std::make_unique<io_service>(
       io_config{options.io_threads, !m.resident, device, read_ahead, m.read_ahead_window,
-                s->hints.data(), kHintSlots},
+                m.read_ahead_run, s->hints.data(), kHintSlots},
       geometry, *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   if (m.resident) make_resident(*s, m);
@@ -683,6 +693,7 @@ mapping_stats mapping::stats() const {
   r.host_evictions = h.evictions;
   r.host_cache_bytes_pinned = s.cache->allocated_entries() * m.line_bytes();
   r.read_ahead_lines = h.read_ahead_lines;
+  r.read_ahead_reads = h.read_ahead_reads;
   r.read_ahead_hits = h.read_ahead_hits;
   r.file_bytes_read = h.file_bytes_read;
   r.file_bytes_written = h.file_bytes_written;

@@ -495,6 +495,35 @@ TEST(OocMapping, PrefetchFillsTheGpuCacheAhead) {
                [&] { t.m.prefetch(lines(16), 1, s); });
 }
 
+// Read-ahead reads queued consecutive lines in runs of at most read_ahead_run_bytes: one line a
+// read, or several (the stream's lines and the window allowing).
+TEST(OocMapping, ReadAheadReadsInRunsOfTheGivenSize) {
+  files f;
+  const std::string path = f.make("run.bin", lines(128), 23);
+  const auto expect = as<std::uint32_t>(pattern(lines(128), 23));
+  for (const std::uint64_t run : {1, 8}) {
+    auto o = tiny(mode::read, 2, 64);
+    o.read_ahead_window = 8;
+    o.read_ahead_run_bytes = lines(run);
+    mapping m(path, lines(128), 0, o);
+    auto a = m.ref<std::uint32_t>();
+    gpm::device_buffer<std::uint32_t> out(a.size());
+    gpm::device_buffer<status> st(128);
+    gpm::launch(line_read_kernel<32, std::uint32_t>, 1, 32, 0, nullptr, a, out.data(), st.data());
+    gpm::test::sync_ok();
+    EXPECT_EQ(gpm::test::to_host(out), expect);
+    const auto s = m.stats();
+    ASSERT_GT(s.read_ahead_lines, 0u) << run;
+    if (run == 1) {
+      EXPECT_EQ(s.read_ahead_reads, s.read_ahead_lines);
+    } else {
+      // Runs of more than one line on average, none longer than the run.
+      EXPECT_LT(s.read_ahead_reads * 2, s.read_ahead_lines) << s.read_ahead_reads;
+      EXPECT_GE(s.read_ahead_reads * run, s.read_ahead_lines);
+    }
+  }
+}
+
 TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
   files f;
   const std::string path = f.make("ra.bin", lines(128), 14);
@@ -1075,6 +1104,8 @@ TEST(OocMappingErrors, BadOptionsAreRefused) {
   bad("line_bytes", [](mapping_options& o) { o.line_bytes = 4u << 20; });
   bad("io_threads", [](mapping_options& o) { o.io_threads = 0; });
   bad("queue_slots", [](mapping_options& o) { o.queue_slots = 0; });
+  bad("read_ahead_run_bytes",
+      [](mapping_options& o) { o.read_ahead_run_bytes = (1ull << 30) + 1; });
   bad("holds no line", [](mapping_options& o) { o.gpu_cache_bytes = 100; });
   bad("at least 6 lines", [](mapping_options& o) { o.host_cache_bytes = 5 * line_size(); });
   bad("create needs", [](mapping_options& o) {

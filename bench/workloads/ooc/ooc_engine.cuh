@@ -66,6 +66,9 @@ struct settings {
   std::uint64_t line = 0;        // gpmkit line bytes
   bool read_ahead = true;
   std::uint32_t io_threads = 2;  // gpmkit's I/O threads per mapping (mapping_options::io_threads)
+  // gpmkit's read-ahead reads and window, in bytes (0: the library's defaults; see
+  // mapping_options::read_ahead_run_bytes): the ablation sets both to one run, two queued ahead.
+  std::uint64_t read_ahead_run = 0;
   // gpmkit maps outputs that no pass reads with mode::write (only the bytes written go back)
   // instead of mode::read_write (their lines are fetched first: holes of a fresh file). Off by
   // default: on an H100 every workload whose kernels stored element by element into a write-mode
@@ -167,6 +170,7 @@ class runner {
             {"line_bytes", s_.line},
             {"read_ahead", s_.read_ahead ? 1u : 0u},
             {"io_threads", s_.io_threads},
+            {"read_ahead_run_bytes", s_.read_ahead_run},
             {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u}};
   }
 
@@ -212,6 +216,8 @@ class runner {
       gpm::ooc::mapping_options o;
       o.line_bytes = s_.line;
       o.io_threads = s_.io_threads;
+      o.read_ahead_run_bytes = s_.read_ahead_run;
+      o.read_ahead_window = static_cast<std::uint32_t>(s_.read_ahead_run / s_.line);
       o.gpu_cache_bytes = gpu_share_[a] * s_.line;
       o.host_cache_bytes = share(s_.host_cache, a, 2 * o.io_threads + 2);
       o.hint = s_.read_ahead ? gpm::ooc::access_hint::sequential : gpm::ooc::access_hint::random;
@@ -257,7 +263,7 @@ class runner {
     }
     traffic t;
     std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
-                  ahead_hits = 0, spill = 0, host_pinned = 0;
+                  ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0;
     double wait = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
@@ -272,6 +278,7 @@ class runner {
       misses += x.gpu_misses;
       host_hits += x.host_hits;
       ahead += x.read_ahead_lines;
+      ahead_reads += x.read_ahead_reads;
       ahead_hits += x.read_ahead_hits;
       spill += x.spill_bytes_written;
       host_pinned += x.host_cache_bytes_pinned;
@@ -287,6 +294,7 @@ class runner {
                {"gpu_misses", static_cast<double>(misses)},
                {"host_hits", static_cast<double>(host_hits)},
                {"read_ahead_lines", static_cast<double>(ahead)},
+               {"read_ahead_reads", static_cast<double>(ahead_reads)},
                {"read_ahead_hits", static_cast<double>(ahead_hits)},
                {"spill_bytes_written", static_cast<double>(spill)},
                {"gpu_wait_s", wait},

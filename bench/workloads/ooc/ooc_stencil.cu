@@ -311,6 +311,15 @@ workload ablation_io_threads_workload() {
                                        "reading ahead): pathfinder out of core",
                                        4 * kGiB, {"io-threads-2", "io-threads-4", "io-threads-8"});
 }
+// Read-ahead reads of 16 MiB (the default), 64 MiB and 256 MiB, each with a window of one read
+// (two queued ahead): on the H200 machine's virtual disk the chunked pipeline, reading a 256 MiB
+// window in one pread, read pathfinder out of core at twice gpmkit's rate.
+workload ablation_readahead_run_workload() {
+  return ablation_workload<pathfinder>("ooc_ablation_readahead_run",
+                                       "gpmkit read-ahead reads of 16, 64 and 256 MiB: pathfinder "
+                                       "out of core",
+                                       4 * kGiB, {"ra-run-16", "ra-run-64", "ra-run-256"});
+}
 workload ablation_cache_workload() {
   return ablation_workload<hotspot>(
       "ooc_ablation_cache",

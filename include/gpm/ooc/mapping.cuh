@@ -53,6 +53,10 @@ struct mapping_options {
   access_hint hint = access_hint::sequential;
   // Lines read ahead when a sequential stream is seen (0: 32 MiB worth, at least 2 lines).
   std::uint32_t read_ahead_window = 0;
+  // Most bytes one read-ahead read takes: consecutive queued lines go in one vectored read (0:
+  // 16 MiB). Larger reads keep more of a disk's queue busy; the window bounds them (a run is
+  // taken from the queued lines). Rounded down to lines, at least 1; at most 1 GiB.
+  std::uint64_t read_ahead_run_bytes = 0;
   std::uint32_t io_threads = 2;     // 1..64
   std::uint32_t queue_slots = 128;  // misses in flight to the host at once (1..65536)
   bool direct_io = true;            // O_DIRECT where the file system supports it
@@ -93,6 +97,7 @@ struct mapping_stats {
   // at the first sync of a mode::write or crash-consistent mapping).
   std::uint64_t host_cache_bytes_pinned = 0;
   std::uint64_t read_ahead_lines = 0;  // lines read ahead into the host cache
+  std::uint64_t read_ahead_reads = 0;  // the reads that brought them (runs of lines, see above)
   std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
   std::uint64_t file_bytes_read = 0;
   std::uint64_t file_bytes_written = 0;
