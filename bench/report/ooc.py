@@ -81,8 +81,11 @@ def disk_line(run):
         return None
     m = disk[0]["metrics"]
     direct = "O_DIRECT" if m.get("direct_io") else "buffered"
-    return (f"disk {m.get('read_GBps', 0):.3g} GB/s read, {m.get('write_GBps', 0):.3g} GB/s write "
-            f"({direct})")
+    line = f"disk {m.get('read_GBps', 0):.3g} GB/s read, {m.get('write_GBps', 0):.3g} GB/s write"
+    if "read_whole_GBps" in m:  # measured since one-request transfers were
+        line += (f" in 8 MiB requests, {m['read_whole_GBps']:.3g} and "
+                 f"{m.get('write_whole_GBps', 0):.3g} GB/s in one request")
+    return f"{line} ({direct})"
 
 
 def family_rows(workload, run):
@@ -112,10 +115,13 @@ def ablation_rows(workload, run):
         if r["mode"] != "gpmkit":
             continue
         s = r["sizes"]
+        ahead = "off" if not s.get("read_ahead") else "on"
+        if s.get("read_ahead") and s.get("read_ahead_run_bytes"):  # the default's 0 says nothing
+            ahead += f", {fmt_bytes(s['read_ahead_run_bytes'])} reads"
         rows.append(
             f"| {workload} | {fmt_bytes(s.get('line_bytes', 0))} | "
             f"{fmt_bytes(s.get('gpu_cache_bytes', 0))} | {fmt_bytes(s.get('host_cache_bytes', 0))} | "
-            f"{'on' if s.get('read_ahead') else 'off'} | {s.get('io_threads', '–')} | "
+            f"{ahead} | {s.get('io_threads', '–')} | "
             f"{fmt_time(seconds(r))} | "
             f"{fmt(metric(r, 'disk_fraction'))} | {fmt(metric(r, 'read_ahead_hits'), 6)} | "
             f"{fmt(metric(r, 'gpu_wait_s'))} |")
