@@ -245,13 +245,22 @@ __device__ inline void decide(const heap_view& v, bandwidth_monitor& m, std::uin
   (next != 0 ? m.slices_on : m.slices_off) += slices;
 }
 
-// Counts `bytes` the calling thread just persisted into its block's counter and, when a time
-// slice has passed since the block last reported, adds the block's delta to the global monitor
-// (one thread per block), and lets one thread of the device decide.
-__device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes) {
+// Adaptive launches with a ring: adds `bytes` the calling thread just persisted to its block's
+// count (a shared-memory atomic; what a helper warp does after each batch).
+__device__ inline void monitor_count(const heap_view& v, std::uint64_t bytes) {
+  if (v.mode != tx_mode::adaptive || v.ring == nullptr) return;
+  blk64(v.ring->bytes).fetch_add(bytes, memory_order_relaxed);
+}
+
+// When a time slice has passed since the block last reported: adds the block's count to the
+// global monitor (one thread per block) and lets one thread of the device decide. Committers
+// call it, helper warps never: a ring-bound launch waits for its helpers, and this report (global
+// atomics, the monitor's lock, the decision) would hold a helper's warp between two batches,
+// while committers wait for ring space anyway. (Adaptive ran 6% behind helpers on Hashtable H2
+// with the ring on throughout, when helpers reported; this split is not measured on a GPU yet.)
+__device__ inline void monitor_tick(const heap_view& v) {
   ring_control* ring = v.ring;
   if (v.mode != tx_mode::adaptive || ring == nullptr) return;
-  blk64(ring->bytes).fetch_add(bytes, memory_order_relaxed);
   const std::uint64_t now = global_time_ns() / v.slice_ns;
   std::uint64_t seen = blk64(ring->slice).load(memory_order_relaxed);
   if (now <= seen || !blk64(ring->slice).compare_exchange_strong(seen, now, memory_order_relaxed)) {
@@ -270,6 +279,12 @@ __device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes
     decide(v, m, last == 0 ? 1 : now - last, dev64(m.bytes).exchange(0, memory_order_relaxed));
   }
   dev32(m.lock).store(0, memory_order_release);
+}
+
+// A committer that persisted `bytes` itself (a direct commit in an adaptive launch).
+__device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes) {
+  monitor_count(v, bytes);
+  monitor_tick(v);
 }
 
 // Where one commit's record goes.
@@ -796,6 +811,7 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
       blk32(flags[at]).store(static_cast<std::uint32_t>(o.ring_pos + j + 1), memory_order_release);
     }
     ++v_.counters[kCounters * slot_ + 2];
+    monitor_tick(v_);  // the helpers count what they persist; committers report it
   } else {
     ulonglong2* data = v_.log_data + std::uint64_t{log} * v_.log_chunks;
     const std::uint64_t log_at = o.pos % v_.log_chunks;
@@ -854,12 +870,6 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
 // ---- helper warps (tx_heap::launch with a ring) ---------------------------------------------
 
 inline constexpr std::uint32_t kDrainBatch = 128;  // chunks a helper copies before one persist
-// Adaptive launches: a helper reports its persisted bytes to the bandwidth monitor after this many
-// batches (and before it idles or ends), not after each: the report (a shared-memory atomic and
-// a read of the global timer, by lane 0 while the warp waits) sits between one batch and the
-// next, and the helper is what a ring-bound launch waits for. 16 batches of a few microseconds
-// each stay well inside a 100 us slice.
-inline constexpr std::uint32_t kDrainsPerReport = 16;
 
 // Called by every thread of the block before the workers start: the block's log stream continues
 // where the previous launch left it; ring positions start at 0 (no flag holds a position + 1).
@@ -888,12 +898,6 @@ __device__ inline void drain_ring(const heap_view& v) {
   const std::uint32_t log = blockIdx.x;
   ulonglong2* data = v.log_data + std::uint64_t{log} * v.log_chunks;
   const unsigned lane = threadIdx.x % 32;
-  std::uint64_t unreported = 0;  // lane 0: bytes persisted since the last report
-  std::uint32_t drains = 0;
-  const auto report = [&] {
-    if (unreported != 0) monitor_persisted(v, unreported);
-    unreported = 0;
-  };
   for (std::uint32_t idle = 0;;) {
     // Lane 0 reads what the other helper may change; the warp works on one view of it.
     std::uint64_t c = 0;
@@ -921,7 +925,6 @@ __device__ inline void drain_ring(const heap_view& v) {
       if (run < 32) break;
     }
     if (k == 0) {
-      if (lane == 0) report();
       if (__shfl_sync(~0u, static_cast<int>(done), 0) != 0) break;
       pause(idle++);
       continue;
@@ -951,8 +954,7 @@ __device__ inline void drain_ring(const heap_view& v) {
       dev64(v.logs_state[log].persisted).fetch_add(k, memory_order_relaxed);
       kernel_crash_point("tx.publish");
       blk64(ring->persisted).store(c + k, memory_order_release);
-      unreported += k * kChunkBytes;
-      if (++drains % kDrainsPerReport == 0) report();
+      monitor_count(v, k * kChunkBytes);
     }
     __syncwarp();
   }
