@@ -720,6 +720,49 @@ __device__ void unlock(const Tile& t, atomic_ref<std::uint32_t, thread_scope::de
   if (t.thread_rank() == 0) lock.store(0, memory_order_release);
 }
 
+// The persist sites and crash points of a placement (place_item): an insert's or a move's.
+// Functions, not constants: device code cannot use a host variable of class type.
+struct placement_sites {
+  const char* claim;      // persist of the value offset and key words
+  const char* publish;    // persist of the published fingerprint word
+  const char* filled;     // crash point before the first persist (null: none)
+  const char* published;  // crash point after the second
+  GPM_HOST_DEVICE static constexpr placement_sites insert() {
+    return {"gphash.insert.claim", "gphash.insert.publish", "gphash.insert.claimed",
+            "gphash.insert.published"};
+  }
+  GPM_HOST_DEVICE static constexpr placement_sites move() {
+    return {"gphash.move.claim", "gphash.move.publish", nullptr, "gphash.move.copied"};
+  }
+};
+
+// Puts an item (fingerprint word `word`, value offset `value`, `key`) into the empty slot `at`,
+// with one thread (FAST'25 §3.2.3): claim the slot (EMPTY -> INSERTING), store the value offset
+// and key, persist, publish the fingerprint word, persist. False if the slot was taken meanwhile.
+template <class Key>
+__device__ bool place_item(const table_view& v, const location& at, std::uint64_t word,
+                           std::uint64_t value, const Key& key, const placement_sites& site) {
+  const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
+  atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
+  std::uint64_t expected = kEmpty;
+  if (!state.compare_exchange_strong(expected, kInserting)) return false;
+  atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(value, memory_order_relaxed);
+  key_ops<Key>::store_key(slot, key);
+  if (site.filled != nullptr) kernel_crash_point(v.crash, site.filled);
+  // The item is durable before it becomes visible: its value offset and key words (one range
+  // from word 1 to the last key word, which also spans other slots' words).
+  const char* item = reinterpret_cast<const char*>(&slot[1]);
+  persist_at(v, site.claim, item,
+             reinterpret_cast<const char*>(&slot[v.slot_words - 1] + 1) - item);
+  state.store(word, memory_order_release);
+  // The publication is durable before the operation is acknowledged (or the source of a move is
+  // cleared).
+  persist_at(v, site.publish, &slot[0], sizeof slot[0]);
+  kernel_crash_point(v.crash, site.published);
+  cache_refresh(v, at.level, at.bucket, at.slot);
+  return true;
+}
+
 // FAST'25 §3.2.3: claim an empty slot (CAS EMPTY -> INSERTING), write the item, persist, publish
 // the fingerprint, persist. The paper tolerates the duplicates that concurrent inserts of one key
 // can publish; here an insert holds its key's lock (lock_word of its hash) from its probe to its
@@ -761,28 +804,10 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       unlock(t, key_lock);
       return hash_status::no_value_space;
     }
-    const location at = location_of_empty(v, h, r.empty);
-    const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
-    atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
     bool claimed = false;
     if (t.thread_rank() == 0) {
-      std::uint64_t expected = kEmpty;
-      claimed = state.compare_exchange_strong(expected, kInserting);
-      if (claimed) {
-        atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(cell, memory_order_relaxed);
-        key_ops<Key>::store_key(slot, key);
-        kernel_crash_point(v.crash, "gphash.insert.claimed");
-        // The item is durable before it becomes visible: its value offset and key words (one
-        // range from word 1 to the last key word, which also spans other slots' words).
-        const char* item = reinterpret_cast<const char*>(&slot[1]);
-        persist_at(v, "gphash.insert.claim", item,
-                   reinterpret_cast<const char*>(&slot[v.slot_words - 1] + 1) - item);
-        state.store(w, memory_order_release);
-        // The publication is durable before the operation is acknowledged.
-        persist_at(v, "gphash.insert.publish", &slot[0], sizeof slot[0]);
-        kernel_crash_point(v.crash, "gphash.insert.published");
-        cache_refresh(v, at.level, at.bucket, at.slot);
-      }
+      claimed =
+          place_item(v, location_of_empty(v, h, r.empty), w, cell, key, placement_sites::insert());
     }
     if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;  // another key took the slot: probe again
     unlock(t, key_lock);
@@ -802,19 +827,7 @@ enum class room { had, made, none };
 template <class Key>
 __device__ bool move_item(const table_view& v, const location& from_at, const slot_image& img,
                           const Key& key, const location& to_at) {
-  const slot_ref to = slot_at(v, to_at.level, to_at.bucket, to_at.slot);
-  std::uint64_t expected = kEmpty;
-  atomic_ref<std::uint64_t, pool_scope> state(to[0]);
-  if (!state.compare_exchange_strong(expected, kInserting)) return false;
-  atomic_ref<std::uint64_t, pool_scope>(to[1]).store(img.value, memory_order_relaxed);
-  key_ops<Key>::store_key(to, key);
-  const char* item = reinterpret_cast<const char*>(&to[1]);
-  persist_at(v, "gphash.move.claim", item,
-             reinterpret_cast<const char*>(&to[v.slot_words - 1] + 1) - item);
-  state.store(img.word, memory_order_release);
-  persist_at(v, "gphash.move.publish", &to[0], sizeof to[0]);
-  kernel_crash_point(v.crash, "gphash.move.copied");
-  cache_refresh(v, to_at.level, to_at.bucket, to_at.slot);
+  if (!place_item(v, to_at, img.word, img.value, key, placement_sites::move())) return false;
   // Nothing else changes the source: moves out of its bucket hold the lock, and no update or
   // erase runs beside displacement.
   const slot_ref from = slot_at(v, from_at.level, from_at.bucket, from_at.slot);
