@@ -126,6 +126,16 @@ void ensure(device_buffer<T>& b, std::size_t count) {
   if (b.size() < count) b = device_buffer<T>(std::max<std::size_t>(count, 2 * b.size()));
 }
 
+// The fingerprint mirror of one level (table_view::mirror), gathered from the pool: word i is
+// word 0 of slot i % K of bucket i / K. One slot per thread.
+__global__ void mirror_kernel(table_view v, std::uint32_t level, std::uint64_t* mirror) {
+  const std::uint64_t slots = (1ull << level) * v.slots;
+  for (std::uint64_t i : grid_stride(slots)) {
+    const auto s = static_cast<std::uint32_t>(i % v.slots);
+    mirror[i] = load_word(&slot_at(v, level, i / v.slots, s)[0]);
+  }
+}
+
 }  // namespace
 
 template <class Key>
@@ -146,6 +156,11 @@ struct gphash<Key>::impl {
   // The kernels' locks (table_view::locks): inserts' key locks and displacement's bucket locks.
   device_buffer<std::uint32_t> locks = zeroed_words(kLocks);
 
+  // The fingerprint mirror (gphash_options::fingerprint_mirror): a buffer per live level, by level
+  // number; empty while it is off, and from the start of a resize or recovery until its end, which
+  // rebuild it from the pool (rebuild_mirror).
+  std::map<std::uint32_t, device_buffer<std::uint64_t>> mirror;
+
   cache_options cache_opts;
   std::unique_ptr<bucket_cache> cache;  // null while the cache is off
   std::uint32_t now = 1;                // batches served with the cache on: LRU's clock
@@ -165,7 +180,8 @@ struct gphash<Key>::impl {
     return (1ull << level) * config.slots_per_bucket;
   }
 
-  // The view of `levels` levels from the top; `with_cache` false during resize and recovery.
+  // The view of `levels` levels from the top; `with_cache` false during resize and recovery, which
+  // change the pool's slots without the cache and the fingerprint mirror, and rebuild both.
   table_view view(std::uint32_t levels, bool with_cache = true) const {
     table_view v;
     v.base = device_base;
@@ -193,6 +209,10 @@ struct gphash<Key>::impl {
     }
     v.seg_first[state.segments] = first;
     if (with_cache && cache) v.cache = cache->view(now, bottom(), state.top);
+    for (std::uint32_t d = 0; with_cache && d < levels; ++d) {
+      const auto m = mirror.find(v.top - d);
+      if (m != mirror.end()) v.mirror[d] = m->second.data();
+    }
     return v;
   }
   table_view live_view(bool with_cache = true) const {
@@ -244,6 +264,29 @@ struct gphash<Key>::impl {
                                      " items whose value offset lies outside its value area: "
                                      "restore the pool from a snapshot");
     }
+  }
+
+  // Gathers the fingerprint mirror of the live levels from the pool (option on); nothing may use
+  // the table meanwhile. After create, open, recovery and resize: the mirror is volatile, and
+  // resize and recovery change the pool's words without it.
+  void rebuild_mirror() {
+    mirror.clear();
+    if (!options.fingerprint_mirror) return;
+    const table_view v = live_view(false);
+    for (std::uint32_t d = 0; d < config.level_count; ++d) {
+      const std::uint32_t level = state.top - d;
+      device_buffer<std::uint64_t> words(level_slots(level));
+      launch(mirror_kernel, blocks_for(level_slots(level), kScanThreads), kScanThreads, 0, nullptr,
+             v, level, words.data());
+      mirror.emplace(level, std::move(words));
+    }
+    check_cuda(cudaDeviceSynchronize(), "GPHash fingerprint mirror");
+  }
+
+  std::uint64_t mirror_bytes() const {
+    std::uint64_t bytes = 0;
+    for (const auto& [level, words] : mirror) bytes += words.bytes();
+    return bytes;
   }
 
   // Stream-ordered: kernels that follow on `stream` may reuse the cells.
@@ -479,6 +522,7 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
   m->state = s;
   m->device_base = p.ref().base;
   m->rebuild_allocator(m->config.level_count);
+  m->rebuild_mirror();
   return gphash(std::move(m));
 }
 
@@ -615,6 +659,7 @@ gphash_stats gphash<Key>::stats() const {
     s.value_cache_hits = c[2];
     s.value_cache_fallbacks = c[3];
   }
+  s.fingerprint_mirror_bytes = m.mirror_bytes();
   return s;
 }
 
@@ -676,6 +721,20 @@ gphash_check gphash<Key>::check() const {
                                  ": the key does not match its fingerprint (torn slot)");
           }
         }
+      }
+    }
+  }
+  for (const auto& [level, words] : m.mirror) {
+    std::vector<std::uint64_t> mirrored(words.size());
+    words.copy_to_host(mirrored.data(), mirrored.size());
+    for (std::uint64_t i = 0; i < mirrored.size(); ++i) {
+      const auto s = static_cast<std::uint32_t>(i % v.slots);
+      const std::uint64_t pool_word = slot_at(v, level, i / v.slots, s)[0];
+      if (mirrored[i] != pool_word) {
+        c.problems.push_back("level " + std::to_string(level) + " bucket " +
+                             std::to_string(i / v.slots) + " slot " + std::to_string(s) +
+                             ": the fingerprint mirror holds " + std::to_string(mirrored[i]) +
+                             ", the pool " + std::to_string(pool_word));
       }
     }
   }

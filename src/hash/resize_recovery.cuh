@@ -96,6 +96,7 @@ template <class Key>
 void gphash<Key>::impl::grow() {
   const bool cached = cache != nullptr;
   if (cached) drop_cache();
+  mirror.clear();  // the rehash moves items without it; rebuilt at the end
   const std::uint32_t top = state.top + 1;
   if (top > kMaxTop) {
     throw_error(errc::out_of_memory,
@@ -125,6 +126,7 @@ void gphash<Key>::impl::grow() {
   // the new segment.
   finish_resize();
   rebuild_allocator(config.level_count);
+  rebuild_mirror();
   if (cached) restart_cache();
 }
 
@@ -133,6 +135,7 @@ gphash_recovery gphash<Key>::impl::recover() {
   const auto t0 = std::chrono::steady_clock::now();
   const bool cached = cache != nullptr;  // the cache is rebuilt from the recovered table
   if (cached) drop_cache();
+  mirror.clear();  // so is the fingerprint mirror: the repairs below change the pool's words
   gphash_recovery r;
   const std::uint32_t levels = config.level_count + (state.resizing ? 1 : 0);
   r.inserting_cleared = scan<scan_op::clear_inserting>(levels);
@@ -154,6 +157,7 @@ gphash_recovery gphash<Key>::impl::recover() {
   crash_point("gphash.recover.deduplicated");
   rebuild_allocator(config.level_count);
   r.items = scan<scan_op::count_items>(config.level_count);
+  rebuild_mirror();
   if (cached) restart_cache();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   last = r;

@@ -70,6 +70,11 @@ struct gphash_options {
   // insert/upsert add a level and retry the keys that still found no slot or no free value cell.
   bool auto_resize = true;
   std::uint32_t block_threads = 256;
+  // Keeps a copy of every slot's fingerprint word in GPU memory (8 bytes per slot of the live
+  // levels), so that probes read fingerprints from there and the pool only for the slots whose
+  // fingerprint matches, and inserts claim slots there (docs/gphash.md, "The fingerprint mirror").
+  // Off by default: not yet measured on a GPU.
+  bool fingerprint_mirror = false;
 };
 
 // What recover() did; open() runs it and keeps the report (last_recovery()).
@@ -113,6 +118,8 @@ struct gphash_stats {
   std::uint64_t value_cache_bytes = 0;
   std::uint64_t value_cache_hits = 0;
   std::uint64_t value_cache_fallbacks = 0;
+  // GPU memory of the fingerprint mirror (0: gphash_options::fingerprint_mirror is off).
+  std::uint64_t fingerprint_mirror_bytes = 0;
 };
 
 template <class Key>
@@ -168,7 +175,7 @@ class gphash {
   // out_of_memory when the pool cannot hold the new level.
   void resize();
   // Clears INSERTING slots on every level, finishes an interrupted resize, removes duplicates,
-  // rebuilds the volatile state (value allocator, cache). Idempotent.
+  // rebuilds the volatile state (value allocator, cache, fingerprint mirror). Idempotent.
   gphash_recovery recover();
   const gphash_recovery& last_recovery() const;
 
@@ -176,6 +183,7 @@ class gphash {
   std::uint64_t capacity() const;  // slots over the live levels
   double load_factor() const;      // size() / capacity()
   gphash_stats stats() const;
+  // Also reports a fingerprint mirror word that differs from the pool's (mirror on).
   gphash_check check() const;
 
   // BktCache. enable_cache() allocates the cache and loads it; reload_cache() re-chooses the hot

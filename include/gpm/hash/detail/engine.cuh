@@ -84,6 +84,10 @@ struct table_view {
   // inserts of one key leave one copy; displacement holds the bucket's it moves an item out of.
   std::uint32_t* locks = nullptr;
   std::uint64_t lock_mask = 0;
+  // The fingerprint mirror (gphash_options::fingerprint_mirror): [d] for level top - d, a copy of
+  // each slot's fingerprint word in GPU memory, K words per bucket, buckets in order; all null
+  // when it is off, and in the views of resize and recovery, which rebuild it from the pool.
+  std::uint64_t* mirror[kMaxLevels] = {};
   // false only for a volatile copy of the table in GPU memory (the benchmarks' ceiling):
   // operations then skip every persist.
   bool persistent = true;
@@ -271,6 +275,13 @@ GPM_HOST_DEVICE inline slot_ref slot_at(const table_view& v, std::uint32_t level
   return {reinterpret_cast<std::uint64_t*>(lvl) + bucket * v.slots * v.slot_words, s, v.slots};
 }
 
+// The fingerprint mirror's word of a slot; null when the view has no mirror.
+GPM_HOST_DEVICE inline std::uint64_t* mirror_word(const table_view& v, std::uint32_t level,
+                                                  std::uint64_t bucket, std::uint32_t s) {
+  std::uint64_t* const m = v.mirror[v.top - level];
+  return m == nullptr ? nullptr : m + bucket * v.slots + s;
+}
+
 // Slot s of cache bucket y.
 GPM_HOST_DEVICE inline slot_ref cached_slot(const table_view& v, std::uint64_t y, std::uint32_t s) {
   return {v.cache.slots + y * v.slots * v.slot_words, s, v.slots};
@@ -301,22 +312,42 @@ GPM_HOST_DEVICE inline location location_of_rank(std::uint64_t r) {
           63 - static_cast<std::uint32_t>(r & 63)};
 }
 
-// Reads a slot: the fingerprint word, and the value offset and key words only if the
-// fingerprint word is `wanted` (kNone: always). The fingerprint word is read with acquire, so the
-// item is read after its publication. With `ordered`, every word is, so that a later load (a
-// seqlock re-check) is ordered after them all.
+// Reads a slot: the fingerprint word (from `word_at` when given: the mirror), and the value
+// offset and key words only if the fingerprint word is `wanted` (kNone: always). The fingerprint
+// word is read with acquire, so the item is read after its publication. With `ordered`, every
+// word is, so that a later load (a seqlock re-check) is ordered after them all.
 template <class Key>
 __device__ inline slot_image load_slot(const slot_ref& p, std::uint64_t wanted = kNone,
-                                       bool ordered = false) {
+                                       bool ordered = false,
+                                       const std::uint64_t* word_at = nullptr) {
   const memory_order rest = ordered ? memory_order_acquire : memory_order_relaxed;
   slot_image img;
-  img.word = load_word(&p[0], memory_order_acquire);
+  img.word = load_word(word_at != nullptr ? word_at : &p[0], memory_order_acquire);
   if (wanted != kNone && img.word != wanted) return img;
   img.value = load_word(&p[1], rest);
   if constexpr (std::is_same_v<Key, key32>) {
     for (std::uint32_t i = 0; i < 4; ++i) img.key[i] = load_word(&p[2 + i], rest);
   }
   return img;
+}
+
+// Reads a slot of the table (not of the cache): its fingerprint word from the mirror when the
+// view has one, its other words from the pool. A reader that finds the fingerprint in the mirror
+// does not read the pool's own word again: the mirror holds a fingerprint only from after its
+// publication was durable until after its clear was, and the pool slot's other words are written
+// only by the holder of a claim on the mirror word, which needs it EMPTY. So the value offset and
+// key read next are the item's, unless the slot was erased and claimed again between the loads:
+// the window the pool path has between its fingerprint load and these loads (a slot is read word
+// by word; a find compares the key). An erase whose pool clear the reader's loads overtake is
+// ordered after the find: mirror readers see it at its mirror store, before the erase returns.
+// Re-reading the pool's word would add the dependent round trip across PCIe that the mirror
+// saves.
+template <class Key>
+__device__ inline slot_image load_table_slot(const table_view& v, std::uint32_t level,
+                                             std::uint64_t bucket, std::uint32_t s,
+                                             std::uint64_t wanted = kNone) {
+  return load_slot<Key>(slot_at(v, level, bucket, s), wanted, false,
+                        mirror_word(v, level, bucket, s));
 }
 
 GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uint32_t level,
@@ -326,7 +357,10 @@ GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uin
 }
 
 // Reads a slot from the cached copy of its bucket when one is ready and unchanged across the
-// read (seqlock plus mapping re-check), else from the pool; `from` says which. The reader uses
+// read (seqlock plus mapping re-check), else from the table (load_table_slot); `from` says which.
+// A cached slot is one version of all its words, fingerprint included, under its seqlock (the
+// value cache relies on it), so with the mirror on a cached read still takes the cached
+// fingerprint word: the mirror serves the buckets the cache does not hold. The reader uses
 // acquire loads only, in a chain (mapping, seqlock, slot words, then the re-checks): a fence here
 // would be a GPU-wide barrier per slot read, which is what made cached reads slower than the
 // pool's.
@@ -356,7 +390,7 @@ __device__ inline slot_image read_slot(const table_view& v, std::uint32_t level,
       }
     }
   }
-  return load_slot<Key>(slot_at(v, level, bucket, s), wanted);
+  return load_table_slot<Key>(v, level, bucket, s, wanted);
 }
 
 // The value bytes of the cell at pool offset `off` (after its key record).
@@ -739,13 +773,28 @@ struct placement_sites {
 // Puts an item (fingerprint word `word`, value offset `value`, `key`) into the empty slot `at`,
 // with one thread (FAST'25 §3.2.3): claim the slot (EMPTY -> INSERTING), store the value offset
 // and key, persist, publish the fingerprint word, persist. False if the slot was taken meanwhile.
+// With the fingerprint mirror, concurrent claims arbitrate on the mirror's word (a CAS in GPU
+// memory, not a round trip across PCIe): its holder alone writes the pool slot, which an erase
+// emptied in the pool, durably, before it emptied the mirror word (unmirror). The pool's word
+// still goes through INSERTING, which recovery clears if a crash interrupts the placement. The
+// fingerprint enters the mirror only once its publication is durable, so mirror readers see only
+// durable items.
 template <class Key>
 __device__ bool place_item(const table_view& v, const location& at, std::uint64_t word,
                            std::uint64_t value, const Key& key, const placement_sites& site) {
   const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
+  std::uint64_t* const mirror = mirror_word(v, at.level, at.bucket, at.slot);
   atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
   std::uint64_t expected = kEmpty;
-  if (!state.compare_exchange_strong(expected, kInserting)) return false;
+  if (mirror == nullptr) {
+    if (!state.compare_exchange_strong(expected, kInserting)) return false;
+  } else {
+    if (!atomic_ref<std::uint64_t, thread_scope::device>(*mirror).compare_exchange_strong(
+            expected, kInserting)) {
+      return false;
+    }
+    state.store(kInserting, memory_order_relaxed);
+  }
   atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(value, memory_order_relaxed);
   key_ops<Key>::store_key(slot, key);
   if (site.filled != nullptr) kernel_crash_point(v.crash, site.filled);
@@ -759,8 +808,31 @@ __device__ bool place_item(const table_view& v, const location& at, std::uint64_
   // cleared).
   persist_at(v, site.publish, &slot[0], sizeof slot[0]);
   kernel_crash_point(v.crash, site.published);
+  if (mirror != nullptr) {
+    atomic_ref<std::uint64_t, thread_scope::device>(*mirror).store(word, memory_order_release);
+  }
   cache_refresh(v, at.level, at.bucket, at.slot);
   return true;
+}
+
+// After the pool's fingerprint word of slot `at` was cleared and the clear persisted (an erase, or
+// a move clearing its source): the mirror follows, only then. While the mirror still holds the
+// fingerprint, no insert can claim the slot and inserts of the key still find it; emptying the
+// mirror first would let an insert of the key publish a new copy in another slot, acknowledged,
+// while the erased copy is not yet durably gone: after a crash both would be in the pool, and
+// recovery's dedupe pass keeps the valid copy by its position (level, bucket, slot), not by its
+// age, so the old copy, and the old value, could come back over the newer insert.
+// An erase can win its pool CAS against an item whose insert has published it in the pool but not
+// yet in the mirror (the erase read the fingerprint of the slot's previous item, an earlier copy
+// of the key, from the mirror): the mirror word is then still INSERTING, and the insert's store of
+// the fingerprint, which follows at once, would bring the erased item back into the mirror. So the
+// clear waits for that store; nothing else holds a mirror word INSERTING past a pool publication.
+__device__ inline void unmirror(const table_view& v, const location& at) {
+  std::uint64_t* const mirror = mirror_word(v, at.level, at.bucket, at.slot);
+  if (mirror == nullptr) return;
+  atomic_ref<std::uint64_t, thread_scope::device> m(*mirror);
+  while (m.load(memory_order_acquire) == kInserting) __nanosleep(32);
+  m.store(kEmpty, memory_order_release);
 }
 
 // FAST'25 §3.2.3: claim an empty slot (CAS EMPTY -> INSERTING), write the item, persist, publish
@@ -835,6 +907,7 @@ __device__ bool move_item(const table_view& v, const location& from_at, const sl
   // Durable before what follows: once a later operation changes the copy, a source that came
   // back after a crash could be the valid copy and bring back the old item.
   persist_at(v, "gphash.move.clear", &from[0], sizeof from[0]);
+  unmirror(v, from_at);
   cache_refresh(v, from_at.level, from_at.bucket, from_at.slot);
   return true;
 }
@@ -863,7 +936,7 @@ __device__ room make_room(const table_view& v, const Tile& t, const Key& key) {
     for (std::uint32_t s = 0; s < v.slots && !moved; ++s) {
       // One lane reads the slot, so that the tile agrees on what it holds.
       slot_image img;
-      if (t.thread_rank() == 0) img = load_slot<Key>(slot_at(v, level, bucket, s));
+      if (t.thread_rank() == 0) img = load_table_slot<Key>(v, level, bucket, s);
       img.word = t.shfl(img.word, 0);
       if (!is_published(img.word)) continue;
       img.value = t.shfl(img.value, 0);
@@ -929,6 +1002,7 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
       ok = atomic_ref<std::uint64_t, pool_scope>(slot[0]).compare_exchange_strong(expected, kEmpty);
       persist_at(v, "gphash.erase.clear", &slot[0], sizeof slot[0]);
       if (ok) {
+        unmirror(v, at);
         retire_cell(v, r.match_value);
         cache_refresh(v, at.level, at.bucket, at.slot);
       }
