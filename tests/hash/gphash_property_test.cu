@@ -2,7 +2,8 @@
 // update / erase batches, then lookups of the whole key space, typed over the key (8 bytes, 32
 // bytes, variable length) and the bulk kernels' cooperative-group size (1, 8, 16, 32). Small
 // tables, so the sequences also run through several resizes; some runs keep BktCache on, reloading
-// after every batch.
+// after every batch, and some the fingerprint mirror (with and without BktCache). Races of inserts
+// and erases on a few keys and slots check the mirror's claims and clears.
 #include <gpm/config.hpp>
 #include <gpm/hash/gphash.cuh>
 #include <gpm/pool/pool.hpp>
@@ -22,11 +23,12 @@ namespace {
 using gpm::hash_status;
 using namespace gpm::test::hash;
 
-template <class Key, unsigned G, bool Cached = false>
+template <class Key, unsigned G, bool Cached = false, bool Mirror = false>
 struct params {
   using key_type = Key;
   static constexpr unsigned cg = G;
   static constexpr bool cached = Cached;
+  static constexpr bool mirror = Mirror;  // gphash_options::fingerprint_mirror
 };
 
 template <class P>
@@ -35,7 +37,10 @@ using Params =
     ::testing::Types<params<std::uint64_t, 1>, params<std::uint64_t, 8>, params<std::uint64_t, 32>,
                      params<std::uint64_t, 32, true>, params<gpm::key32, 1>, params<gpm::key32, 16>,
                      params<gpm::key32, 32>, params<gpm::key32, 8, true>, params<gpm::varkey, 1>,
-                     params<gpm::varkey, 32>, params<gpm::varkey, 32, true>>;
+                     params<gpm::varkey, 32>, params<gpm::varkey, 32, true>,
+                     params<std::uint64_t, 1, false, true>, params<std::uint64_t, 32, false, true>,
+                     params<std::uint64_t, 32, true, true>, params<gpm::key32, 16, false, true>,
+                     params<gpm::key32, 8, true, true>, params<gpm::varkey, 32, false, true>>;
 TYPED_TEST_SUITE(GphashProperty, Params);
 
 TYPED_TEST(GphashProperty, MatchesAReferenceMap) {
@@ -44,7 +49,7 @@ TYPED_TEST(GphashProperty, MatchesAReferenceMap) {
   gpm::pool pool = gpm::pool::create("p.pool", 32 << 20, "gphash-prop",
                                      quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
   auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 24, .top_level = 3},
-                                    {.cg_size = TypeParam::cg});
+                                    mirrored(TypeParam::mirror, {.cg_size = TypeParam::cg}));
   if (TypeParam::cached) {
     t.enable_cache({.fraction = 0.3, .reload_every = 1});
   }
@@ -131,7 +136,7 @@ TYPED_TEST(GphashProperty, ConcurrentInsertsOfAKeyInsertItOnce) {
   gpm::pool pool = gpm::pool::create("r.pool", 32 << 20, "gphash-race",
                                      quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
   auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 16, .top_level = 8},
-                                    {.cg_size = TypeParam::cg});
+                                    mirrored(TypeParam::mirror, {.cg_size = TypeParam::cg}));
   if (TypeParam::cached) t.enable_cache({.fraction = 0.3, .reload_every = 1});
   driver<Key> d(t);
   constexpr std::uint64_t kKeys = 16, kCopies = 48;
@@ -167,8 +172,9 @@ TYPED_TEST(GphashProperty, DisplacementRacesLoseAndDuplicateNothing) {
 #endif
   gpm::pool pool = gpm::pool::create("m.pool", 32 << 20, "gphash-moves",
                                      quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
-  auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 16, .top_level = 5},
-                                    {.cg_size = TypeParam::cg, .auto_resize = false});
+  auto t = gpm::gphash<Key>::create(
+      pool, "kv", {.value_bytes = 16, .top_level = 5},
+      mirrored(TypeParam::mirror, {.cg_size = TypeParam::cg, .auto_resize = false}));
   if (TypeParam::cached) t.enable_cache({.fraction = 0.3, .reload_every = 1});
   driver<Key> d(t);
   std::vector<std::uint64_t> stored;
@@ -193,29 +199,45 @@ TYPED_TEST(GphashProperty, DisplacementRacesLoseAndDuplicateNothing) {
   }
 }
 
-// Readers racing updaters of a few hot keys in one kernel, with the value cache on: tile i runs
-// `rounds` operations on key (i / 2 + r) % key_count, updates in even tiles, finds in odd ones.
-// Operation `op` of the kernel writes version base + op + 1 (fill_value: every word derived from
-// the key and the version), so a find's value names the update that wrote it.
+// Operations of a few keys racing in one kernel: tile i runs `rounds` operations, operation r on
+// key (i / n + r) % key_count with the kind mix.ops[i % n] (n = mix.count). Operation `op` of the
+// kernel writes version base + op + 1 (fill_value: every word derived from the key and the
+// version), so a find's value names the write that wrote it.
+enum class race_op : std::uint8_t { insert, update, erase, find };
+struct race_mix {
+  race_op ops[3];
+  std::uint32_t count;
+  GPM_HOST_DEVICE race_op kind(std::uint64_t op, std::uint32_t rounds) const {
+    return ops[op / rounds % count];
+  }
+  GPM_HOST_DEVICE std::uint64_t key(std::uint64_t op, std::uint32_t rounds,
+                                    std::uint32_t key_count) const {
+    return (op / rounds / count + op % rounds) % key_count;
+  }
+};
+
 template <class Key, unsigned G>
-__global__ void read_while_updating(gpm::gphash_ref<Key> t, const Key* keys,
-                                    std::uint32_t key_count, std::uint32_t rounds,
-                                    std::uint64_t base, std::uint64_t* values,
-                                    hash_status* status) {
+__global__ void race_ops(gpm::gphash_ref<Key> t, const Key* keys, std::uint32_t key_count,
+                         race_mix mix, std::uint32_t rounds, std::uint64_t base,
+                         std::uint64_t* values, hash_status* status) {
   const auto tile = gpm::make_tile<G>();
   const std::uint64_t i = gpm::tile_index<G>();
   const std::uint32_t words = t.value_bytes() / 8;
   for (std::uint32_t r = 0; r < rounds; ++r) {
     const std::uint64_t op = i * rounds + r;
-    const std::uint64_t k = (i / 2 + r) % key_count;
+    const std::uint64_t k = mix.key(op, rounds, key_count);
     std::uint64_t* value = values + op * words;
     hash_status s;
-    if (i % 2 == 0) {
-      if (tile.thread_rank() == 0) fill_value(value, words, k, base + op + 1);
-      tile.sync();
-      s = t.update(tile, keys[k], value);
-    } else {
-      s = t.find(tile, keys[k], value);
+    switch (mix.kind(op, rounds)) {
+      case race_op::insert:
+      case race_op::update:
+        if (tile.thread_rank() == 0) fill_value(value, words, k, base + op + 1);
+        tile.sync();
+        s = mix.kind(op, rounds) == race_op::insert ? t.insert(tile, keys[k], value)
+                                                    : t.update(tile, keys[k], value);
+        break;
+      case race_op::erase: s = t.erase(tile, keys[k]); break;
+      default: s = t.find(tile, keys[k], value); break;
     }
     if (tile.thread_rank() == 0) status[op] = s;
   }
@@ -224,7 +246,8 @@ __global__ void read_while_updating(gpm::gphash_ref<Key> t, const Key* keys,
 template <class P>
 class GphashValueCacheRace : public ::testing::Test {};
 using RaceParams =
-    ::testing::Types<params<std::uint64_t, 1>, params<std::uint64_t, 32>, params<gpm::key32, 16>>;
+    ::testing::Types<params<std::uint64_t, 1>, params<std::uint64_t, 32>, params<gpm::key32, 16>,
+                     params<std::uint64_t, 32, true, true>, params<gpm::key32, 16, true, true>>;
 TYPED_TEST_SUITE(GphashValueCacheRace, RaceParams);
 
 // Every find returns a value that an update of its key wrote (or the first insert), whole: never
@@ -236,12 +259,13 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
   constexpr unsigned G = TypeParam::cg;
   constexpr std::uint32_t kKeys = 4, kRounds = 12, kWords = 4, kSeeds = 4;
   constexpr std::uint32_t kThreads = 128, kBlocks = G == 1 ? 1 : 4;
+  constexpr race_mix kMix{{race_op::update, race_op::find}, 2};
   constexpr std::uint64_t kOps = std::uint64_t{kBlocks} * kThreads / G * kRounds;
   gpm::test::scratch_dirs dirs("gphash-value-race");
   gpm::pool pool = gpm::pool::create("v.pool", 32 << 20, "gphash-value-race",
                                      quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
   auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 8 * kWords, .top_level = 4},
-                                    {.cg_size = G});
+                                    mirrored(TypeParam::mirror, {.cg_size = G}));
   driver<Key> d(t);
   d.run(op::insert, range(0, kKeys), std::vector<std::uint64_t>(kKeys, 0));
   t.enable_cache({.fraction = 0.5, .policy = gpm::cache_policy::random});
@@ -256,8 +280,8 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
       const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(seed)) | 1);
 #endif
       t.reload_cache();  // not waited for: it fetches while the kernel runs
-      gpm::launch(read_while_updating<Key, G>, kBlocks, kThreads, 0, nullptr, t.ref(),
-                  keys.keys.data(), kKeys, kRounds, base, values.data(), status.data());
+      gpm::launch(race_ops<Key, G>, kBlocks, kThreads, 0, nullptr, t.ref(), keys.keys.data(), kKeys,
+                  kMix, kRounds, base, values.data(), status.data());
       gpm::test::sync_ok();
       t.wait_cache_reload();
     }
@@ -265,9 +289,8 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
     const auto st = gpm::test::to_host(status);
     const auto got = gpm::test::to_host(values);
     for (std::uint64_t op = 0; op < kOps; ++op) {
-      const std::uint64_t i = op / kRounds;
-      const std::uint64_t k = (i / 2 + op % kRounds) % kKeys;
-      if (i % 2 == 0) {
+      const std::uint64_t k = kMix.key(op, kRounds, kKeys);
+      if (kMix.kind(op, kRounds) == race_op::update) {
         ASSERT_EQ(st[op], hash_status::updated) << "seed " << seed << " op " << op;
         continue;
       }
@@ -277,9 +300,9 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
       // The version's writer: the first insert (0), or an update of key k, operation `writer`
       // of this kernel or an earlier one.
       const std::uint64_t writer = (version - 1) % kOps;
-      const bool written =
-          version == 0 || ((version - 1) / kOps <= seed && writer / kRounds % 2 == 0 &&
-                           (writer / kRounds / 2 + writer % kRounds) % kKeys == k);
+      const bool written = version == 0 || ((version - 1) / kOps <= seed &&
+                                            kMix.kind(writer, kRounds) == race_op::update &&
+                                            kMix.key(writer, kRounds, kKeys) == k);
       ASSERT_TRUE(written && value_is(v, kWords, k, version))
           << "seed " << seed << " op " << op << ": key " << k << " read " << v[0] << " version "
           << version << ", torn or never written";
@@ -288,6 +311,128 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
   EXPECT_GT(t.stats().value_cache_hits, 0u);
   const gpm::gphash_check c = t.check();
   EXPECT_TRUE(c.ok) << (c.problems.empty() ? "" : c.problems.front());
+}
+
+template <class P>
+class GphashClaimRace : public ::testing::Test {};
+using ClaimParams =
+    ::testing::Types<params<std::uint64_t, 32>, params<std::uint64_t, 1, false, true>,
+                     params<std::uint64_t, 32, false, true>, params<gpm::key32, 16, false, true>,
+                     params<gpm::varkey, 32, true, true>>;
+TYPED_TEST_SUITE(GphashClaimRace, ClaimParams);
+
+// Concurrent inserts of different keys into one bucket (the table has one bucket of 8 slots, which
+// both hash locations of every key reach) never claim a slot twice: a batch of 64 fresh keys
+// stores 8, each in a slot of its own with its value, and the others find no room; then the 8 are
+// erased, so the next round claims slots that erases emptied (with the mirror: slots whose mirror
+// word an erase emptied after its pool word). On the host emulator a seeded schedule switches
+// threads every few atomics and fences.
+TYPED_TEST(GphashClaimRace, InsertsIntoOneBucketClaimEachSlotOnce) {
+  using Key = typename TypeParam::key_type;
+  gpm::test::scratch_dirs dirs("gphash-claims");
+#if GPM_BACKEND_HOST
+  const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(TypeParam::cg) + 11) | 1);
+#endif
+  gpm::pool pool = gpm::pool::create("c.pool", 32 << 20, "gphash-claims",
+                                     quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  auto t = gpm::gphash<Key>::create(
+      pool, "kv", {.level_count = 1, .value_bytes = 16, .top_level = 0},
+      mirrored(TypeParam::mirror,
+               {.cg_size = TypeParam::cg, .displace = false, .auto_resize = false}));
+  if (TypeParam::cached) t.enable_cache({.fraction = 1.0, .reload_every = 1});
+  driver<Key> d(t);
+  for (std::uint64_t round = 0; round < 6; ++round) {
+    const auto keys = range(round * 64, round * 64 + 64);
+    const auto st = d.run(op::insert, keys, keys);
+    std::vector<std::uint64_t> stored;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_TRUE(st[i] == hash_status::inserted || st[i] == hash_status::full)
+          << gpm::to_string(st[i]);
+      if (st[i] == hash_status::inserted) stored.push_back(keys[i]);
+    }
+    ASSERT_EQ(stored.size(), 8u) << "round " << round;
+    ASSERT_EQ(t.size(), 8u) << "round " << round;
+    const gpm::gphash_check c = t.check();
+    ASSERT_TRUE(c.ok) << "round " << round << ": "
+                      << (c.problems.empty() ? "INSERTING slots" : c.problems.front());
+    const auto f = d.find(stored);
+    for (std::size_t i = 0; i < stored.size(); ++i) {
+      ASSERT_EQ(f.status[i], hash_status::found) << "key " << stored[i];
+      ASSERT_TRUE(value_is(&f.values[i * d.words()], d.words(), stored[i], stored[i]));
+    }
+    for (hash_status e : d.run(op::erase, stored, {})) ASSERT_EQ(e, hash_status::erased);
+  }
+}
+
+// Inserts, erases and finds of 3 keys racing in one kernel, a slot of a key freed by an erase and
+// claimed again by the next insert of it, under seeded schedules. Every find returns a whole value
+// of its key; per key, the inserts that reported `inserted` less the erases that reported `erased`
+// are at least 1 if the key is present at the end and at least 0 if not (not exactly: an erase
+// repeats while it finds a copy, so it can also remove the copy of an insert that followed its
+// first removal, and report one erase for both); the table (and, when on, its mirror, which must
+// equal the pool's fingerprint words) is consistent. An erase that clears a re-inserted copy in
+// the pool before its insert stored the fingerprint in the mirror, if it did not wait for that
+// store, would leave the fingerprint in the mirror over an empty pool slot (and a later erase of
+// the key retrying forever).
+TYPED_TEST(GphashClaimRace, InsertsErasesAndFindsOfAKeyAgree) {
+  using Key = typename TypeParam::key_type;
+  constexpr unsigned G = TypeParam::cg;
+  constexpr std::uint32_t kKeys = 3, kRounds = 12, kWords = 2, kSeeds = 4;
+  constexpr std::uint32_t kThreads = 96, kBlocks = G == 1 ? 1 : 4;
+  constexpr race_mix kMix{{race_op::insert, race_op::erase, race_op::find}, 3};
+  constexpr std::uint64_t kOps = std::uint64_t{kBlocks} * kThreads / G * kRounds;
+  gpm::test::scratch_dirs dirs("gphash-erase-race");
+  gpm::pool pool = gpm::pool::create("e.pool", 32 << 20, "gphash-erase-race",
+                                     quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+  auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 8 * kWords, .top_level = 3},
+                                    mirrored(TypeParam::mirror, {.cg_size = G}));
+  if (TypeParam::cached) t.enable_cache({.fraction = 1.0});
+  driver<Key> d(t);
+  const key_upload<Key> keys = upload_keys<Key>(range(0, kKeys));
+  gpm::device_buffer<std::uint64_t> values(kOps * kWords);
+  gpm::device_buffer<hash_status> status(kOps);
+  std::vector<std::int64_t> balance(kKeys, 0);  // inserted - erased, over all kernels
+  for (std::uint32_t seed = 0; seed < kSeeds; ++seed) {
+    {
+#if GPM_BACKEND_HOST
+      const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(seed) + 31) | 1);
+#endif
+      gpm::launch(race_ops<Key, G>, kBlocks, kThreads, 0, nullptr, t.ref(), keys.keys.data(), kKeys,
+                  kMix, kRounds, 0, values.data(), status.data());
+      gpm::test::sync_ok();
+    }
+    t.reclaim();
+    const auto st = gpm::test::to_host(status);
+    const auto got = gpm::test::to_host(values);
+    for (std::uint64_t op = 0; op < kOps; ++op) {
+      const std::uint64_t k = kMix.key(op, kRounds, kKeys);
+      const race_op kind = kMix.kind(op, kRounds);
+      if (kind == race_op::insert) {
+        ASSERT_TRUE(st[op] == hash_status::inserted || st[op] == hash_status::exists)
+            << "seed " << seed << " op " << op << ": " << gpm::to_string(st[op]);
+        balance[k] += st[op] == hash_status::inserted;
+      } else if (kind == race_op::erase) {
+        ASSERT_TRUE(st[op] == hash_status::erased || st[op] == hash_status::not_found)
+            << "seed " << seed << " op " << op << ": " << gpm::to_string(st[op]);
+        balance[k] -= st[op] == hash_status::erased;
+      } else if (st[op] != hash_status::not_found) {
+        ASSERT_EQ(st[op], hash_status::found) << "seed " << seed << " op " << op;
+        ASSERT_TRUE(value_is(&got[op * kWords], kWords, k, got[op * kWords + 1]))
+            << "seed " << seed << " op " << op << ": key " << k << " read a value of key "
+            << got[op * kWords];
+      }
+    }
+    const auto f = d.find(range(0, kKeys));
+    for (std::uint64_t k = 0; k < kKeys; ++k) {
+      ASSERT_GE(balance[k], f.status[k] == hash_status::found ? 1 : 0)
+          << "seed " << seed << " key " << k << ": " << gpm::to_string(f.status[k]);
+    }
+    ASSERT_EQ(t.size(), static_cast<std::uint64_t>(
+                            std::count(f.status.begin(), f.status.end(), hash_status::found)));
+    const gpm::gphash_check c = t.check();
+    ASSERT_TRUE(c.ok) << "seed " << seed << ": "
+                      << (c.problems.empty() ? "INSERTING slots" : c.problems.front());
+  }
 }
 
 }  // namespace

@@ -44,15 +44,20 @@ void expect_versions(driver<Key>& d, std::uint64_t n, Want want) {
   }
 }
 
-template <class Key>
+// Typed over the key and the fingerprint mirror (off, on).
+template <class P>
 class GphashBasic : public ::testing::Test {};
-using Keys = ::testing::Types<std::uint64_t, gpm::key32, gpm::varkey>;
+using Keys =
+    ::testing::Types<keyed<std::uint64_t>, keyed<gpm::key32>, keyed<gpm::varkey>,
+                     keyed<std::uint64_t, true>, keyed<gpm::key32, true>, keyed<gpm::varkey, true>>;
 TYPED_TEST_SUITE(GphashBasic, Keys);
 
 TYPED_TEST(GphashBasic, EveryOperationReportsItsStatus) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   fixture f;
-  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.top_level = 6});
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.top_level = 6}, mirrored(TypeParam::mirror));
+  // 8 bytes per slot of the live levels, when on.
+  EXPECT_EQ(t.stats().fingerprint_mirror_bytes, TypeParam::mirror ? 8 * t.capacity() : 0);
   driver<Key> d(t);
   const auto keys = range(0, 200);
   for (hash_status s : d.run(op::insert, keys, std::vector<std::uint64_t>(200, 1))) {
@@ -92,14 +97,15 @@ TYPED_TEST(GphashBasic, EveryOperationReportsItsStatus) {
 }
 
 TYPED_TEST(GphashBasic, SurvivesCloseAndReopen) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   fixture f;
   {
-    auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 64, .top_level = 5});
+    auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 64, .top_level = 5},
+                                      mirrored(TypeParam::mirror));
     driver<Key>(t).run(op::insert, range(0, 150), std::vector<std::uint64_t>(150, 7));
   }
   f.reopen();
-  auto t = gpm::gphash<Key>::open(f.pool, "kv");
+  auto t = gpm::gphash<Key>::open(f.pool, "kv", mirrored(TypeParam::mirror));
   EXPECT_EQ(t.config().value_bytes, 64u);
   EXPECT_EQ(t.last_recovery().items, 150u);
   EXPECT_EQ(t.last_recovery().inserting_cleared, 0u);
@@ -113,9 +119,10 @@ TYPED_TEST(GphashBasic, SurvivesCloseAndReopen) {
 }
 
 TYPED_TEST(GphashBasic, GrowsByAddingLevelsAndLosesNothing) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   fixture f;
-  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 2});
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 2},
+                                    mirrored(TypeParam::mirror));
   const std::uint64_t before = t.capacity();
   driver<Key> d(t);
   for (std::uint64_t b = 0; b < 6; ++b) {
@@ -137,11 +144,11 @@ TYPED_TEST(GphashBasic, GrowsByAddingLevelsAndLosesNothing) {
 }
 
 TYPED_TEST(GphashBasic, FullWithoutAutoResize) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   fixture f;
   auto t = gpm::gphash<Key>::create(
       f.pool, "kv", {.hash_count = 1, .level_count = 1, .slots_per_bucket = 1, .top_level = 1},
-      {.auto_resize = false});
+      mirrored(TypeParam::mirror, {.auto_resize = false}));
   auto st = driver<Key>(t).run(op::insert, range(0, 16), std::vector<std::uint64_t>(16, 1));
   int full = 0, inserted = 0;
   for (hash_status s : st) {
@@ -200,11 +207,12 @@ TEST(GphashPlacement, FirstFullInsertComesAfterNinetyPercent) {
 // concurrent batches cost, for every tile size and key kind; every key stays, once. Without
 // displacement the same tables fill to about 91%.
 TYPED_TEST(GphashBasic, DisplacementFillsPastNinetySevenPercent) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   for (std::uint32_t cg : {1u, 4u, 32u}) {
     fixture f;
-    auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 9},
-                                      {.cg_size = cg, .auto_resize = false});
+    auto t = gpm::gphash<Key>::create(
+        f.pool, "kv", {.value_bytes = 16, .top_level = 9},
+        mirrored(TypeParam::mirror, {.cg_size = cg, .auto_resize = false}));
     const std::uint64_t stored = fill_until_full(t, "cg " + std::to_string(cg));
     const double lf = static_cast<double>(stored) / static_cast<double>(t.capacity());
     std::printf("[ load     ] cg %u: first full insert at %.4f\n", cg, lf);
@@ -239,9 +247,10 @@ TEST(Gphash, MakeRoomLetsFullInsertsIn) {
 
 // Many tiles insert the same key at once: exactly one wins, one copy stays visible.
 TYPED_TEST(GphashBasic, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   fixture f;
-  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 4});
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 4},
+                                    mirrored(TypeParam::mirror));
   driver<Key> d(t);
   std::vector<std::uint64_t> same(64, 42), versions(64);
   std::iota(versions.begin(), versions.end(), 1);
@@ -260,7 +269,7 @@ TYPED_TEST(GphashBasic, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
 // Two published copies of a key in the live levels (racing inserts left them before inserts of a
 // key were kept apart; a crash inside a move does now, docs/gphash.md "Recovery"): recovery's
 // dedupe pass keeps the valid one (max level, min bucket, min slot) and clears the other.
-TEST(Gphash, RecoveryRemovesDuplicateCopies) {
+void recovery_removes_a_duplicate(bool mirror) {
   fixture f;
   {
     auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 8, .top_level = 3});
@@ -284,14 +293,27 @@ TEST(Gphash, RecoveryRemovesDuplicateCopies) {
     }
   }
   ASSERT_EQ(copies, 1);
-  auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv");
+  auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv", mirrored(mirror));
   EXPECT_EQ(t.last_recovery().duplicates_removed, 1u);
   EXPECT_EQ(t.last_recovery().resumed_duplicates, 0u);
   EXPECT_EQ(t.size(), 1u);
   EXPECT_TRUE(t.check().ok);
-  auto r = driver<std::uint64_t>(t).find({7});
+  driver<std::uint64_t> d(t);
+  auto r = d.find({7});
   ASSERT_EQ(r.status[0], hash_status::found);
   EXPECT_TRUE(value_is(r.values.data(), 1, 7, 1));
+  // Operations after recovery see the recovered table (through the rebuilt mirror, when on): one
+  // erase leaves no copy.
+  EXPECT_EQ(d.run(op::erase, {7}, {})[0], hash_status::erased);
+  EXPECT_EQ(d.find({7}).status[0], hash_status::not_found);
+  EXPECT_TRUE(t.check().ok);
+}
+
+TEST(Gphash, RecoveryRemovesDuplicateCopies) {
+  for (const bool mirror : {false, true}) {
+    SCOPED_TRACE(mirror ? "fingerprint mirror" : "no mirror");
+    recovery_removes_a_duplicate(mirror);
+  }
 }
 
 TEST(Gphash, ReservedKeysAreRejected) {
@@ -622,17 +644,19 @@ void expect_values_served(const gpm::gphash_stats& before, const gpm::gphash_sta
   EXPECT_EQ(after.value_cache_fallbacks - before.value_cache_fallbacks, 0u);
 }
 
-template <class Key>
+template <class P>
 class GphashValueCache : public ::testing::Test {};
-using CachedValueKeys = ::testing::Types<std::uint64_t, gpm::key32>;
+using CachedValueKeys = ::testing::Types<keyed<std::uint64_t>, keyed<gpm::key32>,
+                                         keyed<std::uint64_t, true>, keyed<gpm::key32, true>>;
 TYPED_TEST_SUITE(GphashValueCache, CachedValueKeys);
 
 // With every bucket cached, finds take their values from the value cache, and every write
 // (update, erase, insert, upsert) leaves the cached value equal to the pool's.
 TYPED_TEST(GphashValueCache, ServesFindsAndFollowsEveryWrite) {
-  using Key = TypeParam;
+  using Key = typename TypeParam::key_type;
   fixture f;
-  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 32, .top_level = 6});
+  auto t = gpm::gphash<Key>::create(f.pool, "kv", {.value_bytes = 32, .top_level = 6},
+                                    mirrored(TypeParam::mirror));
   driver<Key> d(t);
   d.run(op::insert, range(0, 300), std::vector<std::uint64_t>(300, 1));
   t.enable_cache({.fraction = 1.0});
@@ -660,6 +684,7 @@ TYPED_TEST(GphashValueCache, ServesFindsAndFollowsEveryWrite) {
     return k < 100 ? 2 : k < 150 ? 0 : k < 250 ? 4 : k < 300 ? 1 : 3;
   });
   EXPECT_EQ(t.stats().value_cache_hits, 0u);
+  EXPECT_TRUE(t.check().ok);
 }
 
 // The value offset of 8-byte key index `k` in table "kv" (K = 8 slots of 2 words), read from

@@ -84,6 +84,19 @@ inline bool value_is(const std::uint64_t* v, std::uint32_t words, std::uint64_t 
   return std::equal(want.begin(), want.end(), v);
 }
 
+// A typed test's parameters: the key type, and whether the table keeps the fingerprint mirror.
+template <class Key, bool Mirror = false>
+struct keyed {
+  using key_type = Key;
+  static constexpr bool mirror = Mirror;
+};
+
+// A table's options `o` with the fingerprint mirror on or off.
+inline gpm::gphash_options mirrored(bool mirror, gpm::gphash_options o = {}) {
+  o.fingerprint_mirror = mirror;
+  return o;
+}
+
 // Key indices [from, to).
 inline std::vector<std::uint64_t> range(std::uint64_t from, std::uint64_t to) {
   std::vector<std::uint64_t> v(to - from);
