@@ -11,6 +11,8 @@
 //    followed by another gives the same table as one straight recovery;
 //  - every repair step of recovery gets work: crashes at the points that leave an INSERTING slot
 //    or a duplicate make recovery report clearing them.
+// Every test runs half of its trials with the fingerprint mirror on, in the child and the parent
+// (gphash::check then also compares the rebuilt mirror with the pool).
 // Trials: GPMKIT_CRASH_TRIALS (tens in CI, 1000 in the crash-long label).
 #include <gpm/hash/gphash.cuh>
 #include <gpm/platform/crash_point.hpp>
@@ -57,10 +59,10 @@ batch make_batch(std::uint64_t seed, int b) {
   return out;
 }
 
-template <class Key>
+template <class Key, bool Mirror>
 int run_batches(const gpm::test::scenario_args& args) {
   gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
-  auto t = gpm::gphash<Key>::open(p, "kv");
+  auto t = gpm::gphash<Key>::open(p, "kv", mirrored(Mirror));
   driver<Key> d(t);
   gpm::test::report_progress(args, "ready");
   for (int b = 0; b < kBatches; ++b) {
@@ -72,19 +74,25 @@ int run_batches(const gpm::test::scenario_args& args) {
   }
   return 0;
 }
-GPM_CRASH_SCENARIO(gphash_batches_8) { return run_batches<std::uint64_t>(args); }
-GPM_CRASH_SCENARIO(gphash_batches_32) { return run_batches<gpm::key32>(args); }
-GPM_CRASH_SCENARIO(gphash_batches_var) { return run_batches<gpm::varkey>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_8) { return run_batches<std::uint64_t, false>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_32) { return run_batches<gpm::key32, false>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_var) { return run_batches<gpm::varkey, false>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_8_mirror) { return run_batches<std::uint64_t, true>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_32_mirror) { return run_batches<gpm::key32, true>(args); }
+GPM_CRASH_SCENARIO(gphash_batches_var_mirror) { return run_batches<gpm::varkey, true>(args); }
 
-template <class Key>
+template <class Key, bool Mirror>
 int recover_only(const gpm::test::scenario_args& args) {
   gpm::pool p = gpm::pool::open(args.pool_path, kLayout, options_for(args));
-  gpm::gphash<Key>::open(p, "kv");
+  gpm::gphash<Key>::open(p, "kv", mirrored(Mirror));
   return 0;
 }
-GPM_CRASH_SCENARIO(gphash_recover_8) { return recover_only<std::uint64_t>(args); }
-GPM_CRASH_SCENARIO(gphash_recover_32) { return recover_only<gpm::key32>(args); }
-GPM_CRASH_SCENARIO(gphash_recover_var) { return recover_only<gpm::varkey>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_8) { return recover_only<std::uint64_t, false>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_32) { return recover_only<gpm::key32, false>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_var) { return recover_only<gpm::varkey, false>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_8_mirror) { return recover_only<std::uint64_t, true>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_32_mirror) { return recover_only<gpm::key32, true>(args); }
+GPM_CRASH_SCENARIO(gphash_recover_var_mirror) { return recover_only<gpm::varkey, true>(args); }
 
 // The scenario-name suffix of a key type.
 template <class Key>
@@ -92,6 +100,12 @@ std::string key_name() {
   if constexpr (std::is_same_v<Key, std::uint64_t>) return "8";
   if constexpr (std::is_same_v<Key, gpm::key32>) return "32";
   return "var";
+}
+
+// The scenario `kind` ("batches", "recover") for a key type, with or without the mirror.
+template <class Key>
+std::string scenario(const char* kind, bool mirror) {
+  return std::string("gphash_") + kind + "_" + key_name<Key>() + (mirror ? "_mirror" : "");
 }
 
 // Runs trial t with 8-byte, 32-byte or variable-length keys in turn.
@@ -152,8 +166,8 @@ tally g_tally;
 // Checks the recovered table of a trial; `report` receives what recovery repaired.
 template <class Key>
 void check_trial(const gpm::test::scratch_dirs& dirs, const std::string& pool_name,
-                 std::uint64_t seed, const gpm::test::child_result& r, const std::string& what,
-                 gpm::gphash_recovery* report = nullptr) {
+                 std::uint64_t seed, bool mirror, const gpm::test::child_result& r,
+                 const std::string& what, gpm::gphash_recovery* report = nullptr) {
   int acked = 0;
   for (const std::string& line : r.progress) acked += line.rfind("done ", 0) == 0;
   model before;  // after the acknowledged batches
@@ -172,7 +186,7 @@ void check_trial(const gpm::test::scratch_dirs& dirs, const std::string& pool_na
   }
   gpm::pool p =
       gpm::pool::open(pool_name, kLayout, quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
-  auto t = gpm::gphash<Key>::open(p, "kv");
+  auto t = gpm::gphash<Key>::open(p, "kv", mirrored(mirror));
   const gpm::gphash_recovery& rec = t.last_recovery();
   ++g_tally.trials;
   g_tally.killed += r.killed;
@@ -215,8 +229,9 @@ void batches_trial(int t, bool at_points) {
   const std::uint64_t seed = gpm::test::trial_seed(t);
   std::mt19937_64 rng(seed);
   gpm::test::kill_policy policy;
-  std::string what = "keys " + key_name<Key>() + ", trial " + std::to_string(t) + " (seed " +
-                     std::to_string(seed) + ")";
+  const bool mirror = t / 3 % 2 == 1;  // each key kind in turn, then again with the mirror
+  std::string what = "keys " + key_name<Key>() + (mirror ? " (mirror)" : "") + ", trial " +
+                     std::to_string(t) + " (seed " + std::to_string(seed) + ")";
   if (!at_points) {
     policy = gpm::test::kill_after_ms(1 + static_cast<double>(rng() % 120), "ready");
     what += ", killed at a random time";
@@ -230,9 +245,9 @@ void batches_trial(int t, bool at_points) {
     what += std::string(", crash point ") + point;
   }
   const auto r =
-      gpm::test::run_child("gphash_batches_" + key_name<Key>(), dirs.args("kv.pool", seed), policy);
+      gpm::test::run_child(scenario<Key>("batches", mirror), dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
-  check_trial<Key>(dirs, "kv.pool", seed, r, what);
+  check_trial<Key>(dirs, "kv.pool", seed, mirror, r, what);
 }
 
 TEST(GphashCrash, AcknowledgedBatchesSurviveRandomKills) {
@@ -286,13 +301,15 @@ void repair_trial(int t, const repair_point& at) {
   const std::uint64_t seed = gpm::test::trial_seed(2000 + t);
   std::mt19937_64 rng(seed);
   const std::string point = std::string(at.point) + ":" + std::to_string(1 + rng() % at.hits);
-  const std::string what = "keys " + key_name<Key>() + ", trial " + std::to_string(t) + " (seed " +
-                           std::to_string(seed) + "), crash point " + point;
-  const auto r = gpm::test::run_child("gphash_batches_" + key_name<Key>(),
-                                      dirs.args("kv.pool", seed), gpm::test::kill_at(point));
+  const bool mirror = t % 2 == 1;  // every point gets both within two rounds
+  const std::string what = "keys " + key_name<Key>() + (mirror ? " (mirror)" : "") + ", trial " +
+                           std::to_string(t) + " (seed " + std::to_string(seed) +
+                           "), crash point " + point;
+  const auto r = gpm::test::run_child(scenario<Key>("batches", mirror), dirs.args("kv.pool", seed),
+                                      gpm::test::kill_at(point));
   ASSERT_TRUE(r.killed) << what << ": the run did not reach the crash point: " << r.describe();
   gpm::gphash_recovery rec;
-  check_trial<Key>(dirs, "kv.pool", seed, r, what, &rec);
+  check_trial<Key>(dirs, "kv.pool", seed, mirror, r, what, &rec);
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_TRUE(at.repaired(rec)) << what << ": recovery reported " << at.repair << " (cleared "
                                 << rec.inserting_cleared << " INSERTING slots, removed "
@@ -327,7 +344,9 @@ void recovery_trial(int t) {
   create_table<Key>(dirs);
   const std::uint64_t seed = gpm::test::trial_seed(1000 + t);
   std::mt19937_64 rng(seed);
-  const std::string what = "trial " + std::to_string(t) + " (seed " + std::to_string(seed) + ")";
+  const bool mirror = t / 3 % 2 == 1;
+  const std::string what = "trial " + std::to_string(t) + (mirror ? " (mirror)" : "") + " (seed " +
+                           std::to_string(seed) + ")";
   // A crash that may leave a resize half done (a random kill or one inside a resize), an
   // INSERTING slot, or a duplicate of a rehashed item.
   gpm::test::kill_policy policy;
@@ -344,19 +363,19 @@ void recovery_trial(int t) {
     }
   }
   auto r =
-      gpm::test::run_child("gphash_batches_" + key_name<Key>(), dirs.args("kv.pool", seed), policy);
+      gpm::test::run_child(scenario<Key>("batches", mirror), dirs.args("kv.pool", seed), policy);
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   std::filesystem::copy_file(dirs.pool_path("kv.pool"), dirs.pool_path("copy.pool"));
   // The copy's recovery is killed midway, then recovered again.
   const char* point = kRecoveryPoints[rng() % std::size(kRecoveryPoints)];
-  r = gpm::test::run_child("gphash_recover_" + key_name<Key>(), dirs.args("copy.pool", seed),
+  r = gpm::test::run_child(scenario<Key>("recover", mirror), dirs.args("copy.pool", seed),
                            gpm::test::kill_at(point));
   ASSERT_TRUE(r.killed || r.exit_code == 0) << what << ": " << r.describe();
   const auto opts = quiet_options(dirs.pm_dir(), dirs.snapshot_dir());
   gpm::pool straight_pool = gpm::pool::open("kv.pool", kLayout, opts);
-  auto straight = gpm::gphash<Key>::open(straight_pool, "kv");
+  auto straight = gpm::gphash<Key>::open(straight_pool, "kv", mirrored(mirror));
   gpm::pool twice_pool = gpm::pool::open("copy.pool", kLayout, opts);
-  auto twice = gpm::gphash<Key>::open(twice_pool, "kv");
+  auto twice = gpm::gphash<Key>::open(twice_pool, "kv", mirrored(mirror));
   EXPECT_EQ(read_all(straight, what), read_all(twice, what))
       << what << ", recovery killed at " << point;
   EXPECT_TRUE(twice.check().ok) << what;
