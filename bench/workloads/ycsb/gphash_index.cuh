@@ -53,6 +53,8 @@ struct gphash_variant {
   // make_room() moves items for inserts that found no room (gpm::gphash::make_room); off: the
   // paper's placement alone.
   bool displace = true;
+  // gpm::gphash_options::fingerprint_mirror: fingerprint words read from GPU memory.
+  bool fingerprint_mirror = false;
 };
 
 __device__ inline op_status from_gphash(gpm::hash_status s) {
@@ -237,10 +239,15 @@ class gphash_index {
 
   table_type& table() { return *table_; }
   std::uint64_t slot_capacity() const { return table_->capacity(); }
-  // The resizes, and over the last timed run phase the bucket cache's hit rate and the finds
-  // whose value the value cache served or, their valid copy cached, left to the pool.
+  // The resizes, the fingerprint mirror's GPU memory (when on), and over the last timed run phase
+  // the bucket cache's hit rate and the finds whose value the value cache served or, their valid
+  // copy cached, left to the pool.
   named_values metrics() const {
-    named_values v{{"resizes", static_cast<double>(table_->stats().resizes)}};
+    const gpm::gphash_stats now = table_->stats();
+    named_values v{{"resizes", static_cast<double>(now.resizes)}};
+    if (variant_.fingerprint_mirror) {
+      v.push_back({"fingerprint_mirror_bytes", static_cast<double>(now.fingerprint_mirror_bytes)});
+    }
     const auto in_run = [&](std::uint64_t gpm::gphash_stats::*count) {
       return run_end_.*count - run_start_.*count;
     };
@@ -288,6 +295,7 @@ class gphash_index {
     o.auto_resize = false;  // batches run through the device view, which never resizes
     o.block_threads = launch_.threads;
     o.cg_size = variant_.cg_size;
+    o.fingerprint_mirror = variant_.fingerprint_mirror;
     return o;
   }
 

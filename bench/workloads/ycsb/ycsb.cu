@@ -61,6 +61,13 @@ struct index_choice {
 const index_choice kGphash{
     index_kind::gphash, "gphash",
     "GPHash: warp-cooperative, lock-free, log-free, with BktCache (20% LFU)"};
+// Beside gphash in one run: the fingerprint mirror's effect (docs/gphash.md, "The fingerprint
+// mirror"), measured side by side.
+const index_choice kGphashFpMirror{
+    index_kind::gphash,
+    "gphash-fpmirror",
+    "GPHash with BktCache (20% LFU) and the fingerprint mirror (fingerprint words in GPU memory)",
+    {.fingerprint_mirror = true}};
 const index_choice kGphashGpuMemory{
     index_kind::gphash,
     "gpu-memory",
@@ -75,7 +82,8 @@ const index_choice kSlabGpm{
 const index_choice kCpuAssisted{
     index_kind::cpu_assisted, "cpu-assisted",
     "CPU-assisted: batches shipped to CPU threads running Clevel on the pool"};
-const index_choice kIndexes[] = {kGphash, kGphashGpuMemory, kClevelGpm, kSlabGpm, kCpuAssisted};
+const index_choice kIndexes[] = {kGphash,    kGphashFpMirror, kGphashGpuMemory,
+                                 kClevelGpm, kSlabGpm,        kCpuAssisted};
 
 // GPHash with its techniques switched on or off (factor analysis, cache sweep).
 index_choice gphash_variant_of(const std::string& name, const std::string& summary,
@@ -377,8 +385,9 @@ workload hash_micro_workload() {
   return w;
 }
 
-// Batch sizes 2^10, 2^12, ... 2^22: YCSB A on every index, C and LOAD on GPHash and its
-// GPU-memory ceiling (`Key`: 8- or 32-byte keys; `Value`: 128- or 32-byte values).
+// Batch sizes 2^10, 2^12, ... 2^22: YCSB A on every index, C and LOAD on GPHash (with and without
+// the fingerprint mirror) and its GPU-memory ceiling (`Key`: 8- or 32-byte keys; `Value`: 128- or
+// 32-byte values).
 template <class Key, class Value = ycsb::kv_value>
 workload batch_sweep_workload(const std::string& name, const std::string& summary) {
   using namespace ycsb;
@@ -392,7 +401,7 @@ workload batch_sweep_workload(const std::string& name, const std::string& summar
   };
   for (const index_choice& i : kIndexes) sweep(workload_kind::a, i);
   for (workload_kind k : {workload_kind::c, workload_kind::load}) {
-    for (const index_choice& i : {kGphash, kGphashGpuMemory}) sweep(k, i);
+    for (const index_choice& i : {kGphash, kGphashFpMirror, kGphashGpuMemory}) sweep(k, i);
   }
   return w;
 }
