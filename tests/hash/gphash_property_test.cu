@@ -364,12 +364,13 @@ TYPED_TEST(GphashClaimRace, InsertsIntoOneBucketClaimEachSlotOnce) {
   }
 }
 
-// Inserts, erases and finds of 3 keys racing in one kernel, a slot of a key freed by an erase and
-// claimed again by the next insert of it, under seeded schedules. Every find returns a whole value
+// Inserts, erases and finds of one key racing in one kernel, a slot freed by an erase and claimed
+// again by the next insert, under seeded schedules. Every find returns a whole value
 // of its key; per key, the inserts that reported `inserted` less the erases that reported `erased`
-// are at least 1 if the key is present at the end and at least 0 if not (not exactly: an erase
-// repeats while it finds a copy, so it can also remove the copy of an insert that followed its
-// first removal, and report one erase for both); the table (and, when on, its mirror, which must
+// are 1 if the key is present at the end and 0 if not (an erase that did not hold the key's lock
+// could also remove the copy of an insert that followed its first removal, and report one erase
+// for both: caught under most GPMKIT_CRASH_SEED values, 0-2 and 5-9 among those tried, not every
+// one); the table (and, when on, its mirror, which must
 // equal the pool's fingerprint words) is consistent. An erase that clears a re-inserted copy in
 // the pool before its insert stored the fingerprint in the mirror, if it did not wait for that
 // store, would leave the fingerprint in the mirror over an empty pool slot (and a later erase of
@@ -377,7 +378,7 @@ TYPED_TEST(GphashClaimRace, InsertsIntoOneBucketClaimEachSlotOnce) {
 TYPED_TEST(GphashClaimRace, InsertsErasesAndFindsOfAKeyAgree) {
   using Key = typename TypeParam::key_type;
   constexpr unsigned G = TypeParam::cg;
-  constexpr std::uint32_t kKeys = 3, kRounds = 12, kWords = 2, kSeeds = 4;
+  constexpr std::uint32_t kKeys = 1, kRounds = 12, kWords = 2, kSeeds = 16;
   constexpr std::uint32_t kThreads = 96, kBlocks = G == 1 ? 1 : 4;
   constexpr race_mix kMix{{race_op::insert, race_op::erase, race_op::find}, 3};
   constexpr std::uint64_t kOps = std::uint64_t{kBlocks} * kThreads / G * kRounds;
@@ -424,7 +425,7 @@ TYPED_TEST(GphashClaimRace, InsertsErasesAndFindsOfAKeyAgree) {
     }
     const auto f = d.find(range(0, kKeys));
     for (std::uint64_t k = 0; k < kKeys; ++k) {
-      ASSERT_GE(balance[k], f.status[k] == hash_status::found ? 1 : 0)
+      ASSERT_EQ(balance[k], f.status[k] == hash_status::found ? 1 : 0)
           << "seed " << seed << " key " << k << ": " << gpm::to_string(f.status[k]);
     }
     ASSERT_EQ(t.size(), static_cast<std::uint64_t>(

@@ -990,10 +990,18 @@ __device__ hash_status erase(const table_view& v, const Tile& t, const Key& key)
   if (!key_ops<Key>::valid(v, key)) return hash_status::invalid_key;
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const std::uint64_t w = key_ops<Key>::word(key, h);
+  // The key's lock, as inserts take it: without it an erase that repeats while it finds a copy
+  // could also remove the copy of an insert that came after its first removal and report one
+  // erase for both (not linearizable: that insert found the key absent and returned inserted).
+  const auto key_lock = lock_word(v, h);
+  lock(t, key_lock);
   bool erased = false;
   for (;;) {
     const probe_result r = probe(v, t, key, h, w, false);
-    if (r.match == 0) return erased ? hash_status::erased : hash_status::not_found;
+    if (r.match == 0) {
+      unlock(t, key_lock);
+      return erased ? hash_status::erased : hash_status::not_found;
+    }
     bool ok = false;
     if (t.thread_rank() == 0) {
       const location at = location_of_rank(r.match);
