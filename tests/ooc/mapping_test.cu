@@ -497,6 +497,20 @@ TEST(OocMapping, PrefetchFillsTheGpuCacheAhead) {
 
 // Read-ahead reads queued consecutive lines in runs of at most read_ahead_run_bytes: one line a
 // read, or several (the stream's lines and the window allowing).
+// Maps the 128 lines of `path` with `o`, has one warp read them in order, checks what it read
+// against `expect`, and returns the mapping's telemetry.
+gpm::ooc::mapping_stats read_in_order(const std::string& path, const mapping_options& o,
+                                      const std::vector<std::uint32_t>& expect) {
+  mapping m(path, lines(128), 0, o);
+  auto a = m.ref<std::uint32_t>();
+  gpm::device_buffer<std::uint32_t> out(a.size());
+  gpm::device_buffer<status> st(128);
+  gpm::launch(line_read_kernel<32, std::uint32_t>, 1, 32, 0, nullptr, a, out.data(), st.data());
+  gpm::test::sync_ok();
+  EXPECT_EQ(gpm::test::to_host(out), expect);
+  return m.stats();
+}
+
 TEST(OocMapping, ReadAheadReadsInRunsOfTheGivenSize) {
   files f;
   const std::string path = f.make("run.bin", lines(128), 23);
@@ -505,14 +519,7 @@ TEST(OocMapping, ReadAheadReadsInRunsOfTheGivenSize) {
     auto o = tiny(mode::read, 2, 64);
     o.read_ahead_window = 8;
     o.read_ahead_run_bytes = lines(run);
-    mapping m(path, lines(128), 0, o);
-    auto a = m.ref<std::uint32_t>();
-    gpm::device_buffer<std::uint32_t> out(a.size());
-    gpm::device_buffer<status> st(128);
-    gpm::launch(line_read_kernel<32, std::uint32_t>, 1, 32, 0, nullptr, a, out.data(), st.data());
-    gpm::test::sync_ok();
-    EXPECT_EQ(gpm::test::to_host(out), expect);
-    const auto s = m.stats();
+    const auto s = read_in_order(path, o, expect);
     ASSERT_GT(s.read_ahead_lines, 0u) << run;
     if (run == 1) {
       EXPECT_EQ(s.read_ahead_reads, s.read_ahead_lines);
@@ -532,15 +539,7 @@ TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
     auto o = tiny(mode::read, 2, 32);
     o.hint = hint;
     o.read_ahead_window = 8;
-    mapping m(path, lines(128), 0, o);
-    auto a = m.ref<std::uint32_t>();
-    // One warp reads the lines in order.
-    gpm::device_buffer<std::uint32_t> out(a.size());
-    gpm::device_buffer<status> st(128);
-    gpm::launch(line_read_kernel<32, std::uint32_t>, 1, 32, 0, nullptr, a, out.data(), st.data());
-    gpm::test::sync_ok();
-    EXPECT_EQ(gpm::test::to_host(out), expect);
-    const auto s = m.stats();
+    const auto s = read_in_order(path, o, expect);
     if (hint == gpm::ooc::access_hint::sequential) {
       EXPECT_GT(s.read_ahead_lines, 0u);
       EXPECT_GT(s.read_ahead_hits, 0u);
