@@ -369,8 +369,8 @@ TYPED_TEST(GphashClaimRace, InsertsIntoOneBucketClaimEachSlotOnce) {
 // of its key; per key, the inserts that reported `inserted` less the erases that reported `erased`
 // are 1 if the key is present at the end and 0 if not (an erase that did not hold the key's lock
 // could also remove the copy of an insert that followed its first removal, and report one erase
-// for both: caught under most GPMKIT_CRASH_SEED values, 0-2 and 5-9 among those tried, not every
-// one); the table (and, when on, its mirror, which must
+// for both: caught by these 16 schedules of 48 rounds under the default GPMKIT_CRASH_SEED, and
+// under about a third of other seeds); the table (and, when on, its mirror, which must
 // equal the pool's fingerprint words) is consistent. An erase that clears a re-inserted copy in
 // the pool before its insert stored the fingerprint in the mirror, if it did not wait for that
 // store, would leave the fingerprint in the mirror over an empty pool slot (and a later erase of
@@ -378,14 +378,14 @@ TYPED_TEST(GphashClaimRace, InsertsIntoOneBucketClaimEachSlotOnce) {
 TYPED_TEST(GphashClaimRace, InsertsErasesAndFindsOfAKeyAgree) {
   using Key = typename TypeParam::key_type;
   constexpr unsigned G = TypeParam::cg;
-  constexpr std::uint32_t kKeys = 1, kRounds = 12, kWords = 2, kSeeds = 16;
+  constexpr std::uint32_t kKeys = 1, kRounds = 48, kWords = 2, kSeeds = 16;
   constexpr std::uint32_t kThreads = 96, kBlocks = G == 1 ? 1 : 4;
   constexpr race_mix kMix{{race_op::insert, race_op::erase, race_op::find}, 3};
   constexpr std::uint64_t kOps = std::uint64_t{kBlocks} * kThreads / G * kRounds;
   gpm::test::scratch_dirs dirs("gphash-erase-race");
   gpm::pool pool = gpm::pool::create("e.pool", 32 << 20, "gphash-erase-race",
                                      quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
-  auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 8 * kWords, .top_level = 3},
+  auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 8 * kWords, .top_level = 4},
                                     mirrored(TypeParam::mirror, {.cg_size = G}));
   if (TypeParam::cached) t.enable_cache({.fraction = 1.0});
   driver<Key> d(t);
@@ -396,7 +396,7 @@ TYPED_TEST(GphashClaimRace, InsertsErasesAndFindsOfAKeyAgree) {
   for (std::uint32_t seed = 0; seed < kSeeds; ++seed) {
     {
 #if GPM_BACKEND_HOST
-      const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(seed) + 31) | 1);
+      const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(seed) + 211) | 1);
 #endif
       gpm::launch(race_ops<Key, G>, kBlocks, kThreads, 0, nullptr, t.ref(), keys.keys.data(), kKeys,
                   kMix, kRounds, 0, values.data(), status.data());
