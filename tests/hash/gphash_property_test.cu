@@ -371,10 +371,7 @@ TYPED_TEST(GphashClaimRace, InsertsIntoOneBucketClaimEachSlotOnce) {
 // could also remove the copy of an insert that followed its first removal, and report one erase
 // for both: caught by these 16 schedules of 48 rounds under the default GPMKIT_CRASH_SEED, and
 // under about a third of other seeds); the table (and, when on, its mirror, which must
-// equal the pool's fingerprint words) is consistent. An erase that clears a re-inserted copy in
-// the pool before its insert stored the fingerprint in the mirror, if it did not wait for that
-// store, would leave the fingerprint in the mirror over an empty pool slot (and a later erase of
-// the key retrying forever).
+// equal the pool's fingerprint words) is consistent.
 TYPED_TEST(GphashClaimRace, InsertsErasesAndFindsOfAKeyAgree) {
   using Key = typename TypeParam::key_type;
   constexpr unsigned G = TypeParam::cg;

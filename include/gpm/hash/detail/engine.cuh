@@ -822,17 +822,13 @@ __device__ bool place_item(const table_view& v, const location& at, std::uint64_
 // while the erased copy is not yet durably gone: after a crash both would be in the pool, and
 // recovery's dedupe pass keeps the valid copy by its position (level, bucket, slot), not by its
 // age, so the old copy, and the old value, could come back over the newer insert.
-// An erase can win its pool CAS against an item whose insert has published it in the pool but not
-// yet in the mirror (the erase read the fingerprint of the slot's previous item, an earlier copy
-// of the key, from the mirror): the mirror word is then still INSERTING, and the insert's store of
-// the fingerprint, which follows at once, would bring the erased item back into the mirror. So the
-// clear waits for that store; nothing else holds a mirror word INSERTING past a pool publication.
+// The mirror word holds the item's fingerprint here, never INSERTING: an erase holds the key's
+// lock, which an insert of the key keeps until its fingerprint is in the mirror, and a move clears
+// a published source beside no erase or insert of the key.
 __device__ inline void unmirror(const table_view& v, const location& at) {
   std::uint64_t* const mirror = mirror_word(v, at.level, at.bucket, at.slot);
   if (mirror == nullptr) return;
-  atomic_ref<std::uint64_t, thread_scope::device> m(*mirror);
-  while (m.load(memory_order_acquire) == kInserting) __nanosleep(32);
-  m.store(kEmpty, memory_order_release);
+  atomic_ref<std::uint64_t, thread_scope::device>(*mirror).store(kEmpty, memory_order_release);
 }
 
 // FAST'25 §3.2.3: claim an empty slot (CAS EMPTY -> INSERTING), write the item, persist, publish
