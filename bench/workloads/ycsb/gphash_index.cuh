@@ -54,7 +54,7 @@ struct gphash_variant {
   // paper's placement alone.
   bool displace = true;
   // gpm::gphash_options::fingerprint_mirror: fingerprint words read from GPU memory.
-  bool fingerprint_mirror = false;
+  bool fingerprint_mirror = gpm::gphash_options{}.fingerprint_mirror;
 };
 
 __device__ inline op_status from_gphash(gpm::hash_status s) {
