@@ -651,7 +651,19 @@ TEST_F(TxHeap, AdaptiveChoosesTheRingPerLaunchFromTheLastLaunchsBandwidth) {
     o.switch_threshold = threshold;
     o.learn = false;
     auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
-    for (int launch = 0; launch < 3; ++launch) run_each(heap, 4, 64, add_and_count{});
+    run_each(heap, 1, 256, add_and_count{});
+    if (GPM_BACKEND_HOST && threshold == 0) {
+      // The first launch starts OFF and turns ON at its first slice: its commits follow the
+      // monitor within the launch (the block reads it at each of its reports), so some go
+      // through the ring. One block: each block also reads it as it starts, so several blocks
+      // starting at different moments would mix ring and direct commits even if the block never
+      // looked again. On the emulator, where 256 commits take many 1 us slices; a GPU may
+      // finish in one.
+      const gpm::tx_stats first = heap.stats();
+      EXPECT_GT(first.ring_commits, 0u);
+      EXPECT_LT(first.ring_commits, first.commits);
+    }
+    for (int launch = 1; launch < 3; ++launch) run_each(heap, 4, 64, add_and_count{});
     const gpm::tx_stats s = heap.stats();
     EXPECT_EQ(s.launches, 3u);
     EXPECT_EQ(s.commits, 3 * 256u);
