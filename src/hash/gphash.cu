@@ -160,6 +160,9 @@ struct gphash<Key>::impl {
   // number; empty while it is off, and from the start of a resize or recovery until its end, which
   // rebuild it from the pool (rebuild_mirror).
   std::map<std::uint32_t, device_buffer<std::uint64_t>> mirror;
+  // Combined updates' generation words (gphash_options::combine_updates), per live level like
+  // the mirror, zeroed whenever it is rebuilt (rebuild_mirror): they only order updates in flight.
+  std::map<std::uint32_t, device_buffer<std::uint32_t>> update_gens;
 
   cache_options cache_opts;
   std::unique_ptr<bucket_cache> cache;  // null while the cache is off
@@ -212,6 +215,8 @@ struct gphash<Key>::impl {
     for (std::uint32_t d = 0; with_cache && d < levels; ++d) {
       const auto m = mirror.find(v.top - d);
       if (m != mirror.end()) v.mirror[d] = m->second.data();
+      const auto g = update_gens.find(v.top - d);
+      if (g != update_gens.end()) v.update_gen[d] = g->second.data();
     }
     return v;
   }
@@ -266,11 +271,16 @@ struct gphash<Key>::impl {
     }
   }
 
-  // Gathers the fingerprint mirror of the live levels from the pool (option on); nothing may use
-  // the table meanwhile. After create, open, recovery and resize: the mirror is volatile, and
-  // resize and recovery change the pool's words without it.
+  // Gathers the fingerprint mirror of the live levels from the pool (option on) and zeroes the
+  // update generations (option on); nothing may use the table meanwhile. After create, open,
+  // recovery and resize: both are volatile, and resize and recovery change the pool's words
+  // without them.
   void rebuild_mirror() {
     mirror.clear();
+    update_gens.clear();
+    for (std::uint32_t d = 0; options.combine_updates && d < config.level_count; ++d) {
+      update_gens.emplace(state.top - d, zeroed_words(level_slots(state.top - d)));
+    }
     if (!options.fingerprint_mirror) return;
     const table_view v = live_view(false);
     for (std::uint32_t d = 0; d < config.level_count; ++d) {
@@ -660,6 +670,7 @@ gphash_stats gphash<Key>::stats() const {
     s.value_cache_fallbacks = c[3];
   }
   s.fingerprint_mirror_bytes = m.mirror_bytes();
+  for (const auto& [level, words] : m.update_gens) s.update_generation_bytes += words.bytes();
   return s;
 }
 

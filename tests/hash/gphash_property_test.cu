@@ -313,6 +313,75 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
   EXPECT_TRUE(c.ok) << (c.problems.empty() ? "" : c.problems.front());
 }
 
+// Each tile updates one key, then finds it. An update that returned `updated` is ordered before
+// its tile's find, so the find returns its value or a later one: never the value the key held
+// before the kernel (version 0), which it would when a combined update (an update of the slot
+// that another took over) returned before the update serving it had swapped its value in. Every
+// update is served in the end, and the table is consistent. Combined updates on and off, seeded
+// schedules on the host emulator.
+template <class Key, unsigned G>
+__global__ void update_then_find(gpm::gphash_ref<Key> t, const Key* key, std::uint64_t base,
+                                 std::uint64_t* values, hash_status* status) {
+  const auto tile = gpm::make_tile<G>();
+  const std::uint64_t i = gpm::tile_index<G>();
+  const std::uint32_t words = t.value_bytes() / 8;
+  std::uint64_t* value = values + i * words;
+  if (tile.thread_rank() == 0) fill_value(value, words, 0, base + i + 1);
+  tile.sync();
+  const hash_status u = t.update(tile, *key, value);
+  const hash_status f = t.find(tile, *key, value);
+  if (tile.thread_rank() == 0) status[i] = u == hash_status::updated ? f : u;
+}
+
+TYPED_TEST(GphashValueCacheRace, AnUpdateIsSeenByTheFindThatFollowsIt) {
+  using Key = typename TypeParam::key_type;
+  constexpr unsigned G = TypeParam::cg;
+  constexpr std::uint32_t kWords = 2, kSeeds = 8, kThreads = 128, kBlocks = 3;
+  constexpr std::uint64_t kTiles = std::uint64_t{kBlocks} * kThreads / G;
+  for (const bool combine : {true, false}) {
+    SCOPED_TRACE(combine ? "combined updates" : "separate updates");
+    gpm::test::scratch_dirs dirs("gphash-update-find");
+    gpm::pool pool = gpm::pool::create("u.pool", 32 << 20, "gphash-update-find",
+                                       quiet_options(dirs.pm_dir(), dirs.snapshot_dir()));
+    gpm::gphash_options o = mirrored(TypeParam::mirror, {.cg_size = G});
+    o.combine_updates = combine;
+    auto t = gpm::gphash<Key>::create(pool, "kv", {.value_bytes = 8 * kWords, .top_level = 4}, o);
+    EXPECT_EQ(t.stats().update_generation_bytes, combine ? 4 * t.capacity() : 0);
+    if (TypeParam::cached) t.enable_cache({.fraction = 1.0});
+    driver<Key> d(t);
+    const key_upload<Key> key = upload_keys<Key>(range(0, 1));
+    gpm::device_buffer<std::uint64_t> values(kTiles * kWords);
+    gpm::device_buffer<hash_status> status(kTiles);
+    d.run(op::insert, range(0, 1), {0});
+    for (std::uint32_t seed = 0; seed < kSeeds; ++seed) {
+      d.run(op::update, range(0, 1), {0});  // version 0 again
+      const std::uint64_t base = (seed + 1) * kTiles;
+      {
+#if GPM_BACKEND_HOST
+        const random_schedule schedule(gpm::test::trial_seed(static_cast<int>(seed) + 97) | 1);
+#endif
+        gpm::launch(update_then_find<Key, G>, kBlocks, kThreads, 0, nullptr, t.ref(),
+                    key.keys.data(), base, values.data(), status.data());
+        gpm::test::sync_ok();
+      }
+      t.reclaim();
+      const auto st = gpm::test::to_host(status);
+      const auto got = gpm::test::to_host(values);
+      for (std::uint64_t i = 0; i < kTiles; ++i) {
+        ASSERT_EQ(st[i], hash_status::found) << "seed " << seed << " tile " << i;
+        const std::uint64_t version = got[i * kWords + 1];
+        ASSERT_TRUE(value_is(&got[i * kWords], kWords, 0, version)) << "a torn value";
+        ASSERT_GT(version, base) << "seed " << seed << " tile " << i
+                                 << ": its find read the value from before its update";
+        ASSERT_LE(version, base + kTiles);
+      }
+      const gpm::gphash_check c = t.check();
+      ASSERT_TRUE(c.ok) << (c.problems.empty() ? "INSERTING slots" : c.problems.front());
+      ASSERT_EQ(t.size(), 1u);
+    }
+  }
+}
+
 template <class P>
 class GphashClaimRace : public ::testing::Test {};
 using ClaimParams =

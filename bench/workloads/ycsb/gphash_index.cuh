@@ -55,6 +55,8 @@ struct gphash_variant {
   bool displace = true;
   // gpm::gphash_options::fingerprint_mirror: fingerprint words read from GPU memory.
   bool fingerprint_mirror = gpm::gphash_options{}.fingerprint_mirror;
+  // gpm::gphash_options::combine_updates: concurrent updates of one slot combined.
+  bool combine_updates = gpm::gphash_options{}.combine_updates;
 };
 
 __device__ inline op_status from_gphash(gpm::hash_status s) {
@@ -296,6 +298,7 @@ class gphash_index {
     o.block_threads = launch_.threads;
     o.cg_size = variant_.cg_size;
     o.fingerprint_mirror = variant_.fingerprint_mirror;
+    o.combine_updates = variant_.combine_updates;
     return o;
   }
 

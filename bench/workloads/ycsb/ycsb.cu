@@ -69,6 +69,13 @@ const index_choice kGphashNoMirror{
     "gphash-nomirror",
     "GPHash with BktCache (20% LFU), without the fingerprint mirror (the paper's design)",
     {.fingerprint_mirror = false}};
+// Beside gphash in one run: GPHash with every update swapping its own value in (docs/gphash.md,
+// "Combined updates").
+const index_choice kGphashNoCombine{
+    index_kind::gphash,
+    "gphash-nocombine",
+    "GPHash with BktCache (20% LFU) and the fingerprint mirror, updates not combined",
+    {.combine_updates = false}};
 const index_choice kGphashGpuMemory{
     index_kind::gphash,
     "gpu-memory",
@@ -83,23 +90,32 @@ const index_choice kSlabGpm{
 const index_choice kCpuAssisted{
     index_kind::cpu_assisted, "cpu-assisted",
     "CPU-assisted: batches shipped to CPU threads running Clevel on the pool"};
-const index_choice kIndexes[] = {kGphash,    kGphashNoMirror, kGphashGpuMemory,
+// The last step of the factor analysis: gpmkit's defaults (+fpmirror, then updates combined).
+const index_choice kGphashFactorsDefault{index_kind::gphash, "+combine",
+                                         "+fpmirror + combined updates: gpmkit's GPHash"};
+const index_choice kIndexes[] = {kGphash,    kGphashNoMirror, kGphashNoCombine, kGphashGpuMemory,
                                  kClevelGpm, kSlabGpm,        kCpuAssisted};
 
 // GPHash with the paper's techniques switched on or off (factor analysis, cache sweep), without
-// the fingerprint mirror unless asked.
+// gpmkit's own (the fingerprint mirror, combined updates).
 index_choice gphash_variant_of(const std::string& name, const std::string& summary,
                                unsigned cg_size, bool in_place_keys, bool cache,
                                double fraction = 0.2,
-                               gpm::cache_policy policy = gpm::cache_policy::lfu,
-                               bool fingerprint_mirror = false) {
+                               gpm::cache_policy policy = gpm::cache_policy::lfu) {
   index_choice c{index_kind::gphash, name, summary};
-  c.variant.fingerprint_mirror = fingerprint_mirror;
+  c.variant.fingerprint_mirror = false;
+  c.variant.combine_updates = false;
   c.variant.cg_size = cg_size;
   c.variant.in_place_keys = in_place_keys;
   c.variant.cache = cache;
   c.variant.cache_options.fraction = fraction;
   c.variant.cache_options.policy = policy;
+  return c;
+}
+
+// A paper-step variant with the fingerprint mirror on.
+index_choice with_mirror(index_choice c) {
+  c.variant.fingerprint_mirror = true;
   return c;
 }
 
@@ -441,11 +457,12 @@ workload hash_factors_workload() {
       gphash_variant_of("+in-place", "+warp + keys in place", 32, true, false),
       gphash_variant_of("+bktcache", "+in-place + BktCache (20% LFU): the paper's GPHash", 32, true,
                         true),
-      gphash_variant_of("+fpmirror", "+bktcache + the fingerprint mirror: gpmkit's default", 32,
-                        true, true, 0.2, gpm::cache_policy::lfu, true)};
+      with_mirror(
+          gphash_variant_of("+fpmirror", "+bktcache + the fingerprint mirror", 32, true, true)),
+      kGphashFactorsDefault};
   workload w{"hash_factors",
-             "GPHash factor analysis: warp cooperation, in-place keys, BktCache and the "
-             "fingerprint mirror added one at a time, YCSB A/B/C/D/F/LOAD",
+             "GPHash factor analysis: warp cooperation, in-place keys, BktCache, the fingerprint "
+             "mirror and combined updates added one at a time, YCSB A/B/C/D/F/LOAD",
              {bound_mode()}};
   add_index_modes<key8>(&w, kYcsbKinds, variants, kDefaultTheta, true);
   return w;

@@ -75,6 +75,11 @@ struct gphash_options {
   // fingerprint matches, and inserts claim slots there (docs/gphash.md, "The fingerprint mirror").
   // On an H200, YCSB C and LOAD ran 1.7-1.8x faster with it; off saves its GPU memory.
   bool fingerprint_mirror = true;
+  // Concurrent updates of one slot combine (docs/gphash.md, "Combined updates"): one of them at a
+  // time writes a value cell and swaps it into the pool's slot; the others that arrived before it
+  // started return `updated` once it is durable, linearized just before it, without touching the
+  // pool. A generation word per slot of the live levels in GPU memory (4 bytes).
+  bool combine_updates = true;
 };
 
 // What recover() did; open() runs it and keeps the report (last_recovery()).
@@ -120,6 +125,8 @@ struct gphash_stats {
   std::uint64_t value_cache_fallbacks = 0;
   // GPU memory of the fingerprint mirror (0: gphash_options::fingerprint_mirror is off).
   std::uint64_t fingerprint_mirror_bytes = 0;
+  // GPU memory of the update generations (0: gphash_options::combine_updates is off).
+  std::uint64_t update_generation_bytes = 0;
 };
 
 template <class Key>

@@ -88,6 +88,10 @@ struct table_view {
   // each slot's fingerprint word in GPU memory, K words per bucket, buckets in order; all null
   // when it is off, and in the views of resize and recovery, which rebuild it from the pool.
   std::uint64_t* mirror[kMaxLevels] = {};
+  // Combined updates (gphash_options::combine_updates): [d] for level top - d, a generation word
+  // per slot in GPU memory, laid out like the mirror: odd while an update of the slot holds it
+  // (combine_update); all null when off, and in the views of resize and recovery.
+  std::uint32_t* update_gen[kMaxLevels] = {};
   // false only for a volatile copy of the table in GPU memory (the benchmarks' ceiling):
   // operations then skip every persist.
   bool persistent = true;
@@ -280,6 +284,13 @@ GPM_HOST_DEVICE inline std::uint64_t* mirror_word(const table_view& v, std::uint
                                                   std::uint64_t bucket, std::uint32_t s) {
   std::uint64_t* const m = v.mirror[v.top - level];
   return m == nullptr ? nullptr : m + bucket * v.slots + s;
+}
+
+// A slot's update generation word (combine_update); null when the view has none.
+GPM_HOST_DEVICE inline std::uint32_t* update_gen_word(const table_view& v, std::uint32_t level,
+                                                      std::uint64_t bucket, std::uint32_t s) {
+  std::uint32_t* const g = v.update_gen[v.top - level];
+  return g == nullptr ? nullptr : g + bucket * v.slots + s;
 }
 
 // Slot s of cache bucket y.
@@ -682,17 +693,18 @@ GPM_HOST_DEVICE inline location location_of_empty(const table_view& v, std::uint
 // before that change, which overwrites it unseen (a blind write, like the Thomas write rule), so
 // it is done and releases its cell. Updates are thus wait-free; retrying instead made a hot
 // key's updates under skew a storm of failing CASes over PCIe. Its persist orders the winning
-// write (observed) before anything this thread publishes later.
+// write (observed) before anything this thread publishes later. Returns whether the CAS won, in
+// every lane.
 template <class Tile>
-__device__ void replace_value(const table_view& v, const Tile& t, const probe_result& r,
+__device__ bool replace_value(const table_view& v, const Tile& t, const probe_result& r,
                               std::uint64_t cell) {
+  bool ok = false;
   if (t.thread_rank() == 0) {
     const location at = location_of_rank(r.match);
     const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
     std::uint64_t expected = r.match_value;
     kernel_crash_point(v.crash, "gphash.update.prepared");
-    const bool ok =
-        atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected, cell);
+    ok = atomic_ref<std::uint64_t, pool_scope>(slot[1]).compare_exchange_strong(expected, cell);
     persist_at(v, "gphash.update.swap", &slot[1], sizeof slot[1]);
     if (ok) {
       retire_cell(v, r.match_value);
@@ -701,7 +713,7 @@ __device__ void replace_value(const table_view& v, const Tile& t, const probe_re
       free_unpublished_cell(v, cell);
     }
   }
-  t.sync();
+  return t.shfl(ok ? 1 : 0, 0) != 0;
 }
 
 // Takes a value cell and fills it (key record and value) durably; 0 when the value area is full.
@@ -955,6 +967,30 @@ __device__ room make_room(const table_view& v, const Tile& t, const Key& key) {
   return room::none;
 }
 
+// Combined updates: an update of a slot either takes the slot's generation word `gen` (even ->
+// odd; returns the odd value) to swap its own value in, or returns 0 once an update that took the
+// word after this one first read it has swapped its value in durably and given the word back
+// (even, 2 more). That update's swap came after this update started and before it returns, so
+// this one is ordered just before it, overwritten unseen, as a lost CAS is (replace_value), and
+// is as durable as the value that replaced it. An update that gives the word back without a swap
+// (no value cell; a lost CAS) restores the even value it took, so it serves no one. A word first
+// read odd is held by an update that may have swapped before this one started: the next holder's
+// release is the one to wait for. Called by one lane; wraps around safely (differences of
+// generations are small).
+__device__ inline std::uint32_t combine_update(std::uint32_t* gen) {
+  atomic_ref<std::uint32_t, thread_scope::device> word(*gen);
+  const std::uint32_t first = word.load(memory_order_acquire);
+  const std::uint32_t served = first + ((first & 1) != 0 ? 3 : 2);
+  for (;;) {
+    std::uint32_t now = word.load(memory_order_acquire);
+    if (static_cast<std::int32_t>(now - served) >= 0) return 0;
+    if ((now & 1) == 0 && word.compare_exchange_strong(now, now + 1, memory_order_acquire)) {
+      return now + 1;
+    }
+    __nanosleep(64);
+  }
+}
+
 template <class Key, class Tile>
 __device__ hash_status update(const table_view& v, const Tile& t, const Key& key,
                               const void* value) {
@@ -963,9 +999,26 @@ __device__ hash_status update(const table_view& v, const Tile& t, const Key& key
   const std::uint64_t w = key_ops<Key>::word(key, h);
   const probe_result r = probe(v, t, key, h, w, false);
   if (r.match == 0) return hash_status::not_found;
+  const location at = location_of_rank(r.match);
+  std::uint32_t* const gen = update_gen_word(v, at.level, at.bucket, at.slot);
+  std::uint32_t held = 0;
+  if (gen != nullptr && t.thread_rank() == 0) held = combine_update(gen);
+  held = t.shfl(held, 0);
+  if (gen != nullptr && held == 0) return hash_status::updated;  // served, see combine_update
+  // Gives the slot back: served (g + 2) once the swap won and is durable; unserved (g) when
+  // nothing was swapped, so that the updates waiting for a served one keep waiting.
+  const auto release = [&](bool served) {
+    if (gen != nullptr && t.thread_rank() == 0) {
+      atomic_ref<std::uint32_t, thread_scope::device>(*gen).store(held - 1 + (served ? 2 : 0),
+                                                                  memory_order_release);
+    }
+  };
   const std::uint64_t cell = new_value(v, t, key, h, value);
-  if (cell == 0) return hash_status::no_value_space;
-  replace_value(v, t, r, cell);
+  if (cell == 0) {
+    release(false);
+    return hash_status::no_value_space;
+  }
+  release(replace_value(v, t, r, cell));
   return hash_status::updated;
 }
 
