@@ -241,14 +241,17 @@ class gphash_index {
 
   table_type& table() { return *table_; }
   std::uint64_t slot_capacity() const { return table_->capacity(); }
-  // The resizes, the fingerprint mirror's GPU memory (when on), and over the last timed run phase
-  // the bucket cache's hit rate and the finds whose value the value cache served or, their valid
-  // copy cached, left to the pool.
+  // The resizes, the fingerprint mirror's and the update generations' GPU memory (when on), and
+  // over the last timed run phase the bucket cache's hit rate and the finds whose value the value
+  // cache served or, their valid copy cached, left to the pool.
   named_values metrics() const {
     const gpm::gphash_stats now = table_->stats();
     named_values v{{"resizes", static_cast<double>(now.resizes)}};
     if (variant_.fingerprint_mirror) {
       v.push_back({"fingerprint_mirror_bytes", static_cast<double>(now.fingerprint_mirror_bytes)});
+    }
+    if (variant_.combine_updates) {
+      v.push_back({"update_generation_bytes", static_cast<double>(now.update_generation_bytes)});
     }
     const auto in_run = [&](std::uint64_t gpm::gphash_stats::*count) {
       return run_end_.*count - run_start_.*count;

@@ -69,13 +69,13 @@ const index_choice kGphashNoMirror{
     "gphash-nomirror",
     "GPHash with BktCache (20% LFU), without the fingerprint mirror (the paper's design)",
     {.fingerprint_mirror = false}};
-// Beside gphash in one run: GPHash with every update swapping its own value in (docs/gphash.md,
-// "Combined updates").
-const index_choice kGphashNoCombine{
+// Beside gphash in one run: GPHash with concurrent updates of a slot combined (docs/gphash.md,
+// "Combined updates"; off by default).
+const index_choice kGphashCombine{
     index_kind::gphash,
-    "gphash-nocombine",
-    "GPHash with BktCache (20% LFU) and the fingerprint mirror, updates not combined",
-    {.combine_updates = false}};
+    "gphash-combine",
+    "GPHash with BktCache (20% LFU), the fingerprint mirror and combined updates",
+    {.combine_updates = true}};
 const index_choice kGphashGpuMemory{
     index_kind::gphash,
     "gpu-memory",
@@ -90,10 +90,10 @@ const index_choice kSlabGpm{
 const index_choice kCpuAssisted{
     index_kind::cpu_assisted, "cpu-assisted",
     "CPU-assisted: batches shipped to CPU threads running Clevel on the pool"};
-// The last step of the factor analysis: gpmkit's defaults (+fpmirror, then updates combined).
-const index_choice kGphashFactorsDefault{index_kind::gphash, "+combine",
-                                         "+fpmirror + combined updates: gpmkit's GPHash"};
-const index_choice kIndexes[] = {kGphash,    kGphashNoMirror, kGphashNoCombine, kGphashGpuMemory,
+// The last step of the factor analysis: gpmkit's defaults (+fpmirror) and combined updates.
+const index_choice kGphashFactorsDefault{
+    index_kind::gphash, "+combine", "+fpmirror + combined updates", {.combine_updates = true}};
+const index_choice kIndexes[] = {kGphash,    kGphashNoMirror, kGphashCombine, kGphashGpuMemory,
                                  kClevelGpm, kSlabGpm,        kCpuAssisted};
 
 // GPHash with the paper's techniques switched on or off (factor analysis, cache sweep), without
