@@ -147,12 +147,9 @@ __global__ void cache_fetch_kernel(table_view v, cache_select sel) {
     // would keep a stale slot (and value) until the next reload. A seq_cst store orders only what
     // precedes it, so every lane fences before it reads.
     atomic_thread_fence<thread_scope::device>(memory_order_seq_cst);
-    // Global bucket x back to (level, bucket).
-    std::uint32_t level = c.bottom;
-    while (level < c.top && (1ull << (level + 1)) - (1ull << c.bottom) <= x) ++level;
-    const std::uint64_t bucket = x + (1ull << c.bottom) - (1ull << level);
+    const location at = bucket_of_global(c, x);
     for (std::uint32_t s = tile.thread_rank(); s < v.slots; s += tile.size()) {
-      copy_slot_to_cache(v, level, bucket, s, y);
+      copy_slot_to_cache(v, at.level, at.bucket, s, y);
     }
     tile.sync();
     if (tile.thread_rank() == 0) {

@@ -674,6 +674,56 @@ gphash_stats gphash<Key>::stats() const {
   return s;
 }
 
+namespace {
+
+// Part of check(): every ready BktCache bucket holds what the pool's bucket holds, slot words
+// and (the value cache) published slots' values. A stale copy would serve finds an old value and
+// make updates, whose CAS expects the value offset the probe read, lose to a change that never
+// happened. `v` is the host view of the table; the reload, if any, is waited for.
+template <class Impl>
+void check_cache(const Impl& m, const table_view& v, gphash_check& out) {
+  m.cache->wait();
+  const cache_view c = m.cache->view(m.now, m.bottom(), m.state.top);
+  const std::uint64_t words = std::uint64_t{v.slots} * v.slot_words;
+  const std::uint32_t value_words = m.cached_value_bytes() / 8;
+  std::vector<std::uint32_t> map(c.buckets);
+  std::vector<std::uint64_t> slots(c.capacity * words);
+  std::vector<std::uint64_t> values(c.values != nullptr ? c.capacity * v.slots * value_words : 0);
+  check_cuda(cudaMemcpy(map.data(), c.map, map.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check_cuda(cudaMemcpy(slots.data(), c.slots, slots.size() * 8, cudaMemcpyDeviceToHost),
+             "cudaMemcpy");
+  if (!values.empty()) {
+    check_cuda(cudaMemcpy(values.data(), c.values, values.size() * 8, cudaMemcpyDeviceToHost),
+               "cudaMemcpy");
+  }
+  for (std::uint64_t x = 0; x < c.buckets; ++x) {
+    if ((map[x] & 1u) == 0) continue;  // not cached, or still being fetched
+    const std::uint64_t y = (map[x] >> 1) - 1;
+    const location at = bucket_of_global(c, x);
+    for (std::uint32_t s = 0; s < v.slots; ++s) {
+      const slot_ref pool = slot_at(v, at.level, at.bucket, s);
+      const slot_ref cached{slots.data() + y * words, s, v.slots};
+      const std::string where = "level " + std::to_string(at.level) + " bucket " +
+                                std::to_string(at.bucket) + " slot " + std::to_string(s);
+      bool same = true;
+      for (std::uint32_t w = 0; w < v.slot_words; ++w) same = same && cached[w] == pool[w];
+      if (!same) {
+        out.problems.push_back(where + ": BktCache holds word 0 " + std::to_string(cached[0]) +
+                               " and value offset " + std::to_string(cached[1]) + ", the pool " +
+                               std::to_string(pool[0]) + " and " + std::to_string(pool[1]));
+        continue;
+      }
+      if (values.empty() || !is_published(pool[0])) continue;
+      const auto* cell = reinterpret_cast<const std::uint64_t*>(cell_value(v, pool[1]));
+      if (!std::equal(cell, cell + value_words, values.data() + (y * v.slots + s) * value_words)) {
+        out.problems.push_back(where + ": the value cache differs from the value in the pool");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 template <class Key>
 gphash_check gphash<Key>::check() const {
   const impl& m = *impl_;
@@ -749,6 +799,7 @@ gphash_check gphash<Key>::check() const {
       }
     }
   }
+  if (m.cache && !m.state.resizing) check_cache(m, v, c);
   if (c.duplicates != 0) c.problems.push_back(std::to_string(c.duplicates) + " duplicate keys");
   if (m.state.resizing) c.problems.push_back("a resize is in progress (run recover())");
   c.ok = c.problems.empty() && c.inserting_slots == 0;

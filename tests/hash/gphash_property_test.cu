@@ -315,10 +315,12 @@ TYPED_TEST(GphashValueCacheRace, FindsReturnWholeValuesThatUpdatesWrote) {
 
 // Each tile updates one key, then finds it. An update that returned `updated` is ordered before
 // its tile's find, so the find returns its value or a later one: never the value the key held
-// before the kernel (version 0), which it would when a combined update (an update of the slot
-// that another took over) returned before the update serving it had swapped its value in. Every
-// update is served in the end, and the table is consistent. Combined updates on and off, seeded
-// schedules on the host emulator.
+// before the kernel (version 0). It would when an update that lost its CAS returned while BktCache
+// still served the offset it expected (the winner refreshes the cache after its swap; caught in
+// about 2 of 3 runs of these 96 schedules without await_cache_past), or when a combined update
+// returned before the update serving it had swapped its value in (caught every run). The table,
+// BktCache included, is consistent before and after each kernel. Combined updates off and on,
+// seeded schedules on the host emulator.
 template <class Key, unsigned G>
 __global__ void update_then_find(gpm::gphash_ref<Key> t, const Key* key, std::uint64_t base,
                                  std::uint64_t* values, hash_status* status) {
@@ -336,7 +338,7 @@ __global__ void update_then_find(gpm::gphash_ref<Key> t, const Key* key, std::ui
 TYPED_TEST(GphashValueCacheRace, AnUpdateIsSeenByTheFindThatFollowsIt) {
   using Key = typename TypeParam::key_type;
   constexpr unsigned G = TypeParam::cg;
-  constexpr std::uint32_t kWords = 2, kSeeds = 8, kThreads = 128, kBlocks = 3;
+  constexpr std::uint32_t kWords = 2, kSeeds = 96, kThreads = 128, kBlocks = 3;
   constexpr std::uint64_t kTiles = std::uint64_t{kBlocks} * kThreads / G;
   for (const bool combine : {false, true}) {
     SCOPED_TRACE(combine ? "combined updates" : "separate updates");
@@ -355,6 +357,10 @@ TYPED_TEST(GphashValueCacheRace, AnUpdateIsSeenByTheFindThatFollowsIt) {
     d.run(op::insert, range(0, 1), {0});
     for (std::uint32_t seed = 0; seed < kSeeds; ++seed) {
       d.run(op::update, range(0, 1), {0});  // version 0 again
+      const gpm::gphash_check before = t.check();  // BktCache included
+      ASSERT_TRUE(before.ok) << "before the kernel: "
+                             << (before.problems.empty() ? "INSERTING slots"
+                                                         : before.problems.front());
       const std::uint64_t base = (seed + 1) * kTiles;
       {
 #if GPM_BACKEND_HOST

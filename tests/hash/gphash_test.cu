@@ -703,6 +703,54 @@ std::uint64_t value_offset_of(gpm::pool& pool, std::uint64_t k) {
   return 0;
 }
 
+// check() compares BktCache with the pool: a cached slot whose value offset the pool no longer
+// holds, and a cached value whose cell now holds other bytes, are both reported (written here
+// behind the cache's back; in operation only a lost write-through would leave them).
+TEST(GphashValueCacheCells, CheckReportsACacheThatDiffersFromThePool) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 16, .top_level = 4});
+  driver<std::uint64_t> d(t);
+  d.run(op::insert, {7, 8}, {1, 2});
+  t.enable_cache({.fraction = 1.0});
+  t.wait_cache_reload();
+  ASSERT_TRUE(t.check().ok);
+  const auto has = [](const gpm::gphash_check& c, const std::string& what) {
+    return std::any_of(c.problems.begin(), c.problems.end(),
+                       [&](const std::string& p) { return p.find(what) != std::string::npos; });
+  };
+  // The value offset word of 8-byte key index k in the pool (K = 8 slots of 2 words).
+  const auto offset_word = [&](std::uint64_t k) -> std::uint64_t* {
+    const std::uint64_t word = make_key<std::uint64_t>(k) + 1;
+    for (const gpm::pool_object& o : f.pool.objects()) {
+      if (o.name.rfind("kv.L", 0) != 0) continue;
+      auto* words = f.pool.host_ptr<std::uint64_t>(o.offset);
+      for (std::uint64_t b = 0; b < o.bytes / 128; ++b) {
+        for (int s = 0; s < 8; ++s) {
+          if (words[16 * b + s] == word) return &words[16 * b + 8 + s];
+        }
+      }
+    }
+    return nullptr;
+  };
+  std::uint64_t* const seven = offset_word(7);
+  ASSERT_NE(seven, nullptr);
+  auto* const value = f.pool.host_ptr<std::uint64_t>(*seven);
+  const std::uint64_t kept = value[1];
+  value[1] = kept + 1;  // the cell's bytes change behind the value cache
+  gpm::gphash_check c = t.check();
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(has(c, "the value cache differs")) << c.problems.front();
+  value[1] = kept;
+  std::uint64_t* const eight = offset_word(8);
+  ASSERT_NE(eight, nullptr);
+  std::swap(*seven, *eight);  // the slots' value offsets change behind the cache
+  c = t.check();
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(has(c, "BktCache holds")) << c.problems.front();
+  std::swap(*seven, *eight);
+  EXPECT_TRUE(t.check().ok);
+}
+
 // A cell retired by an erase or an update is reused after reclaim() by the next write of the same
 // key (its cell search starts at the same word): the cached slot then names the same cell as it
 // did before, with other bytes in it, and finds must serve those.

@@ -367,6 +367,13 @@ GPM_HOST_DEVICE inline std::uint64_t global_bucket(const cache_view& c, std::uin
   return (1ull << level) + bucket - (1ull << c.bottom);
 }
 
+// The level and bucket of global bucket id x (global_bucket's inverse); slot 0.
+GPM_HOST_DEVICE inline location bucket_of_global(const cache_view& c, std::uint64_t x) {
+  std::uint32_t level = c.bottom;
+  while (level < c.top && (1ull << (level + 1)) - (1ull << c.bottom) <= x) ++level;
+  return {level, x + (1ull << c.bottom) - (1ull << level), 0};
+}
+
 // Reads a slot from the cached copy of its bucket when one is ready and unchanged across the
 // read (seqlock plus mapping re-check), else from the table (load_table_slot); `from` says which.
 // A cached slot is one version of all its words, fingerprint included, under its seqlock (the
@@ -687,11 +694,34 @@ GPM_HOST_DEVICE inline location location_of_empty(const table_view& v, std::uint
 
 // ---- operations ----------------------------------------------------------------------------
 
+// After a lost CAS (replace_value): waits until BktCache, when it holds the slot's bucket ready,
+// no longer names `old` as the slot's value offset. The update that won swapped the pool's
+// offset and refreshes the cache only after; without this wait the loser, ordered before that
+// swap, could return while the cache still served `old`, and a find of its own tile that
+// followed would read the value from before both. The winner's refresh, or a fetch of the bucket
+// (which copies the pool after mapping it), ends the wait; `old` cannot come back before the
+// reclaim after the batch.
+__device__ inline void await_cache_past(const table_view& v, const location& at,
+                                        std::uint64_t old) {
+  const cache_view& c = v.cache;
+  if (c.map == nullptr) return;
+  const std::uint64_t gid = global_bucket(c, at.level, at.bucket);
+  if (gid == kNone) return;
+  using ref32 = atomic_ref<std::uint32_t, thread_scope::device>;
+  for (;;) {
+    const std::uint32_t m = ref32(c.map[gid]).load(memory_order_acquire);
+    if ((m & 1u) == 0) return;  // not cached, or being fetched: readers read the pool
+    if (load_word(&cached_slot(v, (m >> 1) - 1, at.slot)[1], memory_order_acquire) != old) return;
+    __nanosleep(64);
+  }
+}
+
 // Points the key's valid copy at a new value cell (out of place, one CAS). A lost CAS means the
 // slot's value offset changed after the probe read it: an update of the key (or an erase, then
 // an insert into the slot) took effect while this update ran. This update is then ordered just
 // before that change, which overwrites it unseen (a blind write, like the Thomas write rule), so
-// it is done and releases its cell. Updates are thus wait-free; retrying instead made a hot
+// it is done and releases its cell, once BktCache no longer serves the offset it expected
+// (await_cache_past). Updates thus never retry; retrying instead made a hot
 // key's updates under skew a storm of failing CASes over PCIe. Its persist orders the winning
 // write (observed) before anything this thread publishes later. Returns whether the CAS won, in
 // every lane.
@@ -711,6 +741,7 @@ __device__ bool replace_value(const table_view& v, const Tile& t, const probe_re
       cache_refresh(v, at.level, at.bucket, at.slot);
     } else {
       free_unpublished_cell(v, cell);
+      await_cache_past(v, at, r.match_value);
     }
   }
   return t.shfl(ok ? 1 : 0, 0) != 0;
