@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "  gpmbench list\n"
     "  gpmbench run <workload> [--out DIR] [--repeats N] [--warmup N] [--bytes B] [--quick]\n"
     "                          [--modes a,b,...] [--cases a,b,...] [--interleave]\n"
-    "                          [--disk-dir DIR] [--pm-dir DIR]\n"
+    "                          [--budget S] [--disk-dir DIR] [--pm-dir DIR]\n"
     "  gpmbench suite (--quick | --full) [--out DIR] [--only a,b,...] [--repeats N] [--warmup N]\n"
     "                          [--budget S] [--resume]\n"
     "                          [--disk-dir DIR] [--pm-dir DIR] [--no-report]\n"
@@ -61,6 +61,8 @@ constexpr const char* kUsage =
     "                  in-host, out-of-core)\n"
     "  --interleave    the modes take turns: N rounds of one repeat of each mode, warm-ups in the\n"
     "                  first, so that no mode always runs before another; one record per mode\n"
+    "  --budget S      start no mode after S seconds; exit status 3 when some did not run (with\n"
+    "                  --interleave, the rounds done are recorded)\n"
     "  --disk-dir DIR  where files on disk go (default /var/tmp)\n"
     "  --pm-dir DIR    where pools go (default $GPMKIT_PM_DIR, else /dev/shm)\n"
     "\n"
@@ -205,6 +207,9 @@ int run(const std::vector<std::string>& args) {
       o.cases = split_commas(next());
     } else if (a == "--interleave") {
       o.interleave = true;
+    } else if (a == "--budget") {
+      o.deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(parse_count(a, next(), 0));
     } else if (a == "--threads-per-block") {
       o.threads_per_block = static_cast<unsigned>(parse_count(a, next(), 32));
       if (o.threads_per_block > 1024 || o.threads_per_block % 32 != 0) {
@@ -222,8 +227,7 @@ int run(const std::vector<std::string>& args) {
   const std::optional<gpm::device_info> dev = usable_device();
   if (!dev) return 77;
   if (o.out_dir.empty()) o.out_dir = "bench/results/" + gpmbench::machine_tag(*dev);
-  gpmbench::run_workload(w, o, *dev);
-  return 0;
+  return gpmbench::run_workload(w, o, *dev) ? 0 : 3;
 }
 
 // Runs python3 report.py (its path is fixed at build time) with `args`; returns its exit status.

@@ -97,11 +97,11 @@ struct workload {
 const std::vector<workload>& workloads();
 const workload& find_workload(const std::string& name);  // throws usage_error
 
-// Runs the chosen modes of `w` and the ceilings they need, appending one record per mode to
-// <options.out_dir>/<w.name>.jsonl as soon as it is measured, and a line per mode to stdout.
-// Runs the workload's chosen modes in each of its cases, appending a record per mode to
-// <out_dir>/<workload>.jsonl. Returns false when options.deadline stopped it before every mode
-// that was not recorded already had run.
+// Runs the chosen modes of `w` and the ceilings they need in each of its cases, appending one
+// record per mode to <options.out_dir>/<w.name>.jsonl as soon as it is measured (interleaved:
+// after its last round) and a line per mode to stdout. Returns false when options.deadline
+// stopped it before every mode that was not recorded already had run; an interleaved run then
+// records the rounds it finished.
 bool run_workload(const workload& w, const run_options& options, const gpm::device_info& dev);
 
 workload platform_workload();

@@ -10,7 +10,8 @@
 #       (2 MiB pages; needs root, changes no system-wide setting)
 #   scripts/device/gpu-bench.sh runs 'W [gpmbench run options]' ...   chosen workloads and modes,
 #       one `gpmbench run` per argument (e.g. 'kvs_set --modes gpm,gpm-conv --repeats 3'), in
-#       order, each under what is left of RUNS_BUDGET_S (540); the records of all of them go to
+#       order, each under what is left of RUNS_BUDGET_S (540), starting no mode after 4/5 of it
+#       (gpmbench run --budget; exit 3: cut short); the records of all of them go to
 #       one directory, runs/ in the archive (a jsonl per workload), the log to $OUT/runs.txt;
 #       RUNS_HUGE=1 puts their pools on 2 MiB pages (the private tmpfs below)
 # Results go to $OUT as one archive per results directory (the device returns at most 8 files):
@@ -86,9 +87,11 @@ case "$what" in
         echo "== $args: not run (time budget spent)" | tee -a "$out/runs.txt"
         continue
       fi
+      # gpmbench starts no mode after four fifths of what is left, and an interleaved run then
+      # records the rounds it finished; the rest is for the mode in flight, before the timeout.
       # shellcheck disable=SC2086  # each argument is a gpmbench command line, split on purpose
-      timeout "$left" build/cuda/bench/gpmbench run $args --disk-dir /var/tmp "${pm[@]}" \
-        --out "$results/runs" >> "$out/runs.txt" 2>&1
+      timeout "$left" build/cuda/bench/gpmbench run $args --budget $((left * 4 / 5)) \
+        --disk-dir /var/tmp "${pm[@]}" --out "$results/runs" >> "$out/runs.txt" 2>&1
       rc=$?
       [ $rc -ne 0 ] && status=1
       echo "== $args: exit $rc, ${SECONDS} s" | tee -a "$out/runs.txt"

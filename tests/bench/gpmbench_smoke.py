@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Smoke test of gpmbench: `run platform --quick` into a fresh directory, then `report` on it.
 
-Also checks that `run --cases` refuses a case the workload lacks, and that `run --interleave`
-rotates the modes' order from round to round and records every round's repeat. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
+Also checks that `run --cases` refuses a case the workload lacks, that `run --interleave`
+rotates the modes' order from round to round and records every round's repeat, and that
+`run --interleave --budget` stops with exit status 3 and records the rounds it finished. Checks that platform.jsonl holds one record of every mode with the schema's fields and positive
 numbers, that the ratios to ceilings are present where a mode has a ceiling, and that the report
 names every mode. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
 
@@ -134,6 +135,23 @@ def main():
     for r in got:
         check_record(r)
         check(r["repeats"] == 3, f"--interleave: {r['mode']} has {r['repeats']} repeats, not 3")
+
+    # --budget with --interleave: more rounds than the budget allows; exit status 3, and the
+    # rounds that ran are recorded, one record per mode, each with the rounds it finished.
+    cut = scratch / "cut"
+    short = subprocess.run([gpmbench, "run", "platform", "--quick", "--interleave", "--repeats",
+                            "100000", "--modes", "persist_stream", "--budget", "3", "--out",
+                            str(cut), "--disk-dir", str(scratch)], capture_output=True, text=True)
+    check(short.returncode == 3, f"--budget: exit {short.returncode}, not 3: {short.stderr}")
+    check("the budget is spent" in short.stdout, f"--budget said nothing: {short.stdout[-300:]!r}")
+    got = [json.loads(line) for line in (cut / "platform.jsonl").read_text().splitlines()]
+    check(sorted(r["mode"] for r in got) == ["d2h_memcpy", "persist_stream"],
+          f"--budget recorded {[r['mode'] for r in got]}")
+    repeats = [r["repeats"] for r in got]
+    check(all(1 <= n < 100000 for n in repeats) and max(repeats) - min(repeats) <= 1,
+          f"--budget: the records' repeats {repeats} are not the rounds done")
+    for r in got:
+        check_record(r)
 
     report = subprocess.run([gpmbench, "report", str(results)])
     check(report.returncode == 0, f"gpmbench report exited {report.returncode}")
