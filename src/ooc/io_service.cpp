@@ -259,7 +259,13 @@ void io_service::load_resident(std::uint64_t lines) {
                  const std::uint64_t n = std::min(run, lines - first);
                  std::byte* half = staging + k % 2 * run * lb;
                  if (k >= 2) rw.copied[k % 2].synchronize();  // the copy out of it two runs ago
+                 const auto read_start = std::chrono::steady_clock::now();
                  cache_.read_lines(first, n, half);
+                 counters_.resident_read_ns += static_cast<std::uint64_t>(
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - read_start)
+                         .count());
+                 ++counters_.resident_reads;
                  check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb,
                                             cudaMemcpyHostToDevice, rw.copies),
                             "cudaMemcpyAsync");

@@ -67,6 +67,9 @@ struct io_counters {
   std::atomic<std::uint64_t> bytes_to_gpu{0};
   std::atomic<std::uint64_t> bytes_from_gpu{0};
   std::atomic<std::uint64_t> touch_hints{0};  // lines taken from the hint ring
+  // The resident load's file reads (load_resident): how many, and their summed wall time.
+  std::atomic<std::uint64_t> resident_reads{0};
+  std::atomic<std::uint64_t> resident_read_ns{0};
 };
 
 class io_service {

@@ -687,6 +687,8 @@ mapping_stats mapping::stats() const {
   r.bytes_to_gpu = io.bytes_to_gpu;
   r.bytes_from_gpu = io.bytes_from_gpu;
   r.touch_hints = io.touch_hints;
+  r.resident_reads = io.resident_reads;
+  r.resident_read_seconds = static_cast<double>(io.resident_read_ns) * 1e-9;
   const host_cache_counters& h = s.cache->counters();
   r.host_hits = h.hits;
   r.host_misses = h.misses;

@@ -115,6 +115,7 @@ TEST(OocMapping, SyncFdatasyncsOnlyAfterSomethingWasWritten) {
   for (const bool resident : {false, true}) {
     mapping m(path, lines(16), 0, tiny(mode::read_write, resident ? 16 : 4, 6));
     ASSERT_EQ(m.resident(), resident);
+    EXPECT_EQ(m.stats().resident_reads > 0, resident);  // only a resident mapping loads at map
     auto a = m.ref<std::uint32_t>();
     m.sync();  // nothing stored
     EXPECT_EQ(m.stats().file_datasyncs, 0u);
@@ -800,6 +801,8 @@ TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
     auto s = m.stats();
     EXPECT_EQ(s.bytes_to_gpu, lines(38));
     EXPECT_EQ(s.file_bytes_read, size);
+    EXPECT_GE(s.resident_reads, 1u);  // the load's reads, timed
+    EXPECT_GT(s.resident_read_seconds, 0.0);
     auto a = m.ref<std::uint32_t>();
     const auto r = read_lines<32>(a);
     expect_all(r.st, status::ok);

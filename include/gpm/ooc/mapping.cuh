@@ -116,6 +116,10 @@ struct mapping_stats {
   std::uint64_t epochs_committed = 0;
   std::uint64_t log_bytes_written = 0;
   std::uint64_t touch_hints = 0;  // lines kernels touch()ed that the host queued for read-ahead
+  // A resident mapping's load at map time: its file reads and their summed wall time (0 for a
+  // mapping that is not resident).
+  std::uint64_t resident_reads = 0;
+  double resident_read_seconds = 0;
 };
 
 class mapping {
