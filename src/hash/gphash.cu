@@ -686,16 +686,17 @@ void check_cache(const Impl& m, const table_view& v, gphash_check& out) {
   const cache_view c = m.cache->view(m.now, m.bottom(), m.state.top);
   const std::uint64_t words = std::uint64_t{v.slots} * v.slot_words;
   const std::uint32_t value_words = m.cached_value_bytes() / 8;
+  const auto fetch = [](auto& to, const auto* from) {
+    if (to.empty()) return;
+    check_cuda(cudaMemcpy(to.data(), from, to.size() * sizeof to[0], cudaMemcpyDeviceToHost),
+               "cudaMemcpy (GPHash check of BktCache)");
+  };
   std::vector<std::uint32_t> map(c.buckets);
   std::vector<std::uint64_t> slots(c.capacity * words);
   std::vector<std::uint64_t> values(c.values != nullptr ? c.capacity * v.slots * value_words : 0);
-  check_cuda(cudaMemcpy(map.data(), c.map, map.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  check_cuda(cudaMemcpy(slots.data(), c.slots, slots.size() * 8, cudaMemcpyDeviceToHost),
-             "cudaMemcpy");
-  if (!values.empty()) {
-    check_cuda(cudaMemcpy(values.data(), c.values, values.size() * 8, cudaMemcpyDeviceToHost),
-               "cudaMemcpy");
-  }
+  fetch(map, c.map);
+  fetch(slots, c.slots);
+  fetch(values, c.values);
   for (std::uint64_t x = 0; x < c.buckets; ++x) {
     if ((map[x] & 1u) == 0) continue;  // not cached, or still being fetched
     const std::uint64_t y = (map[x] >> 1) - 1;

@@ -687,20 +687,26 @@ TYPED_TEST(GphashValueCache, ServesFindsAndFollowsEveryWrite) {
   EXPECT_TRUE(t.check().ok);
 }
 
-// The value offset of 8-byte key index `k` in table "kv" (K = 8 slots of 2 words), read from
-// the pool; 0 if absent.
-std::uint64_t value_offset_of(gpm::pool& pool, std::uint64_t k) {
+// The word of table "kv" in the pool that holds the value offset of 8-byte key index `k` (K = 8
+// slots of 2 words); null if absent.
+std::uint64_t* value_offset_word(gpm::pool& pool, std::uint64_t k) {
   const std::uint64_t word = make_key<std::uint64_t>(k) + 1;
   for (const gpm::pool_object& o : pool.objects()) {
     if (o.name.rfind("kv.L", 0) != 0) continue;
-    const auto* words = pool.host_ptr<std::uint64_t>(o.offset);
+    auto* words = pool.host_ptr<std::uint64_t>(o.offset);
     for (std::uint64_t b = 0; b < o.bytes / 128; ++b) {
       for (int s = 0; s < 8; ++s) {
-        if (words[16 * b + s] == word) return words[16 * b + 8 + s];
+        if (words[16 * b + s] == word) return &words[16 * b + 8 + s];
       }
     }
   }
-  return 0;
+  return nullptr;
+}
+
+// The value offset of 8-byte key index `k`, read from the pool; 0 if absent.
+std::uint64_t value_offset_of(gpm::pool& pool, std::uint64_t k) {
+  const std::uint64_t* const at = value_offset_word(pool, k);
+  return at != nullptr ? *at : 0;
 }
 
 // check() compares BktCache with the pool: a cached slot whose value offset the pool no longer
@@ -718,21 +724,7 @@ TEST(GphashValueCacheCells, CheckReportsACacheThatDiffersFromThePool) {
     return std::any_of(c.problems.begin(), c.problems.end(),
                        [&](const std::string& p) { return p.find(what) != std::string::npos; });
   };
-  // The value offset word of 8-byte key index k in the pool (K = 8 slots of 2 words).
-  const auto offset_word = [&](std::uint64_t k) -> std::uint64_t* {
-    const std::uint64_t word = make_key<std::uint64_t>(k) + 1;
-    for (const gpm::pool_object& o : f.pool.objects()) {
-      if (o.name.rfind("kv.L", 0) != 0) continue;
-      auto* words = f.pool.host_ptr<std::uint64_t>(o.offset);
-      for (std::uint64_t b = 0; b < o.bytes / 128; ++b) {
-        for (int s = 0; s < 8; ++s) {
-          if (words[16 * b + s] == word) return &words[16 * b + 8 + s];
-        }
-      }
-    }
-    return nullptr;
-  };
-  std::uint64_t* const seven = offset_word(7);
+  std::uint64_t* const seven = value_offset_word(f.pool, 7);
   ASSERT_NE(seven, nullptr);
   auto* const value = f.pool.host_ptr<std::uint64_t>(*seven);
   const std::uint64_t kept = value[1];
@@ -741,7 +733,7 @@ TEST(GphashValueCacheCells, CheckReportsACacheThatDiffersFromThePool) {
   EXPECT_FALSE(c.ok);
   EXPECT_TRUE(has(c, "the value cache differs")) << c.problems.front();
   value[1] = kept;
-  std::uint64_t* const eight = offset_word(8);
+  std::uint64_t* const eight = value_offset_word(f.pool, 8);
   ASSERT_NE(eight, nullptr);
   std::swap(*seven, *eight);  // the slots' value offsets change behind the cache
   c = t.check();
