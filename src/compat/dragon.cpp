@@ -86,7 +86,7 @@ dError_t guarded(const char* function, F&& body) {
 // Copies bytes [at, at + bytes) of the mapping between its file and the GPU, in staged chunks.
 void transfer(mapped_range& m, std::uint64_t at, std::uint64_t bytes, bool to_gpu) {
   if (bytes == 0) return;
-  gpm::pinned_buffer<std::byte> staging(std::min(kChunk, bytes));
+  auto staging = gpm::pinned_buffer<std::byte>::for_io(std::min(kChunk, bytes));
   for (std::uint64_t done = 0; done < bytes;) {
     const std::uint64_t n = std::min<std::uint64_t>(staging.size(), bytes - done);
     std::byte* dev = m.data.data() + at + done;

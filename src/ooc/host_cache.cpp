@@ -54,7 +54,7 @@ bool host_cache::grow(std::unique_lock<std::mutex>& lock) {
   pinned_buffer<std::byte> memory;
   bool pinned = true;
   try {
-    memory = pinned_buffer<std::byte>(n * config_.line_bytes);
+    memory = pinned_buffer<std::byte>::for_io(n * config_.line_bytes);
   } catch (const gpm::error&) {
     pinned = false;  // host memory cannot be pinned now: the cache works at the size it has
   }

@@ -51,7 +51,7 @@ staging_buffer::staging_buffer(std::uint64_t bytes) {
   }
   const std::uint64_t size = buffer_size(bytes);
   try {
-    memory_ = pinned_buffer<std::byte>(size);
+    memory_ = pinned_buffer<std::byte>::for_io(size);
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory,
                 "gpm::ooc: cannot pin " + std::to_string(size) +

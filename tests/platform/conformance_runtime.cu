@@ -2,6 +2,7 @@
 // elapsed time, cross-stream waits, the legacy default stream, host functions, errors and the
 // last-error state, host registration and mapped pointers. Same expectations on both backends.
 #include <gpm/platform/kernel.cuh>
+#include <gpm/platform/pinned_buffer.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +11,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "gpm_test.hpp"
@@ -273,6 +276,36 @@ TEST(ConformanceRuntime, RegisteredHostMemoryIsVisibleToKernels) {
   EXPECT_EQ(cudaHostUnregister(host), cudaErrorHostMemoryNotRegistered);
   cudaGetLastError();
   std::free(raw);
+}
+
+// pinned_buffer::for_io: page-locked (registering it again is refused), aligned for O_DIRECT (2 MiB
+// from 2 MiB up, where huge pages can back it), copies both ways, moves, and refuses overflow.
+TEST(ConformanceRuntime, PinnedBufferForIoIsRegisteredAlignedAndCopies) {
+  for (const std::size_t count : {std::size_t{1}, std::size_t{5} << 18}) {  // 4 B, 5 MiB of int
+    SCOPED_TRACE(count);
+    auto b = gpm::pinned_buffer<int>::for_io(count);
+    ASSERT_NE(b.data(), nullptr);
+    EXPECT_EQ(b.size(), count);
+    const std::uintptr_t align = count * sizeof(int) >= (2u << 20) ? (2u << 20) : 4096;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % align, 0u);
+    EXPECT_EQ(cudaHostRegister(b.data(), sizeof(int), cudaHostRegisterDefault),
+              cudaErrorHostMemoryAlreadyRegistered);
+    cudaGetLastError();
+    for (std::size_t i = 0; i < count; ++i) b.data()[i] = static_cast<int>(i * 7);
+    gpm::device_buffer<int> d(count);
+    gpm::check_cuda(cudaMemcpy(d.data(), b.data(), b.bytes(), cudaMemcpyHostToDevice), "to");
+    gpm::pinned_buffer<int> moved = std::move(b);
+    EXPECT_EQ(b.data(), nullptr);
+    std::memset(moved.data(), 0, moved.bytes());
+    gpm::check_cuda(cudaMemcpy(moved.data(), d.data(), moved.bytes(), cudaMemcpyDeviceToHost),
+                    "from");
+    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(moved.data()[i], static_cast<int>(i * 7));
+    moved = gpm::pinned_buffer<int>::for_io(1);  // releases the first buffer
+    EXPECT_EQ(moved.size(), 1u);
+  }
+  gpm::test::expect_error(gpm::errc::invalid_argument, "overflow", [] {
+    (void)gpm::pinned_buffer<int>::for_io(std::numeric_limits<std::size_t>::max() / 2);
+  });
 }
 
 // Maps a fresh file in `dir` shared and writable, then tries to register it.
