@@ -2,6 +2,7 @@
 #include "host_cache.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -332,6 +333,7 @@ void host_cache::read_run(std::unique_lock<std::mutex>& lock,
   std::vector<std::pair<std::uint64_t, std::uint32_t>> mine;
   mine.swap(run);
   lock.unlock();
+  const auto start = std::chrono::steady_clock::now();
   try {
     if (mine.size() == 1) {
       read_line(first, from_spill, dst[0]);
@@ -346,6 +348,9 @@ void host_cache::read_run(std::unique_lock<std::mutex>& lock,
     run.swap(mine);  // the caller forgets them
     throw;
   }
+  counters_.read_ahead_read_ns += static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
   lock.lock();
   ++counters_.read_ahead_reads;
   for (const auto& [line, e] : mine) {

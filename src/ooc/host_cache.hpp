@@ -54,6 +54,7 @@ struct host_cache_counters {
   std::atomic<std::uint64_t> evictions{0};
   std::atomic<std::uint64_t> read_ahead_lines{0};
   std::atomic<std::uint64_t> read_ahead_reads{0};
+  std::atomic<std::uint64_t> read_ahead_read_ns{0};  // the read-ahead reads' summed wall time
   std::atomic<std::uint64_t> read_ahead_hits{0};
   std::atomic<std::uint64_t> file_bytes_read{0};
   std::atomic<std::uint64_t> file_bytes_written{0};

@@ -140,6 +140,7 @@ void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const re
     }
     std::byte* dst = gpu_.lines + static_cast<std::uint64_t>(r.slot) * gpu_.line_bytes;
     if ((r.flags & kFetch) != 0) {
+      const auto start = clock_type::now();
       const std::uint32_t e = cache_.pin(r.fill_line, host_cache::purpose::fetch);
       try {
         check_cuda(cudaMemcpyAsync(dst, cache_.data(e), gpu_.line_bytes, cudaMemcpyHostToDevice,
@@ -152,6 +153,9 @@ void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const re
       }
       cache_.unpin(e);
       counters_.bytes_to_gpu += gpu_.line_bytes;
+      counters_.fill_ns += static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count());
+      ++counters_.fills;
       result |= kFilled;
       if (config_.read_ahead) note_miss(r.fill_line);
     } else if ((r.flags & kZero) != 0) {

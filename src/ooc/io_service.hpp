@@ -70,6 +70,10 @@ struct io_counters {
   // The resident load's file reads (load_resident): how many, and their summed wall time.
   std::atomic<std::uint64_t> resident_reads{0};
   std::atomic<std::uint64_t> resident_read_ns{0};
+  // GPU misses served (fills from the host cache; zero fills not counted) and the summed wall time
+  // the I/O threads took for them: host cache lookup, a file read on a host miss, the copy.
+  std::atomic<std::uint64_t> fills{0};
+  std::atomic<std::uint64_t> fill_ns{0};
 };
 
 class io_service {

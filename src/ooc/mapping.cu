@@ -689,6 +689,8 @@ mapping_stats mapping::stats() const {
   r.touch_hints = io.touch_hints;
   r.resident_reads = io.resident_reads;
   r.resident_read_seconds = static_cast<double>(io.resident_read_ns) * 1e-9;
+  r.fills = io.fills;
+  r.fill_seconds = static_cast<double>(io.fill_ns) * 1e-9;
   const host_cache_counters& h = s.cache->counters();
   r.host_hits = h.hits;
   r.host_misses = h.misses;
@@ -696,6 +698,7 @@ mapping_stats mapping::stats() const {
   r.host_cache_bytes_pinned = s.cache->allocated_entries() * m.line_bytes();
   r.read_ahead_lines = h.read_ahead_lines;
   r.read_ahead_reads = h.read_ahead_reads;
+  r.read_ahead_read_seconds = static_cast<double>(h.read_ahead_read_ns) * 1e-9;
   r.read_ahead_hits = h.read_ahead_hits;
   r.file_bytes_read = h.file_bytes_read;
   r.file_bytes_written = h.file_bytes_written;

@@ -541,13 +541,19 @@ TEST(OocMapping, ReadAheadFollowsSequentialMisses) {
     o.hint = hint;
     o.read_ahead_window = 8;
     const auto s = read_in_order(path, o, expect);
+    // Every fill pinned one line for the GPU (a host hit or miss), and was timed.
+    EXPECT_GE(s.fills, 128u - 32u);
+    EXPECT_EQ(s.fills, s.host_hits + s.host_misses);
+    EXPECT_GT(s.fill_seconds, 0.0);
     if (hint == gpm::ooc::access_hint::sequential) {
       EXPECT_GT(s.read_ahead_lines, 0u);
       EXPECT_GT(s.read_ahead_hits, 0u);
       EXPECT_GT(s.host_hits, 0u);
+      EXPECT_GT(s.read_ahead_read_seconds, 0.0);  // the read-ahead reads, timed
     } else {
       EXPECT_EQ(s.read_ahead_lines, 0u);
       EXPECT_EQ(s.host_hits, 0u);
+      EXPECT_EQ(s.read_ahead_read_seconds, 0.0);
     }
   }
 }

@@ -264,7 +264,7 @@ class runner {
     traffic t;
     std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
                   ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0, load_reads = 0;
-    double wait = 0, load_read_s = 0;
+    double wait = 0, load_read_s = 0, ahead_read_s = 0, fill_s = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
       const gpm::ooc::mapping_stats x = m.stats();
@@ -279,6 +279,8 @@ class runner {
       host_hits += x.host_hits;
       ahead += x.read_ahead_lines;
       ahead_reads += x.read_ahead_reads;
+      ahead_read_s += x.read_ahead_read_seconds;
+      fill_s += x.fill_seconds;
       ahead_hits += x.read_ahead_hits;
       spill += x.spill_bytes_written;
       host_pinned += x.host_cache_bytes_pinned;
@@ -297,6 +299,8 @@ class runner {
                {"host_hits", static_cast<double>(host_hits)},
                {"read_ahead_lines", static_cast<double>(ahead)},
                {"read_ahead_reads", static_cast<double>(ahead_reads)},
+               {"read_ahead_read_s", ahead_read_s},
+               {"fill_s", fill_s},
                {"read_ahead_hits", static_cast<double>(ahead_hits)},
                {"spill_bytes_written", static_cast<double>(spill)},
                {"gpu_wait_s", wait},

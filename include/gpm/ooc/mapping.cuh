@@ -98,6 +98,7 @@ struct mapping_stats {
   std::uint64_t host_cache_bytes_pinned = 0;
   std::uint64_t read_ahead_lines = 0;  // lines read ahead into the host cache
   std::uint64_t read_ahead_reads = 0;  // the reads that brought them (runs of lines, see above)
+  double read_ahead_read_seconds = 0;  // those reads' summed wall time
   std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
   std::uint64_t file_bytes_read = 0;
   std::uint64_t file_bytes_written = 0;
@@ -120,6 +121,10 @@ struct mapping_stats {
   // mapping that is not resident).
   std::uint64_t resident_reads = 0;
   double resident_read_seconds = 0;
+  // GPU misses the I/O threads filled from the host cache, and the summed wall time they took for
+  // them (host cache lookup, a file read where the line was not there, the copy to the GPU).
+  std::uint64_t fills = 0;
+  double fill_seconds = 0;
 };
 
 class mapping {
