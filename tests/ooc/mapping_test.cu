@@ -512,6 +512,48 @@ gpm::ooc::mapping_stats read_in_order(const std::string& path, const mapping_opt
   return m.stats();
 }
 
+// Every thread of a launch loads an element of one line that the GPU cache does not hold: one
+// warp fills it and the others read it once it lands (acquire_line's `held`): every element
+// arrives, and no slot is left with a reference (a leaked one would pin the line in the GPU cache
+// for good; a release without one would wrap the count into the slot word's flags).
+__global__ void one_line_loads(gpm::ooc::array<std::uint32_t> a, std::uint64_t first,
+                               std::uint32_t per_line, std::uint32_t* out, status* st) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  st[i] = a.get(first + i % per_line, out[i]);
+}
+
+TEST(OocMapping, WarpsMissingOneLineTogetherLeaveNoReference) {
+  namespace e = gpm::detail::ooc;
+  files f;
+  const std::string path = f.make("one-line.bin", lines(4), 41);
+  const auto expect = as<std::uint32_t>(pattern(lines(4), 41));
+  mapping m(path, lines(4), 0, tiny(mode::read, 2));
+  const auto a = m.ref<std::uint32_t>();
+  const std::uint32_t per_line = a.elements_per_line();
+  constexpr std::uint32_t kThreads = 8 * 128;
+  gpm::device_buffer<std::uint32_t> out(kThreads);
+  gpm::device_buffer<status> st(kThreads);
+  for (const std::uint64_t line : {1, 3}) {
+    SCOPED_TRACE(line);
+    gpm::launch(one_line_loads, 8, 128, 0, nullptr, a, line * per_line, per_line, out.data(),
+                st.data());
+    gpm::test::sync_ok();
+    const auto values = gpm::test::to_host(out);
+    const auto statuses = gpm::test::to_host(st);
+    for (std::uint32_t i = 0; i < kThreads; ++i) {
+      ASSERT_EQ(statuses[i], status::ok) << i;
+      ASSERT_EQ(values[i], expect[line * per_line + i % per_line]) << i;
+    }
+    std::vector<std::uint64_t> words(a.view().capacity);
+    gpm::check_cuda(cudaMemcpy(words.data(), a.view().slot_word, words.size() * sizeof(words[0]),
+                               cudaMemcpyDeviceToHost),
+                    "slot words");
+    for (std::size_t k = 0; k < words.size(); ++k) {
+      EXPECT_EQ(words[k] & (e::kBusy | e::kRefMask), 0u) << "slot " << k;
+    }
+  }
+}
+
 TEST(OocMapping, ReadAheadReadsInRunsOfTheGivenSize) {
   files f;
   const std::string path = f.make("run.bin", lines(128), 23);

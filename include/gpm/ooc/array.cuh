@@ -68,18 +68,24 @@ class array {
       out = *reinterpret_cast<const T*>(v_.lines + byte);  // slot l holds line l: no lookup
       return status::ok;
     }
-    std::uint32_t slot = 0, gen = 0;
-    if (detail::ooc::peek(v_, byte >> v_.line_shift, slot, gen)) {
-      const T value = *reinterpret_cast<const T*>(at(slot, byte));
-      if (detail::ooc::peek_valid(v_, slot, gen)) {
-        out = value;
-        return status::ok;
+    for (;;) {
+      std::uint32_t slot = 0, gen = 0;
+      if (detail::ooc::peek(v_, byte >> v_.line_shift, slot, gen)) {
+        const T value = *reinterpret_cast<const T*>(at(slot, byte));
+        if (detail::ooc::peek_valid(v_, slot, gen)) {
+          out = value;
+          return status::ok;
+        }
       }
+      // A miss: this warp fills the line (and holds it), or finds it filled by another warp and
+      // reads it through peek like a hit, taking no reference.
+      const detail::ooc::warp_hold h =
+          detail::ooc::warp_acquire(v_, byte >> v_.line_shift, false, true);
+      if (h.st == status::ok && !h.held) continue;
+      if (h.st == status::ok) out = *reinterpret_cast<const T*>(at(h.slot, byte));
+      detail::ooc::warp_release(v_, h, false);
+      return h.st;
     }
-    const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, false);
-    if (h.st == status::ok) out = *reinterpret_cast<const T*>(at(h.slot, byte));
-    detail::ooc::warp_release(v_, h, false);
-    return h.st;
   }
 
   // Stores `value` to element i: ok, out_of_range, read_only or io_error (nothing stored).
