@@ -178,6 +178,11 @@ backing_file::backing_file(backing_file&& o) noexcept
       unsynced_(o.unsynced_.load()),
       datasyncs_(o.datasyncs_.load()) {}
 
+std::uint64_t backing_file::disk() const {
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_dev) : 0;
+}
+
 bool backing_file::direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const {
   return direct() && (offset_ + at) % kDirectAlign == 0 && bytes % kDirectAlign == 0 &&
          reinterpret_cast<std::uintptr_t>(buf) % kDirectAlign == 0;

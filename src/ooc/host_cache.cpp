@@ -415,6 +415,11 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
   std::memset(dst + valid, 0, n * lb - valid);
 }
 
+std::uint64_t host_cache::disk() const {
+  if (!files_.empty()) return files_.front()->disk();
+  return spill_ != nullptr ? spill_->disk() : 0;
+}
+
 std::uint64_t host_cache::held_lines() const {
   const std::uint64_t n = files_.size();
   const std::uint64_t lb = config_.line_bytes;

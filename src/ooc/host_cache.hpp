@@ -111,6 +111,9 @@ class host_cache {
   // before create extended it, backing_file::held; none for scratch data); the lines after them
   // can only be zeros.
   std::uint64_t held_lines() const;
+  // The disk (st_dev) read-ahead reads from: the first file's, the spill file's for scratch data,
+  // 0 for neither.
+  std::uint64_t disk() const;
   // The write-back of a resident read_write mapping at sync: lines [first, first + n), n lines
   // at `src`, written to the files with one write where they are contiguous in one file (the last
   // line's valid bytes only). Bypasses the entries, which such a mapping never fills; counts

@@ -8,6 +8,7 @@
 
 #include <gpm/platform/error.hpp>
 
+#include "disk_gate.hpp"
 #include "staging.hpp"
 
 namespace gpm::detail::ooc {
@@ -20,6 +21,8 @@ constexpr std::size_t kRecentMisses = 64;
 // spell waits at most that long to be noticed, and an idle mapping costs no CPU.
 constexpr auto kSpin = std::chrono::microseconds(200);
 constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+// How long a reader waits for its disk's read-ahead place before it goes back to serving misses.
+constexpr auto kGatePatience = std::chrono::microseconds(500);
 
 }  // namespace
 
@@ -52,7 +55,8 @@ io_service::io_service(const io_config& config, const gpu_cache_geometry& gpu, h
       responses_(responses),
       slots_(slots),
       claimed_(slots),
-      recent_(kRecentMisses, kNoLine) {
+      recent_(kRecentMisses, kNoLine),
+      disk_(cache.disk()) {
   for (auto& c : claimed_) c.store(0);
   try {
     for (std::uint32_t t = 0; config_.serve && t < config_.threads; ++t) {
@@ -385,13 +389,25 @@ bool io_service::take_hints() {
 }
 
 bool io_service::read_ahead_one() {
+  // One I/O thread (of two or more) stays free for the kernels' misses: with every thread in a
+  // 16 MiB read, a miss on a line already read ahead waited for one to end (H200, pathfinder out
+  // of core, a launch and a miss per row: 4.4 s -> 7.3 s).
+  const std::uint32_t readers = std::max<std::uint32_t>(1, config_.threads - 1);
+  {
+    std::lock_guard lock(ra_m_);
+    if (ra_reading_ >= readers || ra_queue_.empty()) return false;
+  }
+  // Then a place on the disk, shared with the other mappings' read-ahead (disk_gate.hpp), waited
+  // for briefly: a thread that gets none goes back to serving misses.
+  disk_gate& gate = disk_gate::read_ahead();
+  if (!gate.enter(disk_, kGatePatience)) return false;
   std::uint64_t first = 0, n = 0;
   {
     std::lock_guard lock(ra_m_);
-    // One I/O thread (of two or more) stays free for the kernels' misses: with every thread in a
-    // 16 MiB read, a miss on a line already read ahead waited for one to end (H200, pathfinder
-    // out of core, a launch and a miss per row: 4.4 s -> 7.3 s).
-    if (ra_reading_ >= std::max<std::uint32_t>(1, config_.threads - 1)) return false;
+    if (ra_reading_ >= readers) {
+      gate.leave(disk_);
+      return false;
+    }
     // The queued lines that follow the first one, up to a run's bytes, go in one read.
     const std::uint64_t most = config_.read_ahead_run;
     while (!ra_queue_.empty() && n < most && (n == 0 || ra_queue_.front() == first + n)) {
@@ -400,7 +416,10 @@ bool io_service::read_ahead_one() {
       ra_queue_.pop_front();
       ++n;
     }
-    if (n == 0) return false;
+    if (n == 0) {
+      gate.leave(disk_);
+      return false;
+    }
     ++ra_reading_;
   }
   try {
@@ -408,6 +427,7 @@ bool io_service::read_ahead_one() {
   } catch (const std::exception& e) {
     record(std::string("read-ahead: ") + e.what());
   }
+  gate.leave(disk_);
   std::lock_guard lock(ra_m_);
   --ra_reading_;
   return true;

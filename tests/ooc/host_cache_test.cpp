@@ -4,9 +4,12 @@
 // applied to a copy of the file as epoch_log::apply writes them, must give exactly the file's
 // previous bytes with every byte stored since overwritten, however the entries went to the spill
 // file and back meanwhile, and while several threads store and evict at once, as the I/O threads
-// do. And the pool of pinned staging buffers that resident mappings share (staging.hpp).
+// do. And the pool of pinned staging buffers that resident mappings share (staging.hpp), and the
+// per-disk admission of read-ahead reads (disk_gate.hpp).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -17,6 +20,7 @@
 #include <gpm/ooc/detail/file.hpp>
 
 #include "crash_harness.hpp"
+#include "disk_gate.hpp"
 #include "host_cache.hpp"
 #include "staging.hpp"
 
@@ -267,3 +271,26 @@ TEST(OocStaging, BuffersGivenBackServeTheNextLoads) {
 }
 
 }  // namespace
+
+// The read-ahead's per-disk admission (disk_gate.hpp): one place per disk, other disks unaffected,
+// a refused enter gives up after its patience, and a waiting one gets the place once it is left.
+TEST(OocDiskGate, OneReadAheadReadPerDiskAtOnce) {
+  using namespace std::chrono_literals;
+  static_assert(kReadAheadReadsPerDisk == 1, "the test below takes the one place of a disk");
+  disk_gate gate;
+  ASSERT_TRUE(gate.enter(7, 0us));
+  EXPECT_FALSE(gate.enter(7, 1ms)) << "the disk's place is taken";
+  EXPECT_TRUE(gate.enter(8, 0us)) << "another disk has its own place";
+  std::atomic<bool> entered{false};
+  std::thread waiter([&] { entered = gate.enter(7, 10s); });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(entered.load()) << "entered while the place was still taken";
+  gate.leave(7);
+  waiter.join();
+  EXPECT_TRUE(entered.load()) << "the waiter was not let in once the place was left";
+  EXPECT_FALSE(gate.enter(7, 0us));
+  gate.leave(7);
+  gate.leave(8);
+  EXPECT_TRUE(gate.enter(7, 0us));
+  gate.leave(7);
+}

@@ -88,6 +88,8 @@ class backing_file {
   // (write() moves the mark). Lets the resident load skip reading what can only be zeros.
   std::uint64_t held() const { return held_.load(std::memory_order_relaxed); }
   const std::string& path() const { return path_; }
+  // The device (st_dev) of the file system that holds the file; 0 if fstat fails.
+  std::uint64_t disk() const;
   std::uint64_t size() const { return size_; }  // bytes of the range (0 for a temporary file)
   // Whether transfers of whole aligned lines use O_DIRECT: the file system takes it and the
   // range starts on a kDirectAlign boundary.
