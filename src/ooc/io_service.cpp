@@ -389,25 +389,29 @@ bool io_service::take_hints() {
 }
 
 bool io_service::read_ahead_one() {
-  // One I/O thread (of two or more) stays free for the kernels' misses: with every thread in a
-  // 16 MiB read, a miss on a line already read ahead waited for one to end (H200, pathfinder out
-  // of core, a launch and a miss per row: 4.4 s -> 7.3 s).
-  const std::uint32_t readers = std::max<std::uint32_t>(1, config_.threads - 1);
   {
     std::lock_guard lock(ra_m_);
-    if (ra_reading_ >= readers || ra_queue_.empty()) return false;
+    // One I/O thread (of two or more) stays free for the kernels' misses: with every thread in a
+    // 16 MiB read, a miss on a line already read ahead waited for one to end (H200, pathfinder
+    // out of core, a launch and a miss per row: 4.4 s -> 7.3 s). A reader's place is taken before
+    // it waits for the disk, so that the free thread never waits there too.
+    if (ra_reading_ >= std::max<std::uint32_t>(1, config_.threads - 1) || ra_queue_.empty()) {
+      return false;
+    }
+    ++ra_reading_;
   }
-  // Then a place on the disk, shared with the other mappings' read-ahead (disk_gate.hpp), waited
-  // for briefly: a thread that gets none goes back to serving misses.
+  const auto done = [&](bool read) {
+    std::lock_guard lock(ra_m_);
+    --ra_reading_;
+    return read;
+  };
+  // A place on the disk, shared with the other mappings' read-ahead (disk_gate.hpp), waited for
+  // briefly: a thread that gets none goes back to serving misses.
   disk_gate& gate = disk_gate::read_ahead();
-  if (!gate.enter(disk_, kGatePatience)) return false;
+  if (!gate.enter(disk_, kGatePatience)) return done(false);
   std::uint64_t first = 0, n = 0;
   {
     std::lock_guard lock(ra_m_);
-    if (ra_reading_ >= readers) {
-      gate.leave(disk_);
-      return false;
-    }
     // The queued lines that follow the first one, up to a run's bytes, go in one read.
     const std::uint64_t most = config_.read_ahead_run;
     while (!ra_queue_.empty() && n < most && (n == 0 || ra_queue_.front() == first + n)) {
@@ -416,21 +420,16 @@ bool io_service::read_ahead_one() {
       ra_queue_.pop_front();
       ++n;
     }
-    if (n == 0) {
-      gate.leave(disk_);
-      return false;
-    }
-    ++ra_reading_;
   }
-  try {
-    cache_.read_ahead(first, n);
-  } catch (const std::exception& e) {
-    record(std::string("read-ahead: ") + e.what());
+  if (n > 0) {
+    try {
+      cache_.read_ahead(first, n);
+    } catch (const std::exception& e) {
+      record(std::string("read-ahead: ") + e.what());
+    }
   }
   gate.leave(disk_);
-  std::lock_guard lock(ra_m_);
-  --ra_reading_;
-  return true;
+  return done(n > 0);
 }
 
 }  // namespace gpm::detail::ooc
