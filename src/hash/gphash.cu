@@ -158,10 +158,10 @@ struct gphash<Key>::impl {
 
   // The fingerprint mirror (gphash_options::fingerprint_mirror): a buffer per live level, by level
   // number; empty while it is off, and from the start of a resize or recovery until its end, which
-  // rebuild it from the pool (rebuild_mirror).
+  // rebuild it from the pool (rebuild_gpu_words).
   std::map<std::uint32_t, device_buffer<std::uint64_t>> mirror;
   // Combined updates' generation words (gphash_options::combine_updates), per live level like
-  // the mirror, zeroed whenever it is rebuilt (rebuild_mirror): they only order updates in flight.
+  // the mirror, zeroed whenever it is rebuilt (rebuild_gpu_words): they only order updates in flight.
   std::map<std::uint32_t, device_buffer<std::uint32_t>> update_gens;
 
   cache_options cache_opts;
@@ -275,7 +275,7 @@ struct gphash<Key>::impl {
   // update generations (option on); nothing may use the table meanwhile. After create, open,
   // recovery and resize: both are volatile, and resize and recovery change the pool's words
   // without them.
-  void rebuild_mirror() {
+  void rebuild_gpu_words() {
     mirror.clear();
     update_gens.clear();
     for (std::uint32_t d = 0; options.combine_updates && d < config.level_count; ++d) {
@@ -532,7 +532,7 @@ gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_c
   m->state = s;
   m->device_base = p.ref().base;
   m->rebuild_allocator(m->config.level_count);
-  m->rebuild_mirror();
+  m->rebuild_gpu_words();
   return gphash(std::move(m));
 }
 

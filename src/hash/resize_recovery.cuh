@@ -126,7 +126,7 @@ void gphash<Key>::impl::grow() {
   // the new segment.
   finish_resize();
   rebuild_allocator(config.level_count);
-  rebuild_mirror();
+  rebuild_gpu_words();
   if (cached) restart_cache();
 }
 
@@ -157,7 +157,7 @@ gphash_recovery gphash<Key>::impl::recover() {
   crash_point("gphash.recover.deduplicated");
   rebuild_allocator(config.level_count);
   r.items = scan<scan_op::count_items>(config.level_count);
-  rebuild_mirror();
+  rebuild_gpu_words();
   if (cached) restart_cache();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   last = r;
