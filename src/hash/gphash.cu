@@ -161,7 +161,8 @@ struct gphash<Key>::impl {
   // rebuild it from the pool (rebuild_gpu_words).
   std::map<std::uint32_t, device_buffer<std::uint64_t>> mirror;
   // Combined updates' generation words (gphash_options::combine_updates), per live level like
-  // the mirror, zeroed whenever it is rebuilt (rebuild_gpu_words): they only order updates in flight.
+  // the mirror, zeroed whenever it is rebuilt (rebuild_gpu_words): they only order updates in
+  // flight.
   std::map<std::uint32_t, device_buffer<std::uint32_t>> update_gens;
 
   cache_options cache_opts;
