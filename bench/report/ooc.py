@@ -109,6 +109,13 @@ def family_rows(workload, run):
     return rows
 
 
+def io_threads(sizes):
+    """The I/O threads per mapping, and how long idle ones poll when not the library's default."""
+    threads = f"{sizes.get('io_threads', '–')}"
+    poll_us = sizes.get("idle_poll_us")
+    return threads + (f", poll {fmt_time(poll_us / 1e6)}" if poll_us else "")
+
+
 def ablation_rows(workload, run):
     rows = []
     for r in run:
@@ -121,7 +128,7 @@ def ablation_rows(workload, run):
         rows.append(
             f"| {workload} | {fmt_bytes(s.get('line_bytes', 0))} | "
             f"{fmt_bytes(s.get('gpu_cache_bytes', 0))} | {fmt_bytes(s.get('host_cache_bytes', 0))} | "
-            f"{ahead} | {s.get('io_threads', '–')} | "
+            f"{ahead} | {io_threads(s)} | "
             f"{fmt_time(seconds(r))} | "
             f"{fmt(metric(r, 'disk_fraction'))} | {fmt(metric(r, 'read_ahead_hits'), 6)} | "
             f"{fmt(metric(r, 'gpu_wait_s'))} |")

@@ -16,10 +16,9 @@ namespace gpm::detail::ooc {
 namespace {
 
 constexpr std::size_t kRecentMisses = 64;
-// An idle thread polls (yielding the core between polls) this long after its last work, then
-// sleeps between polls, from 8 us doubling up to kMaxSleep: a kernel's first miss after an idle
-// spell waits at most that long to be noticed, and an idle mapping costs no CPU.
-constexpr auto kSpin = std::chrono::microseconds(200);
+// An idle thread polls (yielding the core between polls) for io_config::idle_poll after its last
+// work, then sleeps between polls, from 8 us doubling up to kMaxSleep: a kernel's first miss after
+// an idle spell waits at most that long to be noticed, and an idle mapping costs no CPU.
 constexpr auto kMaxSleep = std::chrono::microseconds(1000);
 // How long a reader waits for its disk's read-ahead place before it goes back to serving misses.
 constexpr auto kGatePatience = std::chrono::microseconds(500);
@@ -28,7 +27,7 @@ constexpr auto kGatePatience = std::chrono::microseconds(500);
 
 // A sleeping thread wakes at once when the service stops: unmapping does not wait out the sleep.
 void io_service::idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep) {
-  if (clock_type::now() - last_work < kSpin) {
+  if (clock_type::now() - last_work < config_.idle_poll) {
     std::this_thread::yield();
     return;
   }

@@ -60,6 +60,8 @@ struct io_config {
   // The ring of lines kernels touch() (cache_view::hints), host address.
   const std::uint64_t* hints = nullptr;
   std::uint32_t hint_slots = 0;
+  // How long an idle thread polls after its last work before it sleeps between polls.
+  std::chrono::microseconds idle_poll{200};
 };
 
 struct io_counters {

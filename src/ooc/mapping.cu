@@ -53,6 +53,12 @@ constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
 // ahead, the next run is queued before the last one's lines are used.
 constexpr std::uint64_t kDefaultReadAheadBytes = 32ull << 20;
 constexpr std::uint64_t kMaxReadAheadRunBytes = 1ull << 30;
+constexpr std::uint32_t kMaxIdlePollUs = 1'000'000;
+// mapping_options::idle_poll_us when 0: on a GPU the host's cores are free while kernels run, so
+// I/O threads poll through a kernel's compute between misses; on the host emulator they would
+// take the cores from the kernel's threads.
+constexpr std::uint32_t kGpuIdlePollUs = 2000;
+constexpr std::uint32_t kEmulatedIdlePollUs = 200;
 // The host cache pins its memory this many bytes at a time (or what the I/O threads pin at once,
 // if more), as lines arrive.
 constexpr std::uint64_t kHostCacheSegmentBytes = 32ull << 20;
@@ -180,6 +186,10 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
   }
   if (o.queue_slots < 1 || o.queue_slots > 65536) {
     throw_error(errc::invalid_argument, what + "queue_slots must be 1 to 65536");
+  }
+  if (o.idle_poll_us > kMaxIdlePollUs) {
+    throw_error(errc::invalid_argument, what + "idle_poll_us " + std::to_string(o.idle_poll_us) +
+                                            " is more than 1,000,000 (one second)");
   }
   if (o.read_ahead_run_bytes > kMaxReadAheadRunBytes) {
     throw_error(errc::invalid_argument, what + "read_ahead_run_bytes " +
@@ -499,9 +509,12 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const cache_view& v = s->view;
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
+  const std::uint32_t poll_us = options.idle_poll_us != 0 ? options.idle_poll_us
+                                : dev.emulated            ? kEmulatedIdlePollUs
+                                                          : kGpuIdlePollUs;
   s->io = std::make_unique<io_service>(
       io_config{options.io_threads, !m.resident, device, read_ahead, m.read_ahead_window,
-                m.read_ahead_run, s->hints.data(), kHintSlots},
+                m.read_ahead_run, s->hints.data(), kHintSlots, std::chrono::microseconds(poll_us)},
       geometry, *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   if (m.resident) make_resident(*s, m);

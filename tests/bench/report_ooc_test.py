@@ -57,6 +57,8 @@ def main():
         record("ooc_ablation_readahead_run", "gpmkit", 3.0,
                sizes={"io_threads": 2, "read_ahead_run_bytes": 64 << 20},
                metrics={"disk_fraction": 0.5}),
+        record("ooc_ablation_io_poll", "gpmkit", 0.25, sizes={"io_threads": 2, "idle_poll_us": 2000},
+               metrics={"disk_fraction": 0.75}),
     ]
     results = scratch / "results"
     results.mkdir()
@@ -82,6 +84,8 @@ def main():
         "| ooc_ablation_line | 64 KiB | 512 MiB | 2 GiB | on | 4 | 4 s | 0.25 | – | – |",
         "| ooc_ablation_readahead_run | 1 MiB | 512 MiB | 2 GiB | on, 64 MiB reads | 2 | 3 s | 0.5 "
         "| – | – |",
+        "| ooc_ablation_io_poll | 1 MiB | 512 MiB | 2 GiB | on | 2, poll 2 ms | 250 ms | 0.75 | – "
+        "| – |",
         "disk 2 GB/s read, 1.5 GB/s write in 8 MiB requests, 2.5 and 1.8 GB/s in one request "
         "(O_DIRECT)",
     ]

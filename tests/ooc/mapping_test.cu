@@ -1156,6 +1156,7 @@ TEST(OocMappingErrors, BadOptionsAreRefused) {
   bad("queue_slots", [](mapping_options& o) { o.queue_slots = 0; });
   bad("read_ahead_run_bytes",
       [](mapping_options& o) { o.read_ahead_run_bytes = (1ull << 30) + 1; });
+  bad("idle_poll_us", [](mapping_options& o) { o.idle_poll_us = 1'000'001; });
   bad("holds no line", [](mapping_options& o) { o.gpu_cache_bytes = 100; });
   bad("at least 6 lines", [](mapping_options& o) { o.host_cache_bytes = 5 * line_size(); });
   bad("create needs", [](mapping_options& o) {

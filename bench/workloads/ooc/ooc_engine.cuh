@@ -66,6 +66,7 @@ struct settings {
   std::uint64_t line = 0;        // gpmkit line bytes
   bool read_ahead = true;
   std::uint32_t io_threads = 2;  // gpmkit's I/O threads per mapping (mapping_options::io_threads)
+  std::uint32_t idle_poll_us = 0;  // mapping_options::idle_poll_us (0: the library's default)
   // gpmkit's read-ahead reads and window, in bytes (0: the library's defaults; see
   // mapping_options::read_ahead_run_bytes): the ablation sets both to one run, two queued ahead.
   std::uint64_t read_ahead_run = 0;
@@ -171,6 +172,7 @@ class runner {
             {"read_ahead", s_.read_ahead ? 1u : 0u},
             {"io_threads", s_.io_threads},
             {"read_ahead_run_bytes", s_.read_ahead_run},
+            {"idle_poll_us", s_.idle_poll_us},
             {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u}};
   }
 
@@ -216,6 +218,7 @@ class runner {
       gpm::ooc::mapping_options o;
       o.line_bytes = s_.line;
       o.io_threads = s_.io_threads;
+      o.idle_poll_us = s_.idle_poll_us;
       o.read_ahead_run_bytes = s_.read_ahead_run;
       o.read_ahead_window = static_cast<std::uint32_t>(s_.read_ahead_run / s_.line);
       o.gpu_cache_bytes = gpu_share_[a] * s_.line;

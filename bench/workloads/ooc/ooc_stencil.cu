@@ -320,6 +320,16 @@ workload ablation_readahead_run_workload() {
                                        "out of core",
                                        4 * kGiB, {"ra-run-16", "ra-run-64", "ra-run-256"});
 }
+// How long idle I/O threads poll before they sleep (mapping_options::idle_poll_us): lavaMD's
+// kernels compute between lines long enough for 200 us of polling to lapse, so each miss could
+// wait for a sleeping thread.
+workload ablation_io_poll_workload() {
+  return ablation_workload<lavamd>("ooc_ablation_io_poll",
+                                   "gpmkit I/O threads polling 200 us, 2 ms and 20 ms before they "
+                                   "sleep: lavaMD out of core",
+                                   128 * kMiBytes,
+                                   {"poll-us-200", "poll-us-2000", "poll-us-20000"});
+}
 workload ablation_cache_workload() {
   return ablation_workload<hotspot>(
       "ooc_ablation_cache",
