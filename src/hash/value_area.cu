@@ -1,8 +1,10 @@
 // The value area's volatile allocator (see value_area.hpp) and its reclaim kernel.
 #include "value_area.hpp"
 
+#include <algorithm>
 #include <vector>
 
+#include <gpm/platform/hash.hpp>
 #include <gpm/platform/kernel.cuh>
 
 #include "kernels.cuh"
@@ -10,6 +12,10 @@
 namespace gpm::detail::hash {
 
 namespace {
+
+// Allocation cursors (table_view::cursors): more than the blocks a GPU holds at once, so blocks
+// running together rarely share one.
+constexpr std::uint32_t kCursors = 4096;
 
 // Makes retired value cells free again: folds the retired bits into the allocator's bitmap.
 __global__ void reclaim_kernel(table_view v) {
@@ -34,12 +40,19 @@ void value_area::reset(std::uint64_t cells) {
   bitmap_.copy_from_host(init.data(), init.size());
   retired_ = device_buffer<std::uint64_t>(bitmap_words_);
   retired_.fill_bytes(0);
+  std::vector<std::uint64_t> starts(kCursors);
+  for (std::uint32_t i = 0; i < kCursors; ++i)
+    starts[i] = mix64(i) % std::max<std::uint64_t>(bitmap_words_, 1);
+  cursors_ = device_buffer<std::uint64_t>(kCursors);
+  cursors_.copy_from_host(starts.data(), starts.size());
 }
 
 void value_area::fill(table_view& v) const {
   v.bitmap = bitmap_.data();
   v.bitmap_words = bitmap_words_;
   v.retired = retired_.data();
+  v.cursors = cursors_.data();
+  v.cursor_mask = kCursors - 1;
 }
 
 void value_area::reclaim(const table_view& v, cudaStream_t stream) const {

@@ -30,6 +30,7 @@ class value_area {
   std::uint64_t bitmap_words_ = 0;
   std::uint64_t cells_ = 0;
   device_buffer<std::uint64_t> retired_;  // a bit per value cell
+  device_buffer<std::uint64_t> cursors_;  // table_view::cursors
 };
 
 }  // namespace gpm::detail::hash

@@ -79,6 +79,10 @@ struct table_view {
   // Cells freed by update/erase: a bit per cell, like `bitmap`, folded into it by reclaim()
   // after the batch, so no reader of an old value offset sees its cell reused. Never overflows.
   std::uint64_t* retired = nullptr;
+  // Allocation cursors (new_value), cursor_mask + 1 bitmap word indices in GPU memory: block b
+  // allocates from cursors[b & cursor_mask] onwards. Hints only: a stale one costs a longer scan.
+  std::uint64_t* cursors = nullptr;
+  std::uint32_t cursor_mask = 0;
   // Volatile locks (GPU memory), a word per hash of what they guard (lock_word), lock_mask + 1
   // words: an insert holds its key's from its probe to its publication, so that concurrent
   // inserts of one key leave one copy; displacement holds the bucket's it moves an item out of.
@@ -543,17 +547,22 @@ GPM_HOST_DEVICE inline std::uint64_t cell_of(const table_view& v, std::uint64_t 
   return kNone;
 }
 
-// Takes a free cell, starting the search at a hashed word; returns its pool offset or 0.
-__device__ inline std::uint64_t allocate_cell(const table_view& v, std::uint64_t hint) {
+// Takes a free cell, searching the bitmap from word `from`; returns its pool offset or 0, and in
+// `found` the word it came from.
+__device__ inline std::uint64_t allocate_cell(const table_view& v, std::uint64_t from,
+                                              std::uint64_t& found) {
   for (std::uint64_t k = 0; k < v.bitmap_words; ++k) {
-    const std::uint64_t wi = (hint + k) % v.bitmap_words;
+    const std::uint64_t wi = (from + k) % v.bitmap_words;
     atomic_ref<std::uint64_t, thread_scope::device> word(v.bitmap[wi]);
     std::uint64_t taken = word.load(memory_order_relaxed);
     while (taken != ~0ull) {
       const int bit = __ffsll(static_cast<long long>(~taken)) - 1;
       const std::uint64_t mask = 1ull << bit;
       const std::uint64_t before = word.fetch_or(mask);
-      if ((before & mask) == 0) return cell_offset(v, wi * 64 + bit);
+      if ((before & mask) == 0) {
+        found = wi;
+        return cell_offset(v, wi * 64 + bit);
+      }
       taken = before | mask;
     }
   }
@@ -750,13 +759,20 @@ __device__ bool replace_value(const table_view& v, const Tile& t, const probe_re
 // Takes a value cell and fills it (key record and value) durably; 0 when the value area is full.
 template <class Key, class Tile>
 __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key& key,
-                                   std::uint64_t h, const void* value) {
+                                   const void* value) {
   std::uint64_t cell = 0;
-  // The search starts at a word hashed from the key and the thread, so that many updates of one
-  // hot key do not all scan from the same word.
-  if (t.thread_rank() == 0) {
-    const std::uint64_t thread = tile_index();
-    cell = allocate_cell(v, mix64(h + thread) % (v.bitmap_words ? v.bitmap_words : 1));
+  // The tiles of a block take cells from their block's cursor (table_view::cursors): a bitmap
+  // word (64 adjacent cells) they fill before the cursor moves on, so a block's value writes land
+  // on a few pages of the pool at a time rather than on a random page each. On a GPU, random
+  // accesses over a pool of gigabytes are bound by address translation, not by bytes
+  // (docs/gphash.md, "Value cells"). Cursors start at hashed words, so blocks, and with them the
+  // updates of one hot key, allocate in different places.
+  if (t.thread_rank() == 0 && v.bitmap_words != 0) {
+    atomic_ref<std::uint64_t, thread_scope::device> cursor(v.cursors[blockIdx.x & v.cursor_mask]);
+    const std::uint64_t from = cursor.load(memory_order_relaxed) % v.bitmap_words;
+    std::uint64_t found = from;
+    cell = allocate_cell(v, from, found);
+    if (cell != 0 && found != from) cursor.store(found, memory_order_relaxed);
   }
   cell = t.shfl(cell, 0);
   if (cell != 0) {
@@ -897,7 +913,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
       return hash_status::exists;
     }
-    if (cell == 0) cell = new_value(v, t, key, h, value);
+    if (cell == 0) cell = new_value(v, t, key, value);
     if (cell == 0) return hash_status::no_value_space;
     replace_value(v, t, r, cell);
     return hash_status::updated;
@@ -910,7 +926,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
       return hash_status::full;
     }
-    if (cell == 0) cell = new_value(v, t, key, h, value);
+    if (cell == 0) cell = new_value(v, t, key, value);
     if (cell == 0) {
       unlock(t, key_lock);
       return hash_status::no_value_space;
@@ -1044,7 +1060,7 @@ __device__ hash_status update(const table_view& v, const Tile& t, const Key& key
                                                                   memory_order_release);
     }
   };
-  const std::uint64_t cell = new_value(v, t, key, h, value);
+  const std::uint64_t cell = new_value(v, t, key, value);
   if (cell == 0) {
     release(false);
     return hash_status::no_value_space;
