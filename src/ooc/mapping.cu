@@ -54,11 +54,6 @@ constexpr std::uint64_t kDefaultHostCacheBytes = 1ull << 30;
 constexpr std::uint64_t kDefaultReadAheadBytes = 32ull << 20;
 constexpr std::uint64_t kMaxReadAheadRunBytes = 1ull << 30;
 constexpr std::uint32_t kMaxIdlePollUs = 1'000'000;
-// mapping_options::idle_poll_us when 0: on a GPU the host's cores are free while kernels run, so
-// I/O threads poll through a kernel's compute between misses; on the host emulator they would
-// take the cores from the kernel's threads.
-constexpr std::uint32_t kGpuIdlePollUs = 2000;
-constexpr std::uint32_t kEmulatedIdlePollUs = 200;
 // The host cache pins its memory this many bytes at a time (or what the I/O threads pin at once,
 // if more), as lines arrive.
 constexpr std::uint64_t kHostCacheSegmentBytes = 32ull << 20;
@@ -509,12 +504,10 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   const cache_view& v = s->view;
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
-  const std::uint32_t poll_us = options.idle_poll_us != 0 ? options.idle_poll_us
-                                : dev.emulated            ? kEmulatedIdlePollUs
-                                                          : kGpuIdlePollUs;
   s->io = std::make_unique<io_service>(
       io_config{options.io_threads, !m.resident, device, read_ahead, m.read_ahead_window,
-                m.read_ahead_run, s->hints.data(), kHintSlots, std::chrono::microseconds(poll_us)},
+                m.read_ahead_run, s->hints.data(), kHintSlots,
+                std::chrono::microseconds(options.idle_poll_us)},
       geometry, *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
   if (m.resident) make_resident(*s, m);

@@ -218,7 +218,7 @@ class runner {
       gpm::ooc::mapping_options o;
       o.line_bytes = s_.line;
       o.io_threads = s_.io_threads;
-      o.idle_poll_us = s_.idle_poll_us;
+      if (s_.idle_poll_us != 0) o.idle_poll_us = s_.idle_poll_us;
       o.read_ahead_run_bytes = s_.read_ahead_run;
       o.read_ahead_window = static_cast<std::uint32_t>(s_.read_ahead_run / s_.line);
       o.gpu_cache_bytes = gpu_share_[a] * s_.line;

@@ -321,8 +321,8 @@ workload ablation_readahead_run_workload() {
                                        4 * kGiB, {"ra-run-16", "ra-run-64", "ra-run-256"});
 }
 // How long idle I/O threads poll before they sleep (mapping_options::idle_poll_us): lavaMD's
-// kernels compute between lines long enough for 200 us of polling to lapse, so each miss could
-// wait for a sleeping thread.
+// kernels compute between misses, so with 200 us of polling its misses might each have waited for
+// a sleeping thread; on an H200 2 ms and 20 ms changed nothing (docs/workloads/ooc.md).
 workload ablation_io_poll_workload() {
   return ablation_workload<lavamd>("ooc_ablation_io_poll",
                                    "gpmkit I/O threads polling 200 us, 2 ms and 20 ms before they "

@@ -60,11 +60,11 @@ struct mapping_options {
   std::uint32_t io_threads = 2;     // 1..64
   std::uint32_t queue_slots = 128;  // misses in flight to the host at once (1..65536)
   // How long an idle I/O thread keeps polling for misses after its last work before it sleeps
-  // between polls (up to 1 ms a sleep), in microseconds (0: 2,000 on a GPU; 200 on the host
-  // emulator, whose kernels share the cores with the I/O threads). Longer polling answers a
-  // kernel's first miss after a pause (its compute between lines) sooner, at the cost of a core
-  // per I/O thread while it polls. At most 1,000,000.
-  std::uint32_t idle_poll_us = 0;
+  // between polls (up to 1 ms a sleep), in microseconds; at most 1,000,000. Longer polling answers
+  // a kernel's first miss after a pause sooner, at the cost of a core per I/O thread while it
+  // polls (on the host emulator, cores the kernels' threads need). 2 ms and 20 ms gave lavaMD out
+  // of core no gain over 200 us on an H200 (ooc_ablation_io_poll).
+  std::uint32_t idle_poll_us = 200;
   bool direct_io = true;            // O_DIRECT where the file system supports it
   // mode::volatile_data: directory of the private temporary file that holds lines spilled from
   // the host cache (default: the mapped file's directory, or the system's temporary directory).
