@@ -112,9 +112,6 @@ void validate_options(const gphash_options& o) {
 // Value cells for `slots` key slots: room for every key plus in-flight out-of-place updates.
 std::uint64_t cells_for(std::uint64_t slots) { return slots + slots / 2 + 64; }
 
-// Bulk inserts of at least this many keys run in batch order (kernels.cuh).
-constexpr std::uint64_t kOrderedBatch = 1u << 16;
-
 // Words a table's locks hash to (table_view::locks): a power of two, 4 MiB of GPU memory.
 constexpr std::uint64_t kLocks = 1u << 20;
 
@@ -156,9 +153,6 @@ struct gphash<Key>::impl {
   value_area values;
   device_buffer<unsigned long long> counters{3};  // [0] retries, [1] and [2] scratch
   device_buffer<std::uint64_t> retry_a, retry_b;
-  // Batch order (kernels.cuh): per-bin counts, then the key indices of a large bulk insert.
-  device_buffer<std::uint32_t> order_bins;
-  device_buffer<std::uint64_t> order;
   // The kernels' locks (table_view::locks): inserts' key locks and displacement's bucket locks.
   device_buffer<std::uint32_t> locks = zeroed_words(kLocks);
 
@@ -366,22 +360,6 @@ struct gphash<Key>::impl {
     });
   }
 
-  // The indices of keys[0, n) grouped by their first top-level bucket (kernels.cuh, "batch
-  // order"), ready on `stream`.
-  const std::uint64_t* order_batch(const Key* keys, std::uint64_t n, cudaStream_t stream) {
-    ensure(order_bins, kOrderBins);
-    ensure(order, n);
-    check_cuda(cudaMemsetAsync(order_bins.data(), 0, kOrderBins * sizeof(std::uint32_t), stream),
-               "cudaMemsetAsync (GPHash batch order)");
-    const table_view v = live_view();
-    launch(order_count_kernel<Key>, blocks_for(n, kScanThreads), kScanThreads, 0, stream, v, keys,
-           n, order_bins.data());
-    launch(order_scan_kernel, 1, kOrderScanThreads, 0, stream, order_bins.data());
-    launch(order_scatter_kernel<Key>, blocks_for(n, kScanThreads), kScanThreads, 0, stream, v, keys,
-           n, order_bins.data(), order.data());
-    return order.data();
-  }
-
   // Displacement for the keys keys[index[i]], i < n (index null: keys[i]); returns the items
   // moved. Synchronous.
   unsigned long long make_room(const void* keys, const std::uint64_t* index, std::uint64_t n,
@@ -425,7 +403,6 @@ struct gphash<Key>::impl {
                 nullptr,
                 nullptr,
                 counters.data()};
-    if (inserts && n >= kOrderedBatch && n <= 0xffffffffull) a.index = order_batch(keys, n, stream);
     if (inserts && (options.displace || options.auto_resize)) {
       ensure(retry_a, n);
       ensure(retry_b, n);

@@ -8,7 +8,6 @@
 #include <cstdint>
 
 #include <gpm/hash/gphash_ref.cuh>
-#include <gpm/platform/block_scan.cuh>
 #include <gpm/platform/kernel.cuh>
 
 namespace gpm::detail::hash {
@@ -179,43 +178,6 @@ __global__ void rehash_kernel(table_view upper, table_view all, std::uint32_t bo
       }
     }
   }
-}
-
-// ---- batch order -------------------------------------------------------------------------
-// A large bulk insert visits its keys grouped by the top-level bucket of their first hash
-// location (a counting sort into kOrderBins bins, in bucket order), so that the tiles running at
-// one time write slots in a narrow span of the pool rather than each on a random page of it:
-// random accesses run several times faster within a narrow span of host memory than over
-// gigabytes (the `random_span` workload; docs/gphash.md, "Batch order"). Within a bin the order is
-// whatever the atomics give; a batch's operations are concurrent anyway.
-inline constexpr std::uint32_t kOrderBinBits = 16;
-inline constexpr std::uint32_t kOrderBins = 1u << kOrderBinBits;
-inline constexpr std::uint32_t kOrderScanThreads = 256;
-
-template <class Key>
-GPM_HOST_DEVICE inline std::uint32_t order_bin(const table_view& v, const Key& key) {
-  const std::uint64_t bucket = level_bucket(v, key_ops<Key>::hash(key, v.seed), 0, v.top);
-  return static_cast<std::uint32_t>(v.top > kOrderBinBits ? bucket >> (v.top - kOrderBinBits)
-                                                          : bucket);
-}
-
-template <class Key>
-__global__ void order_count_kernel(table_view v, const Key* keys, std::uint64_t n,
-                                   std::uint32_t* counts) {
-  for (std::uint64_t i : grid_stride(n)) atomicAdd(&counts[order_bin(v, keys[i])], 1u);
-}
-
-// One block of kOrderScanThreads: counts[b] becomes the number of keys in the bins before b.
-__global__ inline void order_scan_kernel(std::uint32_t* counts) {
-  block_exclusive_scan<kOrderScanThreads>(
-      kOrderBins, [&](std::uint64_t b) { return counts[b]; },
-      [&](std::uint64_t b, std::uint32_t start) { counts[b] = start; });
-}
-
-template <class Key>
-__global__ void order_scatter_kernel(table_view v, const Key* keys, std::uint64_t n,
-                                     std::uint32_t* starts, std::uint64_t* index) {
-  for (std::uint64_t i : grid_stride(n)) index[atomicAdd(&starts[order_bin(v, keys[i])], 1u)] = i;
 }
 
 }  // namespace gpm::detail::hash

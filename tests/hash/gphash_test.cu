@@ -245,33 +245,6 @@ TEST(Gphash, MakeRoomLetsFullInsertsIn) {
   EXPECT_EQ(t.make_room(up.keys.data(), 0), 0u);
 }
 
-// A bulk insert of at least 2^16 keys runs in batch order (grouped by bucket;
-// src/hash/kernels.cuh): each key of the batch is inserted once, whichever of its two entries wins,
-// and each status and value lands at its own entry's key, also for the entries retried after the
-// table grew.
-TEST(Gphash, LargeBatchesInBucketOrderInsertEveryKeyOnce) {
-  fixture f;
-  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 8, .top_level = 11});
-  driver<std::uint64_t> d(t);
-  constexpr std::uint64_t kKeys = 40000;  // each twice: 80,000 inserts, more than 2^16
-  std::vector<std::uint64_t> keys = range(0, kKeys), versions(2 * kKeys, 1);
-  keys.insert(keys.end(), keys.begin(), keys.end());
-  std::fill(versions.begin() + kKeys, versions.end(), 2);
-  const auto st = d.run(op::insert, keys, versions);
-  const auto r = d.find(range(0, kKeys));
-  for (std::uint64_t k = 0; k < kKeys; ++k) {
-    const bool first = st[k] == hash_status::inserted;
-    ASSERT_TRUE(first ? st[k + kKeys] == hash_status::exists
-                      : st[k] == hash_status::exists && st[k + kKeys] == hash_status::inserted)
-        << "key " << k << ": " << gpm::to_string(st[k]) << ", " << gpm::to_string(st[k + kKeys]);
-    ASSERT_EQ(r.status[k], hash_status::found) << k;
-    ASSERT_TRUE(value_is(&r.values[k * d.words()], d.words(), k, first ? 1 : 2)) << k;
-  }
-  EXPECT_EQ(t.size(), kKeys);
-  EXPECT_GT(t.stats().resizes, 0u);
-  EXPECT_TRUE(t.check().ok);
-}
-
 // Many tiles insert the same key at once: exactly one wins, one copy stays visible.
 TYPED_TEST(GphashBasic, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
   using Key = typename TypeParam::key_type;

@@ -10,12 +10,12 @@
 #include <string>
 
 #include <gpm/platform/atomic.cuh>
-#include <gpm/platform/block_scan.cuh>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
+#include "workloads/common/block_scan.cuh"
 #include "workloads/common/undo_logs.cuh"
 #include "workloads/kvs/kvs_table.cuh"
 
@@ -65,7 +65,7 @@ __global__ inline void count_regions(table_view t, op_stream ops, std::uint64_t 
 
 // One block of kScanThreads: counts[r] becomes the operations of regions before r.
 __global__ inline void offsets_of_regions(std::uint32_t* counts) {
-  gpm::block_exclusive_scan<kScanThreads>(
+  block_exclusive_scan<kScanThreads>(
       kRegions, [&](std::uint64_t r) { return counts[r]; },
       [&](std::uint64_t r, std::uint32_t offset) { counts[r] = offset; });
 }

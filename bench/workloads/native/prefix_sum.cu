@@ -16,7 +16,6 @@
 #include <cstring>
 #include <memory>
 
-#include <gpm/platform/block_scan.cuh>
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/hash.hpp>
 #include <gpm/platform/kernel.cuh>
@@ -28,6 +27,7 @@
 #include "native.hpp"
 #include "native_kernels.cuh"
 #include "native_mode.hpp"
+#include "workloads/common/block_scan.cuh"
 
 namespace gpmbench::native {
 
@@ -120,7 +120,7 @@ __global__ void ps_partial(const std::uint32_t* in, std::uint64_t blocks,
 __global__ void ps_offsets(const std::uint64_t* records, std::uint64_t blocks_per_array,
                            std::uint32_t* offsets) {
   const std::uint64_t first = blockIdx.x * blocks_per_array;
-  gpm::block_exclusive_scan<kScanBlock>(
+  block_exclusive_scan<kScanBlock>(
       blocks_per_array,
       [&](std::uint64_t b) { return static_cast<std::uint32_t>(records[first + b]); },
       [&](std::uint64_t b, std::uint32_t offset) { offsets[first + b] = offset; });

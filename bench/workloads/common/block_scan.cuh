@@ -1,6 +1,5 @@
-// An exclusive prefix sum of n 32-bit values by one block of Threads threads, for small
-// bookkeeping scans (GPHash's batch order, gpKVS's per-region counts, the prefix-sum workload's
-// subarray sums):
+// An exclusive prefix sum of n 32-bit values by one block of Threads threads, for the benchmarks'
+// small bookkeeping scans (gpKVS's per-region counts, the prefix-sum workload's subarray sums):
 // each thread sums a chunk of consecutive values, thread 0 scans the chunk sums, then each thread
 // hands its chunk's offsets out. Not a fast scan of large arrays.
 #pragma once
@@ -10,7 +9,7 @@
 
 #include <gpm/platform/kernel.cuh>
 
-namespace gpm {
+namespace gpmbench {
 
 // Called by every thread of a block of Threads threads: write(i, s) receives, for each i < n, the
 // sum of value(0) .. value(i - 1) (mod 2^32). value(i) is read again after write(j, ...) for every
@@ -42,4 +41,4 @@ __device__ void block_exclusive_scan(std::uint64_t n, Value value, Write write) 
   }
 }
 
-}  // namespace gpm
+}  // namespace gpmbench
