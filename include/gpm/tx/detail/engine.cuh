@@ -73,7 +73,8 @@ struct ring_control {
   std::uint64_t claimed;       // helpers: positions before it are being or have been copied
   std::uint64_t persisted;     // positions before it are persisted; their ring slots are free
   std::uint64_t bytes;         // adaptive: bytes the block persisted and has not reported yet
-  std::uint64_t slice;         // adaptive: the last time slice in which the block reported
+  // adaptive: the global time (ns) at which the time slice in which the block last reported ends
+  std::uint64_t slice_end;
   // adaptive: the monitor's `on` as the block last saw it (at its start and at each report), so
   // that committers read a shared-memory word, not the monitor's in L2, on every commit
   std::uint32_t on;
@@ -268,9 +269,14 @@ __device__ inline void monitor_count(const heap_view& v, std::uint64_t bytes) {
 __device__ inline void monitor_tick(const heap_view& v) {
   ring_control* ring = v.ring;
   if (v.mode != tx_mode::adaptive || ring == nullptr) return;
-  const std::uint64_t now = global_time_ns() / v.slice_ns;
-  std::uint64_t seen = blk64(ring->slice).load(memory_order_relaxed);
-  if (now <= seen || !blk64(ring->slice).compare_exchange_strong(seen, now, memory_order_relaxed)) {
+  // Most calls end at this comparison, with no division on the commit's path (a 64-bit division
+  // is a long subroutine on a GPU).
+  const std::uint64_t now_ns = global_time_ns();
+  std::uint64_t end = blk64(ring->slice_end).load(memory_order_relaxed);
+  if (now_ns < end) return;
+  const std::uint64_t now = now_ns / v.slice_ns;
+  if (!blk64(ring->slice_end)
+           .compare_exchange_strong(end, (now + 1) * v.slice_ns, memory_order_relaxed)) {
     return;
   }
   bandwidth_monitor& m = *v.monitor;
