@@ -239,6 +239,7 @@ class runner {
         maps.emplace_back(std::string(), pb_.array_bytes(a), 0, o);
       }
       acc.a[a] = maps.back().ref<float>();
+      if (pb_.array_bytes(a) % sizeof(float4) == 0) acc.a4[a] = maps.back().ref<float4>();
     }
     const double map_s = laps.lap();
     // Windows of a pass alternate between two streams, so one window's misses overlap the

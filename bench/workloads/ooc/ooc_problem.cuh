@@ -98,7 +98,9 @@ inline std::uint64_t items_for(std::uint64_t footprint, const std::vector<array_
 }
 
 // ---- accessors --------------------------------------------------------------------------
-// load / store take an array and an element index (item * width + k) of the whole array.
+// load / store take an array and an element index (item * width + k) of the whole array; load4
+// reads elements e .. e + 3 (e a multiple of 4) as one 16-byte element, as a kernel reads a
+// struct of four floats (lavaMD's particles).
 
 // GPU memory: array a holds elements [base[a], ...) at p[a] (a whole array: base 0).
 struct device_arrays {
@@ -107,6 +109,9 @@ struct device_arrays {
   float* small = nullptr;
 
   __device__ float load(int a, std::uint64_t e) const { return p[a][e - base[a]]; }
+  __device__ float4 load4(int a, std::uint64_t e) const {
+    return *reinterpret_cast<const float4*>(p[a] + (e - base[a]));
+  }
   __device__ void store(int a, std::uint64_t e, float v) const { p[a][e - base[a]] = v; }
   __device__ void add_small(std::uint32_t k, float v) const { atomicAdd(small + k, v); }
 };
@@ -115,12 +120,19 @@ struct device_arrays {
 // *error to its status and reads as 0, so the run fails its check instead of hanging.
 struct ooc_arrays {
   gpm::ooc::array<float> a[kMaxArrays];
+  gpm::ooc::array<float4> a4[kMaxArrays];  // the same mappings, 16 bytes an element
   float* small = nullptr;
   std::uint32_t* error = nullptr;
 
   __device__ float load(int k, std::uint64_t e) const {
     float v = 0;
     const gpm::ooc::status st = a[k].get(e, v);
+    if (st != gpm::ooc::status::ok) atomicMax(error, static_cast<std::uint32_t>(st));
+    return v;
+  }
+  __device__ float4 load4(int k, std::uint64_t e) const {
+    float4 v{};
+    const gpm::ooc::status st = a4[k].get(e / 4, v);
     if (st != gpm::ooc::status::ok) atomicMax(error, static_cast<std::uint32_t>(st));
     return v;
   }
@@ -138,6 +150,9 @@ struct host_arrays {
 
   // Host-device only so that the element functions' host-device templates may call them.
   GPM_HOST_DEVICE float load(int a, std::uint64_t e) const { return p[a][e]; }
+  GPM_HOST_DEVICE float4 load4(int a, std::uint64_t e) const {
+    return make_float4(p[a][e], p[a][e + 1], p[a][e + 2], p[a][e + 3]);
+  }
   GPM_HOST_DEVICE void store(int a, std::uint64_t e, float v) const { p[a][e] = v; }
   GPM_HOST_DEVICE void add_small(std::uint32_t k, float v) const { small[k] += v; }
 };

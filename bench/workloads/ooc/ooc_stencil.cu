@@ -249,8 +249,9 @@ struct lavamd : no_reduction {
     const std::uint64_t b = p.boxes;
     const std::uint64_t z = box / (b * b), y = box / b % b, x = box % b;
     const std::uint64_t self = (box * p.particles + k) * 4;
-    const float av = acc.load(kPosition, self), ax = acc.load(kPosition, self + 1),
-                ay = acc.load(kPosition, self + 2), az = acc.load(kPosition, self + 3);
+    // A particle is a struct of four floats (Rodinia's FOUR_VECTOR: v, x, y, z), read whole.
+    const float4 a = acc.load4(kPosition, self);
+    const float av = a.x, ax = a.y, ay = a.z, az = a.w;
     float fv = 0, fx = 0, fy = 0, fz = 0;
     for (int dz = -1; dz <= 1; ++dz) {
       for (int dy = -1; dy <= 1; ++dy) {
@@ -261,9 +262,8 @@ struct lavamd : no_reduction {
           }
           const std::uint64_t nb = ((z + dz) * b + (y + dy)) * b + (x + dx);
           for (std::uint32_t q = 0; q < p.particles; ++q) {
-            const std::uint64_t o = (nb * p.particles + q) * 4;
-            const float bv = acc.load(kPosition, o), bx = acc.load(kPosition, o + 1),
-                        by = acc.load(kPosition, o + 2), bz = acc.load(kPosition, o + 3);
+            const float4 b = acc.load4(kPosition, (nb * p.particles + q) * 4);
+            const float bv = b.x, bx = b.y, by = b.z, bz = b.w;
             const float charge = acc.load(kCharge, nb * p.particles + q);
             const float r2 = av + bv - (ax * bx + ay * by + az * bz);
             const float vij = expf(-p.a2 * r2);
