@@ -250,8 +250,8 @@ struct lavamd : no_reduction {
     const std::uint64_t z = box / (b * b), y = box / b % b, x = box % b;
     const std::uint64_t self = (box * p.particles + k) * 4;
     // A particle is a struct of four floats (Rodinia's FOUR_VECTOR: v, x, y, z), read whole.
-    const float4 a = acc.load4(kPosition, self);
-    const float av = a.x, ax = a.y, ay = a.z, az = a.w;
+    const float4 own = acc.load4(kPosition, self);
+    const float av = own.x, ax = own.y, ay = own.z, az = own.w;
     float fv = 0, fx = 0, fy = 0, fz = 0;
     for (int dz = -1; dz <= 1; ++dz) {
       for (int dy = -1; dy <= 1; ++dy) {
@@ -262,8 +262,8 @@ struct lavamd : no_reduction {
           }
           const std::uint64_t nb = ((z + dz) * b + (y + dy)) * b + (x + dx);
           for (std::uint32_t q = 0; q < p.particles; ++q) {
-            const float4 b = acc.load4(kPosition, (nb * p.particles + q) * 4);
-            const float bv = b.x, bx = b.y, by = b.z, bz = b.w;
+            const float4 other = acc.load4(kPosition, (nb * p.particles + q) * 4);
+            const float bv = other.x, bx = other.y, by = other.z, bz = other.w;
             const float charge = acc.load(kCharge, nb * p.particles + q);
             const float r2 = av + bv - (ax * bx + ay * by + az * bz);
             const float vij = expf(-p.a2 * r2);
