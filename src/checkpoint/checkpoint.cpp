@@ -63,7 +63,6 @@ using kd::clock;
 using kd::copy_engine;
 using kd::copy_job;
 using kd::record_store;
-using kd::seconds_since;
 
 // ---- a chunk in this process -------------------------------------------------------------------
 

@@ -9,10 +9,6 @@
 
 namespace gpm::checkpoint_detail {
 
-double seconds_since(clock::time_point t0) {
-  return std::chrono::duration<double>(clock::now() - t0).count();
-}
-
 copy_engine::copy_engine(pool& p, std::uint32_t max_chunks, copy_path path)
     : p_(&p),
       path_(path),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <gpm/checkpoint/checkpoint.hpp>
+#include <gpm/platform/elapsed.hpp>
 #include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/platform/runtime.hpp>
 
@@ -21,7 +22,6 @@ namespace gpm::checkpoint_detail {
 using clock = std::chrono::steady_clock;
 
 inline constexpr std::uint64_t kDmaMinBytes = 64 << 10;
-double seconds_since(clock::time_point t0);
 
 // What a checkpoint does with one chunk.
 enum class action { digest_first, copy };

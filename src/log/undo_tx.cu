@@ -26,6 +26,7 @@
 #include <memory>
 
 #include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/elapsed.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/object_header.hpp>
 #include <gpm/pool/pool.hpp>
@@ -36,10 +37,6 @@ namespace {
 namespace L = detail::log;
 
 std::string log_name(std::string_view name) { return std::string(name) + ".log"; }
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Rolls the log back (basic_undo_tx_ref::roll_back); with a copy, each warp first copies its own
 // streams' used lines into it (undo_streams::copy_own) and then reads them there, so that copying

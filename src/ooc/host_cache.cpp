@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/elapsed.hpp>
 #include <gpm/platform/error.hpp>
 
 namespace gpm::detail::ooc {
@@ -348,9 +349,7 @@ void host_cache::read_run(std::unique_lock<std::mutex>& lock,
     run.swap(mine);  // the caller forgets them
     throw;
   }
-  counters_.read_ahead_read_ns += static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count());
+  counters_.read_ahead_read_ns += nanoseconds_since(start);
   lock.lock();
   ++counters_.read_ahead_reads;
   for (const auto& [line, e] : mine) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 
+#include <gpm/platform/elapsed.hpp>
 #include <gpm/platform/error.hpp>
 
 #include "disk_gate.hpp"
@@ -156,8 +157,7 @@ void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const re
       }
       cache_.unpin(e);
       counters_.bytes_to_gpu += gpu_.line_bytes;
-      counters_.fill_ns += static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count());
+      counters_.fill_ns += nanoseconds_since(start);
       ++counters_.fills;
       result |= kFilled;
       if (config_.read_ahead) note_miss(r.fill_line);
@@ -268,10 +268,7 @@ void io_service::load_resident(std::uint64_t lines) {
                  if (k >= 2) rw.copied[k % 2].synchronize();  // the copy out of it two runs ago
                  const auto read_start = std::chrono::steady_clock::now();
                  cache_.read_lines(first, n, half);
-                 counters_.resident_read_ns += static_cast<std::uint64_t>(
-                     std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - read_start)
-                         .count());
+                 counters_.resident_read_ns += nanoseconds_since(read_start);
                  ++counters_.resident_reads;
                  check_cuda(cudaMemcpyAsync(gpu_.lines + first * lb, half, n * lb,
                                             cudaMemcpyHostToDevice, rw.copies),
