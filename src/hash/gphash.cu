@@ -112,9 +112,6 @@ void validate_options(const gphash_options& o) {
 // Value cells for `slots` key slots: room for every key plus in-flight out-of-place updates.
 std::uint64_t cells_for(std::uint64_t slots) { return slots + slots / 2 + 64; }
 
-// Bulk updates of fewer keys than this do not combine (dispatch).
-constexpr std::uint64_t kCombineMinBatch = 1u << 16;
-
 // Words a table's locks hash to (table_view::locks): a power of two, 4 MiB of GPU memory.
 constexpr std::uint64_t kLocks = 1u << 20;
 
@@ -357,17 +354,9 @@ struct gphash<Key>::impl {
   template <bulk_op Op>
   void dispatch(const bulk_args& a, cudaStream_t stream) {
     const std::uint32_t block = options.block_threads;
-    table_view v = live_view();
-    // Bulk updates combine only in batches of kCombineMinBatch or more (docs/gphash.md, "Combined
-    // updates"): on an H200 YCSB A ran 2.2-2.4x faster combined at 2^16 and 2^20 but 3.5x slower
-    // at 2^12. Updates that do not combine may run beside ones that do (the lost-CAS rule orders
-    // either kind), so the choice is per batch.
-    if (Op == bulk_op::update && a.n < kCombineMinBatch) {
-      for (std::uint32_t*& gen : v.update_gen) gen = nullptr;
-    }
     with_tile([&](auto g) {
-      launch(bulk_kernel<Key, g.value, Op>, blocks_for(a.n * g.value, block), block, 0, stream, v,
-             a);
+      launch(bulk_kernel<Key, g.value, Op>, blocks_for(a.n * g.value, block), block, 0, stream,
+             live_view(), a);
     });
   }
 

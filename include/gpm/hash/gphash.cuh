@@ -78,10 +78,9 @@ struct gphash_options {
   // Concurrent updates of one slot combine (docs/gphash.md, "Combined updates"): one of them at a
   // time writes a value cell and swaps it into the pool's slot; the others that arrived before it
   // started return `updated` once it is durable, linearized just before it, without touching the
-  // pool. A generation word per slot of the live levels in GPU memory (4 bytes). Updates through
-  // the device view combine; bulk update() calls only in batches of 2^16 keys or more: on an H200
-  // YCSB A ran 2.2-2.5x faster combined at batches of 2^16 and 2^20, 3.5x slower at 2^12
-  // (docs/gphash.md, "Combined updates"). Off saves its GPU memory.
+  // pool. A generation word per slot of the live levels in GPU memory (4 bytes). On an H200 YCSB A
+  // ran 1.4-3.4x faster combined at batches of 2^12 to 2^20 (docs/gphash.md, "Combined updates").
+  // Off saves its GPU memory.
   bool combine_updates = true;
 };
 
