@@ -381,7 +381,22 @@ class transaction {
     locks_ = 0;
     writes_ = 0;
     state_ = running;
+    blocker_ = kNoBlocker;
     dev64(v_.status[slot_]).store(status_word(attempt, kActive), memory_order_release);
+  }
+
+  // Between a failed attempt and the next: when the attempt met an orec it could not take (its
+  // owner committing, or outranking this transaction), waits until that orec changes hands,
+  // holding nothing (the attempt released its orecs), for at most kBlockerRounds polls; otherwise
+  // backs off by the attempts made. Retrying at once ran into the same owner again: on ATM A1 a
+  // committing owner holds its orecs through taking its sequence number, several retries long.
+  __device__ void await_blocker(std::uint32_t attempts) const {
+    if (blocker_ == kNoBlocker) return pause(attempts);
+    dev64 orec(v_.orecs[blocker_]);
+    for (std::uint32_t round = 0;
+         round < kBlockerRounds && orec.load(memory_order_relaxed) == blocker_word_; ++round) {
+      pause(round);
+    }
   }
 
   // After the body: commits what needs no record, gives up or fails, or reports the chunks of
@@ -418,6 +433,8 @@ class transaction {
 
  private:
   enum run_state : std::uint32_t { running, conflict, failed };
+  static constexpr std::uint64_t kNoBlocker = ~0ull;
+  static constexpr std::uint32_t kBlockerRounds = 64;  // about 100 us at pause()'s longest
 
   __device__ void fail(tx_status s) {
     if (state_ != running) return;
@@ -455,6 +472,8 @@ class transaction {
       }
     }
     state_ = conflict;
+    blocker_ = cur != 0 ? o : kNoBlocker;  // 0: it came free, after four lost CASes
+    blocker_word_ = cur;
     return false;
   }
 
@@ -527,6 +546,8 @@ class transaction {
   tx_status failure_ = tx_status::committed;
   std::uint32_t locks_ = 0;
   std::uint32_t writes_ = 0;
+  std::uint64_t blocker_ = kNoBlocker;  // the orec that ended the last attempt (await_blocker)
+  std::uint64_t blocker_word_ = 0;      // its value then
   std::uint64_t held_[MaxLocks];
   std::uint32_t words_[MaxWrites];
   std::uint32_t values_[MaxWrites];
@@ -877,7 +898,7 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
         r.status = tx_status::too_many_aborts;
         pending = false;
       } else {
-        pause(r.attempts);
+        t.await_blocker(r.attempts);
       }
     } else {
       pending = false;
