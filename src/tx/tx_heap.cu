@@ -109,6 +109,9 @@ void check_options(const tx_options& o) {
   require(o.mode <= tx_mode::undo, "tx_options: mode " +
                                        std::to_string(static_cast<std::uint32_t>(o.mode)) +
                                        " is not a tx_mode");
+  require(o.reads <= tx_reads::versioned, "tx_options: reads " +
+                                              std::to_string(static_cast<std::uint32_t>(o.reads)) +
+                                              " is not a tx_reads");
   require(!has_helpers(o.mode) || (o.helper_warps >= 1 && o.helper_warps <= 2),
           "tx_options: helper_warps must be 1 or 2 in helpers and adaptive modes, got " +
               std::to_string(o.helper_warps) + " (tx_mode::direct runs without helpers)");
@@ -222,6 +225,7 @@ struct tx_heap::impl {
         rep(T::heap_media(p.host_ptr<char>(p.get(n).offset), h, label_of(p, n))),
         work(h.words),
         orecs(zeroed<std::uint64_t>(orec_count(o, h.words))),
+        versions(zeroed<std::uint32_t>(o.reads == tx_reads::versioned ? orecs.size() : 0)),
         status(zeroed<std::uint64_t>(o.max_threads)),
         counters(zeroed<std::uint64_t>(T::kCounters * o.max_threads)),
         seq(1),
@@ -258,6 +262,7 @@ struct tx_heap::impl {
     view.work = work.data();
     view.orecs = orecs.data();
     view.orec_mask = orecs.size() - 1;
+    view.versions = versions.size() != 0 ? versions.data() : nullptr;
     view.status = status.data();
     view.counters = counters.data();
     view.max_threads = options.max_threads;
@@ -436,6 +441,7 @@ struct tx_heap::impl {
   tx_recovery recovery;
   device_buffer<std::uint32_t> work;
   device_buffer<std::uint64_t> orecs;
+  device_buffer<std::uint32_t> versions;  // tx_reads::versioned: one per orec
   device_buffer<std::uint64_t> status;
   device_buffer<std::uint64_t> counters;
   device_buffer<std::uint64_t> seq;

@@ -51,7 +51,7 @@ atm workload(std::uint64_t seed) {
 
 // How trial `seed` runs: seed % 8 picks one of the shapes (direct, hcl, one or two helper
 // warps, adaptive with 1 µs slices and a threshold of about one record per slice, so that it
-// switches all the time, undo); bit 8 per thread or per warp.
+// switches all the time, undo); bit 8 per thread or per warp; bit 9 locked or versioned reads.
 constexpr std::uint64_t kShapes = 6;
 struct shape {
   gpm::tx_options options;
@@ -64,7 +64,8 @@ struct shape {
            (options.mode == tx_mode::helpers || options.mode == tx_mode::adaptive
                 ? " x" + std::to_string(options.helper_warps)
                 : "") +
-           ", tile " + std::to_string(tile);
+           ", tile " + std::to_string(tile) +
+           (options.reads == gpm::tx_reads::versioned ? ", versioned reads" : "");
   }
 };
 shape shape_of(std::uint64_t seed) {
@@ -79,6 +80,7 @@ shape shape_of(std::uint64_t seed) {
   s.options.switch_threshold = 40e6;
   s.options.slice_us = 1;
   s.tile = (seed >> 8) % 2 == 0 ? 1 : 32;
+  s.options.reads = (seed >> 9) % 2 == 0 ? gpm::tx_reads::locked : gpm::tx_reads::versioned;
   return s;
 }
 // Trial t's seed, its shape cycling through all of them.

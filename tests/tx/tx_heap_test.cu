@@ -183,6 +183,34 @@ struct add_and_count {
   }
 };
 
+// Even i: moves 1 to 7 between two of the accounts in words 0..7; odd i: sums all eight into
+// sums[i] (the committed attempt's sum is the last one written).
+struct transfer_or_sum {
+  std::uint32_t* sums;
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t i) const {
+    if (i % 2 == 0) {
+      const auto a = static_cast<std::uint32_t>(i / 2 % 8);
+      const auto b = static_cast<std::uint32_t>((a + 1 + i / 16 % 7) % 8);
+      const auto amount = static_cast<std::uint32_t>(1 + i % 7);
+      t.write(a, t.read(a) - amount);
+      t.write(b, t.read(b) + amount);
+    } else {
+      std::uint32_t sum = 0;
+      for (std::uint32_t k = 0; k < 8; ++k) sum += t.read(k);
+      sums[i] = sum;
+    }
+  }
+};
+
+// Reads words 0..7 and writes nothing.
+struct read_eight {
+  template <class Tx>
+  __device__ void operator()(Tx& t, std::uint64_t) const {
+    for (std::uint32_t k = 0; k < 8; ++k) t.read(k);
+  }
+};
+
 // A tile of 32 lanes, each writing its own word in one transaction.
 struct warp_writes_own_word {
   __device__ void operator()(gpm::tx_ref tx) const {
@@ -251,6 +279,9 @@ TEST_F(TxHeap, CreateRejectsBadGeometryOptionsTakenNamesAndFullPools) {
   expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
   o = small_options();
   o.orecs = 3;
+  expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
+  o = small_options();
+  o.reads = static_cast<gpm::tx_reads>(7);
   expect_error(gpm::errc::invalid_argument, create(kGeometry, o));
   EXPECT_FALSE(p.find("bad")) << "a rejected create must not allocate";
 
@@ -554,6 +585,55 @@ TEST_F(TxHeap, SixtyFourBitValuesAreNeverTorn) {
   const auto w = contents(heap);
   std::memcpy(&got, w.data(), 8);
   EXPECT_EQ(got, start + 3 * 256);
+}
+
+// ---- versioned reads --------------------------------------------------------------------------
+
+// Transfers keep the accounts' total; every committed read-only sum must see it, whichever
+// transfers committed around it: a reader that saw some accounts before a transfer and some after
+// fails its check at commit and runs again. Locked and versioned reads, several schedules.
+TEST_F(TxHeap, ReadOnlyTransactionsSeeConsistentTotals) {
+  for (const gpm::tx_reads reads : {gpm::tx_reads::locked, gpm::tx_reads::versioned}) {
+    for (const std::uint64_t seed : {3, 4, 5}) {
+      SCOPED_TRACE((reads == gpm::tx_reads::versioned ? "versioned, seed " : "locked, seed ") +
+                   std::to_string(seed));
+      gpm::tx_options o = small_options(tx_mode::direct);
+      o.reads = reads;
+      const std::string name =
+          "sums" + std::to_string(static_cast<int>(reads)) + "_" + std::to_string(seed);
+      auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
+      const std::vector<std::uint32_t> start(8, 1000);
+      heap.store(0, start.data(), start.size());
+      gpm::device_buffer<std::uint32_t> sums(256);
+      sums.fill_bytes(0);
+      std::uint32_t* d = sums.data();
+      const auto r = [&] {
+        results out;
+        with_schedule(seed, [&] { out = run_each(heap, 4, 64, transfer_or_sum{d}); });
+        return out;
+      }();
+      for (const auto& x : r.r) ASSERT_EQ(x.status, tx_status::committed);
+      const std::vector<std::uint32_t> got = gpm::test::to_host(sums);
+      for (std::uint64_t i = 1; i < 256; i += 2) ASSERT_EQ(got[i], 8000u) << "reader " << i;
+      const auto w = contents(heap);
+      std::uint32_t total = 0;
+      for (std::uint32_t k = 0; k < 8; ++k) total += w[k];
+      EXPECT_EQ(total, 8000u);
+    }
+  }
+}
+
+// With versioned reads, transactions that only read never take an orec, so readers of the same
+// words never abort one another (with locked reads they take each other's orecs).
+TEST_F(TxHeap, VersionedReadersOfOneWordNeverConflict) {
+  gpm::tx_options o = small_options(tx_mode::direct);
+  o.reads = gpm::tx_reads::versioned;
+  auto heap = gpm::tx_heap::create(pool.get(), "readers", kGeometry, o);
+  with_schedule(6, [&] { run_each(heap, 4, 64, read_eight{}); });
+  const gpm::tx_stats stats = heap.stats();
+  EXPECT_EQ(stats.commits, 256u);
+  EXPECT_EQ(stats.aborts, 0u);
+  EXPECT_EQ(heap.durable_seq(), 0u) << "read-only transactions take no sequence number";
 }
 
 // ---- persistence modes ------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // conflict all the time, over every persistence mode, 1 or 2 helper warps, tile sizes 1, 8 and
 // 32, small rings (committers wait for the helpers) and tiny logs (rings that wrap many times
 // while the host frees them), HCL-striped records, and the adaptive switch held ON, held OFF or
-// flipping every few microseconds, undo logging in place, each under several emulator schedules.
+// flipping every few microseconds, undo logging in place, with locked and with versioned reads,
+// each under several emulator schedules.
 // Checked every time:
 //  - every transaction committed, and the sequence numbers are exactly 1..N;
 //  - replaying the transactions one by one in sequence order on the initial state gives the
@@ -35,7 +36,10 @@ struct config {
   unsigned tile;
   double threshold = kAlwaysOn;
   bool learn = false;  // adaptive: learn each kernel's faster kind (false: the paper's switch)
+  gpm::tx_reads reads = gpm::tx_reads::locked;
 };
+
+constexpr gpm::tx_reads kVersioned = gpm::tx_reads::versioned;
 
 const config kConfigs[] = {
     {"volatile", tx_mode::volatile_only, 1, 1024, 4096, 1},
@@ -58,6 +62,15 @@ const config kConfigs[] = {
     {"adaptive_learn_tile8", tx_mode::adaptive, 1, 16, 1024, 8, kFlipping, true},
     {"undo", tx_mode::undo, 1, 1024, 4096, 1},
     {"undo_tile32", tx_mode::undo, 1, 1024, 4096, 32},
+    {"volatile_versioned", tx_mode::volatile_only, 1, 1024, 4096, 1, kAlwaysOn, false, kVersioned},
+    {"direct_versioned", tx_mode::direct, 1, 1024, 4096, 1, kAlwaysOn, false, kVersioned},
+    {"helpers1_small_ring_versioned", tx_mode::helpers, 1, 8, 4096, 1, kAlwaysOn, false,
+     kVersioned},
+    {"helpers2_tile32_versioned", tx_mode::helpers, 2, 16, 4096, 32, kAlwaysOn, false, kVersioned},
+    {"hcl_tile8_versioned", tx_mode::hcl, 1, 1024, 256, 8, kAlwaysOn, false, kVersioned},
+    {"adaptive_flipping_versioned", tx_mode::adaptive, 1, 16, 1024, 1, kFlipping, false,
+     kVersioned},
+    {"undo_versioned", tx_mode::undo, 1, 1024, 4096, 1, kAlwaysOn, false, kVersioned},
 };
 
 class TxProperty : public ::testing::TestWithParam<config> {};
@@ -87,6 +100,7 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
   gpm::test::scratch_pool pool("tx-prop");
   gpm::tx_options o;
   o.mode = c.mode;
+  o.reads = c.reads;
   o.helper_warps = c.helpers;
   o.ring_chunks = c.ring_chunks;
   o.max_threads = 4 * 64;

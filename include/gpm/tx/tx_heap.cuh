@@ -52,8 +52,22 @@ struct tx_geometry {
 };
 
 // Process-local choices, not stored in the pool.
+// How transactions read (tx_options::reads).
+enum class tx_reads : std::uint32_t {
+  // The paper's: a read takes the word's ownership record at encounter, as a write does, so
+  // readers of one word conflict with each other.
+  locked,
+  // Versioned invisible reads (PR-STM style): a read notes the orec's version and takes nothing;
+  // a commit that writes raises the versions of the orecs it wrote. A transaction checks its
+  // reads when it commits (one that writes takes the orecs it read then, for the check and its
+  // sequence number). Readers of one word never conflict. One 32-bit version per orec in GPU
+  // memory.
+  versioned,
+};
+
 struct tx_options {
   tx_mode mode = tx_mode::helpers;
+  tx_reads reads = tx_reads::locked;
   std::uint32_t helper_warps = 1;    // helpers, adaptive: helper warps per block, 1 or 2
   std::uint32_t ring_chunks = 1024;  // helpers, adaptive: 16-byte chunks (two pairs) per ring
   // adaptive: the persist bandwidth (bytes/s) above which helper warps turn on; unset: measured

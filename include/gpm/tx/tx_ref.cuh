@@ -3,7 +3,8 @@
 // transaction reads and writes 32-bit words of the heap (and values of whole words on top);
 // run() executes the body, commits it atomically and in isolation, and retries it when a
 // conflicting transaction aborted it (the Helper Warps paper's STM, TPDS'20 §4: ownership records
-// taken at encounter time, lower thread id wins, redo records, docs/transactions.md).
+// taken at encounter time, lower thread id wins, redo records, docs/transactions.md; with
+// tx_reads::versioned, reads take no ownership record and are checked at commit).
 //
 //   heap.launch(blocks, 256, [=] __device__(gpm::tx_ref tx) {
 //     for (std::uint64_t i : tx.workers(n)) {
@@ -21,9 +22,9 @@
 // shares the commit bookkeeping (one sequence-number reservation for the tile). The body runs
 // once per attempt, so it must have no effects other than through `t`; after a failed access
 // (t.ok() false) reads return 0 and writes are ignored until run() retries or reports.
-// The read set (MaxLocks ownership records) and write set (MaxWrites words) live in the thread's
-// registers and local memory; a transaction that exceeds them gets read_set_full or
-// write_set_full, never a partial commit.
+// The read set (MaxLocks ownership records, taken or, with versioned reads, noted) and write set
+// (MaxWrites words) live in the thread's registers and local memory; a transaction that exceeds
+// them gets read_set_full or write_set_full, never a partial commit.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,7 @@ namespace gpm {
 //   t.read(word) -> std::uint32_t, t.write(word, value)
 //   t.read_as<T>(word), t.write_as<T>(word, value): T of sizeof(T) / 4 whole words (64-bit
 //     integers, doubles, small structs), all its words locked together before any is read
+//     (versioned reads: all checked together after all are read)
 //   t.cancel(): end without writing (run() returns tx_status::cancelled)
 //   t.ok(): false once this attempt cannot commit; t.words(): the heap's size in words
 template <unsigned MaxLocks, unsigned MaxWrites>

@@ -127,6 +127,10 @@ struct heap_view {
   std::uint32_t* work = nullptr;  // the working copy in GPU memory: reads and writes go here
   std::uint64_t* orecs = nullptr;
   std::uint64_t orec_mask = 0;        // orec count - 1 (a power of two)
+  // tx_reads::versioned: per orec, a version that a commit raises, before it applies its writes,
+  // for every orec it wrote; reads then take no orec (transaction::read_versioned). Null: reads
+  // take their orecs, as the paper's do.
+  std::uint32_t* versions = nullptr;
   std::uint64_t* status = nullptr;    // per thread slot: attempt << 2 | state
   std::uint64_t* counters = nullptr;  // per thread slot: kCounters counters
   std::uint64_t max_threads = 0;
@@ -332,19 +336,27 @@ class transaction {
 
   // The word's value as this transaction sees it (its own writes included).
   __device__ std::uint32_t read(std::uint64_t word) {
-    if (!acquire_words(word, 1)) return 0;
-    return value_of(static_cast<std::uint32_t>(word));
+    std::uint32_t value = 0;
+    if (v_.versions != nullptr) {
+      read_versioned(word, 1, &value);
+    } else if (acquire_words(word, 1)) {
+      value = value_of(static_cast<std::uint32_t>(word));
+    }
+    return value;
   }
   __device__ void write(std::uint64_t word, std::uint32_t value) {
     if (acquire_words(word, 1)) buffer(static_cast<std::uint32_t>(word), value);
   }
   // A value of sizeof(T) / 4 consecutive words starting at `word`, all locked before any is
-  // read, so a 64-bit or larger value is never torn.
+  // read (versioned reads: all checked again after all are read), so a 64-bit or larger value is
+  // never torn.
   template <class T>
   __device__ T read_as(std::uint64_t word) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % 4 == 0, "T must be whole words");
     std::uint32_t w[sizeof(T) / 4] = {};
-    if (acquire_words(word, sizeof(T) / 4)) {
+    if (v_.versions != nullptr) {
+      read_versioned(word, sizeof(T) / 4, w);
+    } else if (acquire_words(word, sizeof(T) / 4)) {
       for (std::uint32_t i = 0; i < sizeof(T) / 4; ++i) {
         w[i] = value_of(static_cast<std::uint32_t>(word + i));
       }
@@ -402,6 +414,7 @@ class transaction {
   // After the body: commits what needs no record, gives up or fails, or reports the chunks of
   // the record it needs (then the caller orders it and calls publish()).
   __device__ commit_step prepare(tx_result& r, std::uint64_t& chunks) {
+    if (v_.versions != nullptr && state_ == running) validate_reads();
     std::uint64_t expected = status_word(attempt_, kActive);
     if (state_ == conflict ||
         !dev64(v_.status[slot_])
@@ -435,18 +448,33 @@ class transaction {
   enum run_state : std::uint32_t { running, conflict, failed };
   static constexpr std::uint64_t kNoBlocker = ~0ull;
   static constexpr std::uint32_t kBlockerRounds = 64;  // about 100 us at pause()'s longest
+  // Versioned reads: a held_ entry with kReadBit is an orec read, not taken: its index (low 32
+  // bits; at most 2^30 orecs) and the version the read saw (bits 32-62).
+  static constexpr std::uint64_t kReadBit = 1ull << 63;
+  static constexpr std::uint64_t kIndexMask = 0xffffffffull;
+  GPM_HOST_DEVICE static std::uint64_t read_entry(std::uint64_t o, std::uint32_t version) {
+    return kReadBit | std::uint64_t{version & 0x7fffffffu} << 32 | o;
+  }
+  GPM_HOST_DEVICE static std::uint32_t version_of(std::uint64_t entry) {
+    return static_cast<std::uint32_t>(entry >> 32) & 0x7fffffffu;
+  }
 
   __device__ void fail(tx_status s) {
     if (state_ != running) return;
     state_ = failed;
     failure_ = s;
   }
-  __device__ bool acquire_words(std::uint64_t word, std::uint32_t n) {
+  // Whether the attempt may still access words [word, word + n): running, and in range.
+  __device__ bool accessible(std::uint64_t word, std::uint32_t n) {
     if (state_ != running) return false;
     if (word >= v_.words || n > v_.words - word) {
       fail(tx_status::out_of_range);
       return false;
     }
+    return true;
+  }
+  __device__ bool acquire_words(std::uint64_t word, std::uint32_t n) {
+    if (!accessible(word, n)) return false;
     for (std::uint32_t i = 0; i < n; ++i) {
       if (!acquire_orec((word + i) & v_.orec_mask)) return false;
     }
@@ -455,10 +483,15 @@ class transaction {
 
   // Fig. 2's lock acquisition, with the COMMITTING rule.
   __device__ bool acquire_orec(std::uint64_t o) {
+    // A versioned read of the orec: taking it keeps the read valid only at the version it saw.
+    std::uint32_t read_at = MaxLocks;
     for (std::uint32_t i = 0; i < locks_; ++i) {
-      if (held_[i] == o) return true;
+      if ((held_[i] & kIndexMask) != o) continue;
+      if ((held_[i] & kReadBit) == 0) return true;
+      read_at = i;
+      break;
     }
-    if (locks_ == MaxLocks) {
+    if (read_at == MaxLocks && locks_ == MaxLocks) {
       fail(tx_status::read_set_full);
       return false;
     }
@@ -467,14 +500,103 @@ class transaction {
     for (int tries = 0; tries < 4; ++tries) {
       if (cur != 0 && !owner_yields(cur)) break;
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acq_rel)) {
-        held_[locks_++] = o;
-        return true;
+        if (read_at == MaxLocks) {
+          held_[locks_++] = o;
+          return true;
+        }
+        const std::uint32_t seen = version_of(held_[read_at]);
+        held_[read_at] = o;  // released in end() like any orec taken
+        if ((dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) == seen) return true;
+        state_ = conflict;  // a commit wrote the orec after the read
+        return false;
       }
     }
     state_ = conflict;
     blocker_ = cur != 0 ? o : kNoBlocker;  // 0: it came free, after four lost CASes
     blocker_word_ = cur;
     return false;
+  }
+
+  // Versioned reads (heap_view::versions): words [word, word + n) read without taking their
+  // orecs, into out. Each orec's version is noted (note_read), the values are read, then every
+  // version is read again: unchanged, no commit wrote the words in between (a commit raises the
+  // versions before it writes, apply). A conflict dooms the attempt.
+  __device__ void read_versioned(std::uint64_t word, std::uint32_t n, std::uint32_t* out) {
+    if (!accessible(word, n)) return;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!note_read((word + i) & v_.orec_mask)) return;
+    }
+    for (std::uint32_t i = 0; i < n; ++i) out[i] = value_of(static_cast<std::uint32_t>(word + i));
+    atomic_thread_fence<thread_scope::device>(memory_order_acquire);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!read_still_valid((word + i) & v_.orec_mask)) {
+        state_ = conflict;
+        for (std::uint32_t k = 0; k < n; ++k) out[k] = 0;
+        return;
+      }
+    }
+  }
+
+  // Notes orec o in the read set with its version, unless this attempt holds it or read it
+  // already. A commit that holds it and has begun committing may be raising its version and
+  // writing: a conflict (the attempt then waits for that orec, await_blocker). The version is read
+  // before the orec's owner: an owner still ACTIVE after it has not raised it yet.
+  __device__ bool note_read(std::uint64_t o) {
+    for (std::uint32_t i = 0; i < locks_; ++i) {
+      if ((held_[i] & kIndexMask) == o) return true;
+    }
+    if (locks_ == MaxLocks) {
+      fail(tx_status::read_set_full);
+      return false;
+    }
+    const std::uint32_t version = dev32(v_.versions[o]).load(memory_order_acquire);
+    const std::uint64_t rec = dev64(v_.orecs[o]).load(memory_order_acquire);
+    if (rec != 0 && owner_committing(rec)) {
+      state_ = conflict;
+      blocker_ = o;
+      blocker_word_ = rec;
+      return false;
+    }
+    held_[locks_++] = read_entry(o, version);
+    return true;
+  }
+
+  // Whether the read of orec o (held, or noted) still stands: held, or at the version noted.
+  __device__ bool read_still_valid(std::uint64_t o) const {
+    for (std::uint32_t i = 0; i < locks_; ++i) {
+      if ((held_[i] & kIndexMask) != o) continue;
+      if ((held_[i] & kReadBit) == 0) return true;
+      return (dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) ==
+             version_of(held_[i]);
+    }
+    return false;
+  }
+
+  // Before the commit (versioned reads): a transaction that writes takes the orecs it only read,
+  // so that no commit can write them between this check and its sequence number, and checks
+  // that their versions are the ones it saw; a read-only one checks the versions alone, and is
+  // ordered at this check (a commit that raised none of them has not written what it read).
+  __device__ void validate_reads() {
+    for (std::uint32_t i = 0; i < locks_; ++i) {
+      const std::uint64_t e = held_[i];
+      if ((e & kReadBit) == 0) continue;
+      const std::uint64_t o = e & kIndexMask;
+      if (writes_ != 0 && !acquire_orec(o)) return;  // acquire_orec checks the version
+      if (writes_ == 0 &&
+          (dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) != version_of(e)) {
+        state_ = conflict;
+        return;
+      }
+    }
+  }
+
+  // Whether the attempt that holds an orec (value `rec`) is committing: it may be raising the
+  // orec's version and writing its words.
+  __device__ bool owner_committing(std::uint64_t rec) const {
+    const std::uint64_t owner = (rec >> 32) - 1;
+    if (owner >= v_.max_threads) return false;
+    const std::uint64_t s = dev64(v_.status[owner]).load(memory_order_acquire);
+    return attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec) && state_of(s) == kCommitting;
   }
 
   // Whether the attempt that holds an orec (value `rec`) lets us take it: it is over, or we
@@ -515,7 +637,18 @@ class transaction {
     values_[writes_++] = value;
   }
 
+  // With versioned reads, the versions of the orecs written are raised first (a release: a reader
+  // that sees one of the new values then sees its orec's new version, read_versioned), under the
+  // orecs, which this attempt holds.
   __device__ void apply() const {
+    if (v_.versions != nullptr && writes_ != 0) {
+      for (std::uint32_t i = 0; i < writes_; ++i) {
+        dev32 version(v_.versions[words_[i] & v_.orec_mask]);
+        // A release: a reader that reads the new version then sees this attempt COMMITTING.
+        version.store(version.load(memory_order_relaxed) + 1, memory_order_release);
+      }
+      atomic_thread_fence<thread_scope::device>(memory_order_release);
+    }
     for (std::uint32_t i = 0; i < writes_; ++i) {
       dev32(v_.work[words_[i]]).store(values_[i], memory_order_relaxed);
     }
@@ -525,6 +658,7 @@ class transaction {
   // ATM A1 by 17% on an H200, where rolling the record's loops made the commit path faster.
   __device__ void end(std::uint64_t state) {
     for (std::uint32_t i = 0; i < locks_; ++i) {
+      if ((held_[i] & kReadBit) != 0) continue;  // read, not taken
       std::uint64_t expected = mine_;
       dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_release);
     }
