@@ -119,6 +119,7 @@ workload kvs_set_workload(), kvs_mixed_workload();                // workloads/k
 workload db_insert_workload(), db_update_workload();              // workloads/db
 workload tx_atm_a1_workload(), tx_atm_a2_workload();              // workloads/tx
 workload tx_hash_h1_workload(), tx_hash_h2_workload();            // workloads/tx
+workload tx_hash_lookup_workload();                               // workloads/tx
 workload tx_bvh_1_workload(), tx_bvh_2_workload();                // workloads/tx
 workload tx_micro_pressure_workload(), tx_ring_sweep_workload();  // workloads/tx
 namespace native {

@@ -6,7 +6,8 @@ it: committed transactions per second of every persistence mode at each launch, 
 redo-direct, adaptive over the better of helpers and redo-direct, and the slowdown of each
 persistent mode against the same STM without persistence (volatile); then the per-mode details
 (aborts per commit, bytes persisted, persist bandwidth against the persist_stream ceiling, time
-to durable, recovery), the write-pressure table and the ring-size sweep. Modes that a run did not
+to durable, recovery), the write-pressure table, the ring-size sweep and versioned reads against
+the paper's locked reads (modes `<mode>-versioned` beside `<mode>`). Modes that a run did not
 record are shown as "–", never filled in from another run.
 """
 from collections import defaultdict
@@ -183,6 +184,29 @@ def ring_table(records):
     return lines + [""]
 
 
+VERSIONED = "-versioned"
+
+
+def versioned_table(by_workload):
+    rows = []
+    for w in sorted(by_workload):
+        modes = newest_run(by_workload[w])
+        for name in [m for m in MODES if m + VERSIONED in modes]:
+            locked, versioned = rate(modes, name), rate(modes, name + VERSIONED)
+            aborts = [modes[m]["metrics"].get("aborts_per_commit") if m in modes else None
+                      for m in (name, name + VERSIONED)]
+            rows.append(f"| {w} | {name} | {fmt(locked)} | {fmt(versioned)} | "
+                        f"{fmt_factor(ratio(versioned, locked))} | {fmt(aborts[0], 3)} | "
+                        f"{fmt(aborts[1], 3)} |")
+    if not rows:
+        return []
+    return ["### Versioned reads against locked reads", "",
+            "Mtx/s of each persistence mode with the paper's locked reads and with versioned "
+            "reads (`tx_reads::versioned`), in the same run, and aborts per commit of each.", "",
+            "| workload | mode | locked | versioned | versioned / locked | aborts locked | "
+            "aborts versioned |", "| --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
+
+
 def tx_sections(records, describe_machine):
     """The tx section as Markdown lines (empty when there are no tx records)."""
     by_workload = defaultdict(list)
@@ -202,5 +226,6 @@ def tx_sections(records, describe_machine):
     lines += throughput
     lines += pressure_table(by_workload.get("tx_micro_pressure", []))
     lines += ring_table(by_workload.get("tx_ring_sweep", []))
+    lines += versioned_table(by_workload)
     lines += details_table(by_workload)
     return lines

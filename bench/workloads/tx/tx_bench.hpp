@@ -75,11 +75,12 @@ void store_zeroes(gpm::tx_heap& heap);
 using application_factory = std::function<std::unique_ptr<application>(const mode_context&)>;
 
 // What one measured mode runs: a persistence mode at a launch, with `ring_entries` ring entries
-// in helpers mode.
+// in helpers mode, and reads locked (the paper's) or versioned.
 struct mode_setup {
   persistence persist;
   std::function<launch_shape(const mode_context&)> launch;
   std::uint32_t ring_entries = kPaperRingEntries;
+  gpm::tx_reads reads = gpm::tx_reads::locked;
 };
 
 // Measures `app` in one mode: a pool and heap of their own, ctx.repeat()ed repeats (reset, the

@@ -154,6 +154,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   const gpm::tx_geometry g = geometry_for(app, launch);
   gpm::tx_options o;
   o.mode = setup.persist.mode;
+  o.reads = setup.reads;
   o.ring_chunks = (setup.ring_entries + 1) / 2;
   o.max_threads = std::uint64_t{launch.blocks} * launch.workers;
   if (adaptive) o.switch_threshold = calibrated_threshold(ctx);
