@@ -162,7 +162,7 @@ struct lookup_mix {
   std::uint64_t* failures;
 
   GPM_HOST_DEVICE static bool is_insert(std::uint64_t i) { return i % 10 == 0; }
-  GPM_HOST_DEVICE std::uint32_t inserted_key(std::uint64_t i) const {
+  GPM_HOST_DEVICE static std::uint32_t inserted_key(std::uint64_t preload, std::uint64_t i) {
     return table_plan::key(preload + i / 10);
   }
   GPM_HOST_DEVICE std::uint32_t looked_up_key(std::uint64_t i) const {
@@ -175,7 +175,7 @@ struct lookup_mix {
     for (std::uint64_t i : tx.workers(count)) {
       bool found = true;  // the committed attempt's
       const gpm::tx_result r = tx.run([&](auto& t) {
-        if (is_insert(i)) return insert_body(plan, t, inserted_key(i));
+        if (is_insert(i)) return insert_body(plan, t, inserted_key(preload, i));
         const std::uint32_t key = looked_up_key(i);
         const std::uint64_t e = plan.find(key, [&](std::uint64_t x) { return t.read(2 * x); });
         found = e != table_plan::kNoEntry && t.read(2 * e) == key &&
@@ -207,7 +207,7 @@ class hash_lookups final : public application {
     }
     all_ = preloaded_;
     for (std::uint64_t i = 0; i < transactions; i += 10) {
-      all_.push_back(lookup_mix{plan_, preload_, 0, nullptr}.inserted_key(i));
+      all_.push_back(lookup_mix::inserted_key(preload_, i));
     }
     std::sort(preloaded_.begin(), preloaded_.end());
     std::sort(all_.begin(), all_.end());
