@@ -607,11 +607,8 @@ TEST_F(TxHeap, ReadOnlyTransactionsSeeConsistentTotals) {
       gpm::device_buffer<std::uint32_t> sums(256);
       sums.fill_bytes(0);
       std::uint32_t* d = sums.data();
-      const auto r = [&] {
-        results out;
-        with_schedule(seed, [&] { out = run_each(heap, 4, 64, transfer_or_sum{d}); });
-        return out;
-      }();
+      results r;
+      with_schedule(seed, [&] { r = run_each(heap, 4, 64, transfer_or_sum{d}); });
       for (const auto& x : r.r) ASSERT_EQ(x.status, tx_status::committed);
       const std::vector<std::uint32_t> got = gpm::test::to_host(sums);
       for (std::uint64_t i = 1; i < 256; i += 2) ASSERT_EQ(got[i], 8000u) << "reader " << i;

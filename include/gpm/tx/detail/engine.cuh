@@ -458,6 +458,17 @@ class transaction {
   GPM_HOST_DEVICE static std::uint32_t version_of(std::uint64_t entry) {
     return static_cast<std::uint32_t>(entry >> 32) & 0x7fffffffu;
   }
+  // Whether orec o's version is still the one read entry `entry` noted.
+  __device__ bool version_unchanged(std::uint64_t o, std::uint64_t entry) const {
+    return (dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) == version_of(entry);
+  }
+  // Dooms the attempt on orec o, held as `rec` by a transaction this one may not take it from:
+  // the next attempt waits for o to change hands (await_blocker).
+  __device__ void blocked_by(std::uint64_t o, std::uint64_t rec) {
+    state_ = conflict;
+    blocker_ = o;
+    blocker_word_ = rec;
+  }
 
   __device__ void fail(tx_status s) {
     if (state_ != running) return;
@@ -504,16 +515,18 @@ class transaction {
           held_[locks_++] = o;
           return true;
         }
-        const std::uint32_t seen = version_of(held_[read_at]);
+        const std::uint64_t read = held_[read_at];
         held_[read_at] = o;  // released in end() like any orec taken
-        if ((dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) == seen) return true;
+        if (version_unchanged(o, read)) return true;
         state_ = conflict;  // a commit wrote the orec after the read
         return false;
       }
     }
-    state_ = conflict;
-    blocker_ = cur != 0 ? o : kNoBlocker;  // 0: it came free, after four lost CASes
-    blocker_word_ = cur;
+    if (cur != 0) {
+      blocked_by(o, cur);
+    } else {
+      state_ = conflict;  // it came free, after four lost CASes
+    }
     return false;
   }
 
@@ -552,9 +565,7 @@ class transaction {
     const std::uint32_t version = dev32(v_.versions[o]).load(memory_order_acquire);
     const std::uint64_t rec = dev64(v_.orecs[o]).load(memory_order_acquire);
     if (rec != 0 && owner_committing(rec)) {
-      state_ = conflict;
-      blocker_ = o;
-      blocker_word_ = rec;
+      blocked_by(o, rec);
       return false;
     }
     held_[locks_++] = read_entry(o, version);
@@ -566,8 +577,7 @@ class transaction {
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if ((held_[i] & kIndexMask) != o) continue;
       if ((held_[i] & kReadBit) == 0) return true;
-      return (dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) ==
-             version_of(held_[i]);
+      return version_unchanged(o, held_[i]);
     }
     return false;
   }
@@ -582,8 +592,7 @@ class transaction {
       if ((e & kReadBit) == 0) continue;
       const std::uint64_t o = e & kIndexMask;
       if (writes_ != 0 && !acquire_orec(o)) return;  // acquire_orec checks the version
-      if (writes_ == 0 &&
-          (dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) != version_of(e)) {
+      if (writes_ == 0 && !version_unchanged(o, e)) {
         state_ = conflict;
         return;
       }
