@@ -495,12 +495,19 @@ class transaction {
   // Fig. 2's lock acquisition, with the COMMITTING rule.
   __device__ bool acquire_orec(std::uint64_t o) {
     // A versioned read of the orec: taking it keeps the read valid only at the version it saw.
+    // Locked reads search held_ as before versioned reads existed (see end()).
     std::uint32_t read_at = MaxLocks;
-    for (std::uint32_t i = 0; i < locks_; ++i) {
-      if ((held_[i] & kIndexMask) != o) continue;
-      if ((held_[i] & kReadBit) == 0) return true;
-      read_at = i;
-      break;
+    if (v_.versions == nullptr) {
+      for (std::uint32_t i = 0; i < locks_; ++i) {
+        if (held_[i] == o) return true;
+      }
+    } else {
+      for (std::uint32_t i = 0; i < locks_; ++i) {
+        if ((held_[i] & kIndexMask) != o) continue;
+        if ((held_[i] & kReadBit) == 0) return true;
+        read_at = i;
+        break;
+      }
     }
     if (read_at == MaxLocks && locks_ == MaxLocks) {
       fail(tx_status::read_set_full);
@@ -667,7 +674,7 @@ class transaction {
   // ATM A1 by 17% on an H200, where rolling the record's loops made the commit path faster.
   __device__ void end(std::uint64_t state) {
     for (std::uint32_t i = 0; i < locks_; ++i) {
-      if ((held_[i] & kReadBit) != 0) continue;  // read, not taken
+      if (v_.versions != nullptr && (held_[i] & kReadBit) != 0) continue;  // read, not taken
       std::uint64_t expected = mine_;
       dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_release);
     }
