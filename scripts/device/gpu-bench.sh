@@ -8,6 +8,7 @@
 #   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
 #       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
 #       (2 MiB pages; needs root, changes no system-wide setting)
+#   scripts/device/gpu-bench.sh build                           the build alone (gpu-ab.sh)
 #   scripts/device/gpu-bench.sh runs 'W [gpmbench run options]' ...   chosen workloads and modes,
 #       one `gpmbench run` per argument (e.g. 'kvs_set --modes gpm,gpm-conv --repeats 3'), in
 #       order, each under what is left of RUNS_BUDGET_S (540), starting no mode after 4/5 of it
@@ -23,13 +24,14 @@ what=${1:-suite}
 shift || true
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
-log=/tmp/gpmkit-build.log
+log=/tmp/gpmkit-build.$$.log  # one per call: gpu-ab.sh builds two trees at once
 targets="gpmbench gpmkit_cli"  # gpmkit_cli: `gpmkit info` on the huge-page tmpfs
 if ! cmake --preset cuda > "$log" 2>&1 ||
     ! cmake --build --preset cuda -j "$(nproc)" --target $targets >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
   exit 1
 fi
+[ "$what" = build ] && exit 0
 results=/tmp/gpmkit-results
 rm -rf "$results"
 # A private tmpfs at $huge mounted huge=always (2 MiB pages; needs root, changes no system-wide
@@ -108,7 +110,7 @@ case "$what" in
     umount "$huge"
     ;;
   *)
-    echo "usage: $0 suite|platform|runs [options]" >&2
+    echo "usage: $0 suite|platform|build|runs [options]" >&2
     exit 2
     ;;
 esac
