@@ -835,10 +835,12 @@ struct placement_sites {
 // and key, persist, publish the fingerprint word, persist. False if the slot was taken meanwhile.
 // With the fingerprint mirror, concurrent claims arbitrate on the mirror's word (a CAS in GPU
 // memory, not a round trip across PCIe): its holder alone writes the pool slot, which an erase
-// emptied in the pool, durably, before it emptied the mirror word (unmirror). The pool's word
-// still goes through INSERTING, which recovery clears if a crash interrupts the placement. The
-// fingerprint enters the mirror only once its publication is durable, so mirror readers see only
-// durable items.
+// emptied in the pool, durably, before it emptied the mirror word (unmirror). The pool's word then
+// stays EMPTY until the publication (one store across PCIe fewer per insert): a crash before it
+// leaves an EMPTY slot whose value and key words no reader, recovery included, looks at, and a
+// value cell no published slot names, which recovery's allocator rebuild frees, as it does a
+// cleared INSERTING slot's. The fingerprint enters the mirror only once its publication is
+// durable, so mirror readers see only durable items.
 template <class Key>
 __device__ bool place_item(const table_view& v, const location& at, std::uint64_t word,
                            std::uint64_t value, const Key& key, const placement_sites& site) {
@@ -848,12 +850,9 @@ __device__ bool place_item(const table_view& v, const location& at, std::uint64_
   std::uint64_t expected = kEmpty;
   if (mirror == nullptr) {
     if (!state.compare_exchange_strong(expected, kInserting)) return false;
-  } else {
-    if (!atomic_ref<std::uint64_t, thread_scope::device>(*mirror).compare_exchange_strong(
-            expected, kInserting)) {
-      return false;
-    }
-    state.store(kInserting, memory_order_relaxed);
+  } else if (!atomic_ref<std::uint64_t, thread_scope::device>(*mirror).compare_exchange_strong(
+                 expected, kInserting)) {
+    return false;
   }
   atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(value, memory_order_relaxed);
   key_ops<Key>::store_key(slot, key);
