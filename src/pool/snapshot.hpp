@@ -90,7 +90,12 @@ class snapshot_store {
   std::vector<std::uint64_t> read_table(const snapshot_manifest& m);
   snapshot_result take_first(const pool_reader& read, std::uint64_t pool_bytes,
                              const std::uint8_t (&uuid)[16]);
-  void apply_journal(const snapshot_manifest& m);
+  // Applies the committed journal of `m` to the image and page table, after checking it against
+  // the manifest's checksum. `table_after`: the page table with the journal's entries, from
+  // take(), which has just written the journal and checksummed it as it went (no check then);
+  // else (recovery) the table is read from the snapshot.
+  void apply_journal(const snapshot_manifest& m,
+                     const std::vector<std::uint64_t>* table_after = nullptr);
 
   snapshot_fs& fs_;
   std::string dir_;

@@ -33,6 +33,7 @@ EXPECTED_MODES = {
     "snapshot_full": "disk_fsync_GBps",
     "snapshot_1pct": "disk_fsync_GBps",
     "snapshot_10pct": "disk_fsync_GBps",
+    "snapshot_100pct": "disk_fsync_GBps",
 }
 # The modes that persist nothing: the copy ceiling and the reads.
 NOT_PERSISTING = {"d2h_memcpy", "read_sweep", "read_sweep_fresh_pool", "read_sweep_gpu_written",
