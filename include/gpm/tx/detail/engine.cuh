@@ -410,9 +410,10 @@ class transaction {
       return pause(attempts);
     }
     dev64 orec(v_.orecs[blocker_]);
-    GPM_UNROLL_1  // unrolled, its kBlockerRounds polls added 11 KB to each kernel
-        for (std::uint32_t round = 0;
-             round < kBlockerRounds && orec.load(memory_order_relaxed) == blocker_word_; ++round) {
+    // Rolled: unrolled, its kBlockerRounds polls added 11 KB of code to each kernel.
+    GPM_UNROLL_1
+    for (std::uint32_t round = 0;
+         round < kBlockerRounds && orec.load(memory_order_relaxed) == blocker_word_; ++round) {
       pause(round);
     }
   }
@@ -500,8 +501,9 @@ class transaction {
 
   // Fig. 2's lock acquisition, with the COMMITTING rule. With versioned reads an orec this
   // attempt noted as read is taken in place of its read entry (take_noted). The versioned steps
-  // are calls out of line: inlined at every access, they had grown ATM's kernel from 93 to 113 KB
-  // of code, and its warps stall on instruction fetch (GPM_UNROLL_1).
+  // are calls out of line: inlined at every access, they had grown ATM's kernel by 20 KB of code
+  // (to 126 KB with the unrolled wait above; 93 KB before both), and its warps stall on
+  // instruction fetch (GPM_UNROLL_1, scripts/analysis/kernel-code-size.sh).
   __device__ bool acquire_orec(std::uint64_t o) {
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if (held_[i] == o) return true;  // a read entry never equals an index (kReadBit)
