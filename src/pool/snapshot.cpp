@@ -595,7 +595,8 @@ void snapshot_store::apply_journal(const snapshot_manifest& m,
       std::memcpy(&e, batch.data() + i * kEntryStride, sizeof e);
       std::uint64_t k = 0;  // the run: pages e.page, e.page + 1, ... of entries i, i + 1, ...
       run.clear();
-      for (journal_entry next = e; i + k < n; ++k) {
+      for (; i + k < n; ++k) {
+        journal_entry next{};
         std::memcpy(&next, batch.data() + (i + k) * kEntryStride, sizeof next);
         if (next.page >= pages) {
           throw_error(errc::corrupt, "the journal of snapshot " + std::to_string(m.seq) + " in " +
