@@ -857,4 +857,19 @@ TEST_F(PoolTest, DamagedSnapshotIsReportedNotUsed) {
   EXPECT_FALSE(std::filesystem::exists(file())) << "a failed restore left a pool file";
 }
 
+// A restore checks its pages on several threads (pools of over 1024 pages): of two damaged pages
+// far apart, the first is the one named.
+TEST_F(PoolTest, RestoreNamesTheFirstDamagedPage) {
+  {
+    gpm::pool p = make("big.pool", 32ull << 20);
+    p.allocate("data", 16ull << 20);
+    p.snapshot();
+  }
+  std::filesystem::remove(file("big.pool"));
+  const std::string image = gpm::pool::snapshot_location("big.pool", options_) + "/image";
+  flip_bit(image, 7000 * 4096 + 5, 1);
+  flip_bit(image, 1000 * 4096 + 9, 2);
+  expect_error([&] { reopen("big.pool"); }, gpm::errc::corrupt, "page 1000 (offset");
+}
+
 }  // namespace
