@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs here (no GPU needed): how many bytes of sm_90 instructions each kernel and out-of-line
 # function of one CUDA source holds, from the cubin nvcc makes of it with the cuda build's own
-# flags, disassembled by nvdisasm (fetched from PyPI into .deps/ on first use: the toolkit here
-# has no disassembler). Code size matters where warps stall on instruction fetch (gpm::tx's
-# kernels: docs/workloads/tx.md); compare before and after a change.
+# flags, disassembled by nvdisasm (fetched from PyPI into build/nvdisasm on first use: the
+# toolkit here has no disassembler). Code size matters where warps stall on instruction fetch
+# (gpm::tx's kernels: docs/workloads/tx.md); compare before and after a change.
 #   scripts/analysis/kernel-code-size.sh bench/workloads/tx/tx_atm.cu
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,11 +22,11 @@ if [ -z "$object" ]; then
   echo "kernel-code-size: build/cuda compiles no object from $source" >&2
   exit 1
 fi
-nvdisasm=$(find .deps/nvdisasm -name nvdisasm -type f 2>/dev/null | head -1 || true)
+nvdisasm=$(find build/nvdisasm -name nvdisasm -type f 2>/dev/null | head -1 || true)
 if [ -z "$nvdisasm" ]; then
-  python3 -m pip download -q --no-deps -d .deps/nvdisasm "nvidia-cuda-nvdisasm==13.*"
-  python3 -m zipfile -e .deps/nvdisasm/*.whl .deps/nvdisasm/x
-  nvdisasm=$(find .deps/nvdisasm -name nvdisasm -type f | head -1)
+  python3 -m pip download -q --no-deps -d build/nvdisasm "nvidia-cuda-nvdisasm==13.*"
+  python3 -m zipfile -e build/nvdisasm/*.whl build/nvdisasm/x
+  nvdisasm=$(find build/nvdisasm -name nvdisasm -type f | head -1)
   chmod +x "$nvdisasm"
 fi
 cubin=$(mktemp --suffix=.cubin)
