@@ -23,6 +23,7 @@ gpmkit.Error naming the checkpoint and the item.
 import io
 import os
 import pickle
+import stat
 import struct
 import zlib
 from typing import Any
@@ -114,7 +115,13 @@ class PoolWriter(StorageWriter):
             dist = torch.distributed
             rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         self.rank = rank
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise _error(f"{self.path} is not a directory: a gpmkit.dcp checkpoint is a "
+                         "directory (give another checkpoint_id)")
         meta = os.path.join(self.path, METADATA)
+        if os.path.lexists(meta) and not stat.S_ISREG(os.lstat(meta).st_mode):
+            raise _error(f"{meta} is not a gpmkit.dcp metadata file (not a regular file): move "
+                         "it away, or give another checkpoint_id", "corrupt")
         if is_coordinator and os.path.exists(meta):
             if not self.overwrite:
                 raise _error(f"{self.path} already holds a committed checkpoint: give another "
@@ -209,12 +216,20 @@ def _sync_dir(path):
 def _read_metadata(path):
     meta = os.path.join(path, METADATA)
     try:
-        with open(meta, "rb") as f:
-            blob = f.read()
+        # O_NONBLOCK: a FIFO in the metadata's place is refused below instead of blocking here.
+        fd = os.open(meta, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise _error(f"{path} holds no committed gpmkit.dcp checkpoint (no {METADATA}: the save "
                      "did not complete, or this is not a gpmkit.dcp checkpoint)",
                      "not_found") from None
+    except NotADirectoryError:
+        raise _error(f"{path} is not a directory: a gpmkit.dcp checkpoint is a directory",
+                     "not_found") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _error(f"{meta}: not a gpmkit.dcp metadata file (not a regular file)", "corrupt")
+    with os.fdopen(fd, "rb") as f:
+        blob = f.read()
     if len(blob) < _HEADER.size:
         raise _error(f"{meta}: truncated ({len(blob)} bytes)", "corrupt")
     magic, n, crc = _HEADER.unpack_from(blob)
@@ -320,6 +335,9 @@ def latest(root):
         entries = list(os.scandir(root))
     except FileNotFoundError:
         return None
+    except NotADirectoryError:
+        raise _error(f"{root} is not a directory: latest() looks for checkpoint directories "
+                     "in a directory") from None
     for e in entries:
         meta = os.path.join(e.path, METADATA)
         if e.is_dir() and os.path.isfile(meta):

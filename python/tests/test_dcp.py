@@ -154,6 +154,24 @@ def test_bad_checkpoints_are_refused_with_their_names(root, dirs):
         f.write(b"not ours at all, just some text")
     metadata_error(f"{root}/bad", "corrupt", "not a gpmkit.dcp metadata file")
 
+    # Special files and a file where a directory belongs: errors naming them, never a hang on a
+    # FIFO's open.
+    os.remove(f"{root}/bad/{METADATA}")
+    os.mkfifo(f"{root}/bad/{METADATA}")
+    metadata_error(f"{root}/bad", "corrupt", "not a regular file")
+    gpmkit_error(lambda: PoolWriter(f"{root}/bad", overwrite=True).set_up_storage_writer(True),
+                 "corrupt", "move it away")
+    os.remove(f"{root}/bad/{METADATA}")
+    os.mkdir(f"{root}/bad/{METADATA}")
+    metadata_error(f"{root}/bad", "corrupt", "not a regular file")
+    with open(f"{root}/plain-file", "wb") as f:
+        f.write(b"x")
+    metadata_error(f"{root}/plain-file", "not_found", "is not a directory")
+    gpmkit_error(lambda: PoolWriter(f"{root}/plain-file").set_up_storage_writer(True),
+                 "invalid_argument", "is not a directory")
+    gpmkit_error(lambda: latest(f"{root}/plain-file"), "invalid_argument", "is not a directory")
+    assert latest(root) == f"{root}/good"
+
     # The metadata of one checkpoint with the pool of a smaller one.
     small = {"model": torch.nn.Linear(2, 2).to(DEVICE).state_dict()}
     dcp.save(small, storage_writer=PoolWriter(f"{root}/small"))

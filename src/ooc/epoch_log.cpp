@@ -534,6 +534,8 @@ bool log_exists(const std::string& log) {
 }  // namespace
 
 epoch_log_info inspect_epoch_log(const std::string& path, std::uint64_t offset) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) detail::ooc::require_regular(st, path);
   const std::string log = epoch_log_path(path, offset);
   if (!log_exists(log)) {
     epoch_log_info i;
@@ -553,6 +555,7 @@ epoch_recovery recover_epoch_log(const std::string& path, std::uint64_t offset) 
       throw_error(errno == ENOENT ? errc::not_found : errc::io,
                   "cannot recover " + file + ": " + std::strerror(errno));
     }
+    detail::ooc::require_regular(st, file);
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (offset >= size) {
       throw_error(errc::invalid_argument, "cannot recover bytes from " + std::to_string(offset) +

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <gpm/platform/detail/file_type.hpp>
 #include <gpm/platform/error.hpp>
 
 namespace gpm::detail::ooc {
@@ -24,22 +25,6 @@ namespace {
 constexpr std::size_t kMaxRunWrites = 8;
 
 std::string sys_reason(int err) { return std::strerror(err); }
-
-const char* kind_of(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
-void require_regular(const struct stat& st, const std::string& path) {
-  if (!S_ISREG(st.st_mode)) {
-    throw_error(errc::invalid_argument, path + " is " + kind_of(st.st_mode) +
-                                            ": gpm::ooc maps byte ranges of regular files");
-  }
-}
 
 std::string range_text(std::uint64_t offset, std::uint64_t size) {
   return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) + ")";
@@ -68,6 +53,13 @@ void lock_range(int fd, std::uint64_t offset, std::uint64_t size, bool writable,
 }
 
 }  // namespace
+
+void require_regular(const struct stat& st, const std::string& path) {
+  if (!S_ISREG(st.st_mode)) {
+    throw_error(errc::invalid_argument, path + " is " + file_type_name(st.st_mode) +
+                                            ": gpm::ooc maps byte ranges of regular files");
+  }
+}
 
 backing_file::backing_file(const std::string& path, std::uint64_t size, std::uint64_t offset,
                            bool writable, bool create, bool direct_io)

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include <gpm/platform/crash_image.hpp>
+#include <gpm/platform/detail/file_type.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
@@ -109,18 +110,14 @@ std::uint64_t dax_device_bytes(const struct stat& st, const std::string& path) {
 // comes, a directory opens but cannot be mapped ("No such device"), and opening an arbitrary
 // device may act on it. Character devices must be device-DAX nodes.
 void refuse_special_file(const struct stat& st, const std::string& path) {
-  const char* what = S_ISDIR(st.st_mode)    ? "a directory"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
-                     : S_ISSOCK(st.st_mode) ? "a socket"
-                     : S_ISBLK(st.st_mode)  ? "a block device"
-                                            : nullptr;
-  if (what != nullptr) {
+  if (S_ISCHR(st.st_mode)) {
+    dax_device_bytes(st, path);
+  } else if (!S_ISREG(st.st_mode)) {
     throw_error(errc::invalid_argument,
-                path + " is " + what +
+                path + " is " + file_type_name(st.st_mode) +
                     ", not a pool: a pool is a regular file (in a tmpfs directory) or a "
                     "device-DAX node");
   }
-  if (S_ISCHR(st.st_mode)) dax_device_bytes(st, path);
 }
 
 // Opens an existing pool file or device-DAX node with `flags` after refusing special files, and

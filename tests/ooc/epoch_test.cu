@@ -6,6 +6,8 @@
 // file alike), and every bad input: options,
 // two writers, corrupt, truncated, foreign and transplanted epoch logs, a committed record that
 // fails its checksum, a full disk while the log is written, and random damage to a committed log.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -454,6 +456,25 @@ TEST(OocEpoch, CorruptTruncatedAndForeignLogsAreRefused) {
     fs::create_directory(gpm::ooc::epoch_log_path(p));
     expect_refused(p, gpm::errc::corrupt, "not a regular file");
   }
+}
+
+// The range's own file must be a regular file for recovery and inspection as for mapping: a
+// FIFO, a directory or a device gets an error that names what it is (before, recovery of a FIFO
+// said it "holds 0 bytes", and opening one for writing could block).
+TEST(OocEpoch, RecoveryAndInspectionRefuseSpecialFiles) {
+  files f;
+  const std::string fifo = f.disk("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::pair<std::string, const char*> cases[] = {
+      {fifo, "is a FIFO (named pipe)"},
+      {f.dirs.snapshot_dir(), "is a directory"},
+      {"/dev/null", "is a character device"}};
+  for (const auto& [path, words] : cases) {
+    expect_error(gpm::errc::invalid_argument, words, [&] { gpm::ooc::recover_epoch_log(path); });
+    expect_error(gpm::errc::invalid_argument, words, [&] { gpm::ooc::inspect_epoch_log(path); });
+  }
+  expect_error(gpm::errc::invalid_argument, "is a FIFO (named pipe)",
+               [&] { gpm::ooc::recover_epoch_log(fifo, 4096); });
 }
 
 TEST(OocEpoch, ALogOfAnotherFileOrRangeIsRefused) {

@@ -694,8 +694,8 @@ TEST_F(GpmkitCli, PathsWithASlashIgnoreThePmDirectory) {
 }
 
 // `gpmkit ooc`: a file without an epoch log, a scan through a read-only mapping (per-tier
-// telemetry), recovery with nothing to do, and the errors: a foreign log, a missing file, no
-// subcommand.
+// telemetry), recovery with nothing to do, and the errors: a foreign log, a missing file, a FIFO
+// and a device, no subcommand.
 TEST_F(GpmkitCli, OocStatShowsTheEpochLogAndScanTelemetry) {
   const std::string data = (scratch_ / "data.bin").string();
   {
@@ -727,6 +727,16 @@ TEST_F(GpmkitCli, OocStatShowsTheEpochLogAndScanTelemetry) {
   r = run({"ooc", "stat", (scratch_ / "missing.bin").string()});
   EXPECT_EQ(r.code, 1);
   EXPECT_CONTAINS(r.err, "missing.bin");
+  const std::string fifo = (scratch_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const char* cmd : {"stat", "recover"}) {
+    for (const std::string& special : {fifo, std::string("/dev/null")}) {
+      r = run({"ooc", cmd, special});
+      EXPECT_EQ(r.code, 1) << cmd << " " << special;
+      EXPECT_CONTAINS(r.err, special + " is a ");
+      EXPECT_CONTAINS(r.err, "regular files");
+    }
+  }
   r = run({"ooc"});
   EXPECT_EQ(r.code, 2);
   EXPECT_CONTAINS(r.err, "stat, recover");

@@ -121,10 +121,10 @@ json::object scan(const std::string& path, std::uint64_t offset, std::uint64_t b
 int run_stat(const parsed_args& args, context& ctx) {
   const std::string path = args.positionals().at(0);
   const std::uint64_t offset = offset_of(args);
+  const gpm::ooc::epoch_log_info info = gpm::ooc::inspect_epoch_log(path, offset);
   std::error_code ec;
   const std::uint64_t file_bytes = fs::file_size(path, ec);
   if (ec) throw command_failed("cannot stat " + path + ": " + ec.message());
-  const gpm::ooc::epoch_log_info info = gpm::ooc::inspect_epoch_log(path, offset);
   json::object o;
   o.add("path", path);
   o.add("offset", offset);

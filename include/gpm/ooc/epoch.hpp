@@ -42,8 +42,8 @@ struct epoch_log_info {
 
 // Reads the epoch log of the range without changing anything (no lock is taken). Throws
 // gpm::error: corrupt (not an epoch log, truncated header, checksum mismatch, no valid root),
-// version, layout_mismatch (the log belongs to another file or range), io. A missing log is not
-// an error: exists is false.
+// version, layout_mismatch (the log belongs to another file or range), invalid_argument (`path`
+// is a directory, FIFO, device or socket), io. A missing log is not an error: exists is false.
 epoch_log_info inspect_epoch_log(const std::string& path, std::uint64_t offset = 0);
 
 // What recovery did.
@@ -60,7 +60,7 @@ struct epoch_recovery {
 // a committed epoch in place (fdatasync), publishes it and empties the log, or drops the records
 // of an uncommitted one. Idempotent: a crash during recovery, then recovery again, gives the same
 // file. Locks the range for writing while it runs (errc::busy if it is mapped). Throws gpm::error:
-// not_found (no such file), busy, corrupt (a committed epoch's record fails its checksum: nothing
+// not_found (no such file), invalid_argument (not a regular file), busy, corrupt (a committed epoch's record fails its checksum: nothing
 // is written, nothing deleted), version, layout_mismatch, io. Without an epoch log: nothing to
 // do. mapping's constructor does the same for every mapping that writes.
 epoch_recovery recover_epoch_log(const std::string& path, std::uint64_t offset = 0);

@@ -5,6 +5,8 @@
 // page cache otherwise. Every failure is a gpm::error naming the file and what to do. Host only.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +19,9 @@ namespace gpm::detail::ooc {
 // Alignment of O_DIRECT transfers (file offset, length, buffer): the largest logical block size
 // in use, so it holds on every device.
 inline constexpr std::uint64_t kDirectAlign = 4096;
+
+// Throws gpm::error (invalid_argument) naming what `path` is unless `st` is a regular file's.
+void require_regular(const struct stat& st, const std::string& path);
 
 // Calls f(first_bit, end_bit) for each run of set bits in `mask` (words of 32 bits).
 template <class F>
