@@ -109,7 +109,7 @@ struct live_state {
   device_buffer<std::uint32_t> slot_gen;
   device_buffer<std::uint32_t> dirty;
   device_buffer<std::uint32_t> mask;
-  device_buffer<std::uint32_t> directory;
+  device_buffer<std::uint64_t> directory;
   device_buffer<std::uint32_t> clock_hand;
   device_buffer<unsigned long long> counters;
   device_buffer<std::uint32_t> owner;
@@ -282,7 +282,7 @@ void size_caches(mapping::impl& m, std::uint64_t free_bytes) {
                                               " holds no line of " + std::to_string(lb) + " bytes");
     }
   }
-  m.capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, kPending - 1));
+  m.capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, kMaxSlots));
 
   const std::uint64_t min_host = 2ull * o.io_threads + 2;
   if (o.host_cache_bytes == 0) {
@@ -319,7 +319,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   const std::uint32_t slots = m.options.queue_slots;
   const std::uint32_t mask_words =
       m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
-  const std::uint64_t bytes = m.capacity * (lb + 16 + mask_words * 4ull) + m.line_count * 4;
+  const std::uint64_t bytes = m.capacity * (lb + 16 + mask_words * 4ull) + m.line_count * 8;
   if (free_bytes != 0 && bytes > free_bytes) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
                                          mib(bytes) + " and " + mib(free_bytes) +
@@ -330,7 +330,7 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
     s.slot_word = device_buffer<std::uint64_t>(m.capacity);
     s.dirty = device_buffer<std::uint32_t>(m.capacity);
     s.mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
-    s.directory = device_buffer<std::uint32_t>(m.line_count);
+    s.directory = device_buffer<std::uint64_t>(m.line_count);
     s.counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
     if (!m.resident) {
       s.slot_gen = device_buffer<std::uint32_t>(m.capacity);
@@ -404,10 +404,10 @@ void make_resident(live_state& s, const mapping::impl& m) {
     const std::uint64_t lb = m.line_bytes();
     check_cuda(cudaMemset(s.lines.data() + held * lb, 0, (m.line_count - held) * lb), "cudaMemset");
   }
-  std::vector<std::uint32_t> directory(m.line_count);
+  std::vector<std::uint64_t> directory(m.line_count);
   std::vector<std::uint64_t> words(m.line_count);
   for (std::uint64_t l = 0; l < m.line_count; ++l) {
-    directory[l] = static_cast<std::uint32_t>(l);
+    directory[l] = dir_entry(static_cast<std::uint32_t>(l), 0);
     words[l] = (l + 1) << 32;  // tag line + 1, not busy, no reference
   }
   s.directory.copy_from_host(directory.data(), directory.size());

@@ -164,33 +164,34 @@ TEST(OocMapping, ReadModeDropsCleanLinesAndRefusesStores) {
 }
 
 // The check an element load without a reference relies on (engine.cuh, peek and peek_valid),
-// step by step in one thread: a slot holding the line gives its generation; a fill's claim (the
-// generation raised) makes a value read before it invalid; a slot that is busy, holds another
-// line or whose generation is odd is no place to read.
+// step by step in one thread: the directory entry gives the slot and the generation the line was
+// filled at; a fill's claim of the slot (the generation raised) or a refill makes a value read
+// before it invalid; an entry that names no slot is no place to read; a read that validates marks
+// the line accessed.
 __global__ void peek_kernel(gpm::detail::ooc::cache_view v, std::uint32_t* out) {
   namespace e = gpm::detail::ooc;
   std::uint32_t slot = 0, gen = 0;
-  out[0] = e::peek(v, 1, slot, gen) ? 1 : 0;  // line 1 is in slot 0, generation 2
+  out[0] = e::peek(v, 1, slot, gen) ? 1 : 0;  // line 1 is in slot 0, filled at generation 2
   out[1] = slot;
   out[2] = gen;
   out[3] = e::peek_valid(v, slot, gen) ? 1 : 0;
   gpm::atomic_ref<std::uint32_t>(v.slot_gen[0]).fetch_add(1);  // a fill claims the slot
   out[4] = e::peek_valid(v, slot, gen) ? 1 : 0;
-  out[5] = e::peek(v, 1, slot, gen) ? 1 : 0;                   // odd: being filled
-  gpm::atomic_ref<std::uint32_t>(v.slot_gen[0]).fetch_add(1);  // ... and publishes line 1 again
-  out[6] = e::peek(v, 1, slot, gen) ? 1 : 0;
-  out[7] = e::peek(v, 2, slot, gen) ? 1 : 0;  // line 2 points at slot 1, which holds line 3
-  v.slot_word[0] |= e::kBusy;
-  out[8] = e::peek(v, 1, slot, gen) ? 1 : 0;  // busy
+  gpm::atomic_ref<std::uint32_t>(v.slot_gen[0]).fetch_add(1);  // ... and settles it (generation 4)
+  out[5] = e::peek_valid(v, slot, gen) ? 1 : 0;  // an entry read before the refill is stale
+  out[6] = e::peek(v, 0, slot, gen) ? 1 : 0;     // no slot
+  out[7] = e::peek(v, 3, slot, gen) ? 1 : 0;     // being filled
+  out[8] = e::peek(v, 2, slot, gen) && e::peek_valid(v, slot, gen) ? 1 : 0;  // slot 1
 }
 
 TEST(OocEngine, AReadWithoutAReferenceIsValidOnlyWhileTheSlotsGenerationHolds) {
   namespace e = gpm::detail::ooc;
-  gpm::device_buffer<std::uint32_t> directory(4), slot_gen(2), out(9);
+  gpm::device_buffer<std::uint64_t> directory(4);
+  gpm::device_buffer<std::uint32_t> slot_gen(2), out(9);
   gpm::device_buffer<std::uint64_t> slot_word(2);
-  const std::uint32_t dir[4] = {e::kNoSlot, 0, 1, e::kPending};
-  const std::uint32_t gens[2] = {2, 0};
-  const std::uint64_t words[2] = {std::uint64_t{2} << 32, std::uint64_t{4} << 32};  // tags: line+1
+  const std::uint64_t dir[4] = {e::kNoSlot, e::dir_entry(0, 2), e::dir_entry(1, 6), e::kPending};
+  const std::uint32_t gens[2] = {2, 6};
+  const std::uint64_t words[2] = {std::uint64_t{2} << 32, std::uint64_t{3} << 32};  // tags: line+1
   directory.copy_from_host(dir, 4);
   slot_gen.copy_from_host(gens, 2);
   slot_word.copy_from_host(words, 2);
@@ -206,12 +207,13 @@ TEST(OocEngine, AReadWithoutAReferenceIsValidOnlyWhileTheSlotsGenerationHolds) {
   EXPECT_EQ(r[2], 2u);
   EXPECT_EQ(r[3], 1u) << "nothing changed: the value read is good";
   EXPECT_EQ(r[4], 0u) << "a fill claimed the slot after the read: the value may be another line's";
-  EXPECT_EQ(r[5], 0u) << "odd generation: a fill owns the slot";
-  EXPECT_EQ(r[6], 1u);
-  EXPECT_EQ(r[7], 0u) << "the slot holds another line";
-  EXPECT_EQ(r[8], 0u) << "a busy slot";
+  EXPECT_EQ(r[5], 0u) << "the slot was filled again since the entry was read";
+  EXPECT_EQ(r[6], 0u) << "an entry naming no slot";
+  EXPECT_EQ(r[7], 0u) << "a line being filled";
+  EXPECT_EQ(r[8], 1u);
   const auto w = gpm::test::to_host(slot_word);
   EXPECT_NE(w[0] & e::kAccessed, 0u) << "a read marks the line accessed (its second chance)";
+  EXPECT_NE(w[1] & e::kAccessed, 0u);
 }
 
 // An element load takes no reference when its line is in the GPU cache: it reads the slot and
@@ -1222,6 +1224,7 @@ TEST(OocMappingDiskFull, SyncFailsClearlyKeepsTheDataAndSucceedsLater) {
 TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothing) {
   mapped_file t("full2.bin", 16, 24, tiny(mode::read_write, 4, 6));
   auto a = t.m.ref<std::uint32_t>();
+  const auto before = as<std::uint32_t>(read_file(t.path));
   std::vector<std::uint64_t> idx = iota(a.size());
   const auto values = numbers(a.size(), 8);
   std::vector<status> st;
@@ -1231,6 +1234,20 @@ TEST(OocMappingDiskFull, EvictionsThatCannotBeWrittenReportIoErrorsAndLoseNothin
     const auto s = t.m.stats();
     EXPECT_GT(s.gpu_io_errors, 0u);
     EXPECT_NE(s.last_io_error.find("full"), std::string::npos) << s.last_io_error;
+    // The lines whose write-back failed stay in the GPU cache, dirty, and element loads (without
+    // a reference) read them: a fill that could not evict publishes the line it kept again, at
+    // the slot's new generation. Loads of other lines need an eviction, which fails too.
+    const auto got = load(a, idx);
+    std::size_t served = 0;
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      if (got.st[k] != status::ok) {
+        EXPECT_EQ(got.st[k], status::io_error) << gpm::ooc::to_string(got.st[k]);
+        continue;
+      }
+      ++served;
+      EXPECT_EQ(got.values[k], st[k] == status::ok ? values[k] : before[k]) << k;
+    }
+    EXPECT_GT(served, 0u);
   }
   // What failed was not stored; what succeeded is kept. Redo the failed stores now.
   std::vector<std::uint64_t> again;

@@ -4,19 +4,23 @@
 // gpm::ooc::array (array.cuh); docs/out-of-core.md describes the protocol.
 //
 // directory[line] (one word per line of the mapping, GPU memory): kNoSlot, kPending (a thread is
-// filling the line) or the slot holding it. A direct map rather than a hash table: one word per
-// line costs 4 bytes per 64 KiB-2 MiB of file (3 MiB for 48 GiB of 64 KiB lines), never probes,
-// never needs tombstones, and a single CAS claims a line, so a line is fetched once however many
+// filling the line) or the slot holding it with the slot's generation when it was filled there
+// (dir_entry: generation << 32 | slot). A direct map rather than a hash table: one word per line
+// costs 8 bytes per 64 KiB-2 MiB of file (6 MiB for 48 GiB of 64 KiB lines), never probes, never
+// needs tombstones, and a single CAS claims a line, so a line is fetched once however many
 // threads miss on it.
 // slot_word[slot]: tag (line + 1; 0 = empty) << 32 | kBusy | kAccessed | reference count. A thread
 // holds a line by a CAS that raises the count of a non-busy slot carrying the line's tag; clock
 // eviction claims a slot by a CAS from count 0, not busy, to busy, skipping slots whose accessed
 // bit is set (clearing it: a second chance).
 // slot_gen[slot]: a generation, odd while a fill owns the slot (from its claim until the slot
-// holds its new line or is given up), even otherwise. Element loads read without a reference,
-// as a seqlock reader does (peek, peek_valid): under references, every warp of a GPU loading
-// from one line CASed the same slot word for each load (lavaMD on an H100: 0.01x a hand-written
-// pipeline with every line already in the cache).
+// holds its new line or is given up), even otherwise; every fill raises it by 2, so a slot and a
+// generation name one content of one slot. Element loads read without a reference, as a seqlock
+// reader does (peek, peek_valid): under references, every warp of a GPU loading from one line
+// CASed the same slot word for each load (lavaMD on an H100: 0.01x a hand-written pipeline with
+// every line already in the cache). The directory entry carries the generation so that such a
+// load is three dependent reads (entry, data, generation), not five (entry, generation, slot
+// word, data, generation): lavaMD's element loads are chains of them.
 #pragma once
 
 #include <cstddef>
@@ -32,8 +36,10 @@ namespace gpm::detail::ooc {
 using gpm::ooc::mode;
 using gpm::ooc::status;
 
-inline constexpr std::uint32_t kNoSlot = 0xffffffffu;
-inline constexpr std::uint32_t kPending = 0xfffffffeu;
+// Directory entries that name no slot (a slot index is below kMaxSlots).
+inline constexpr std::uint64_t kNoSlot = ~0ull;
+inline constexpr std::uint64_t kPending = ~0ull - 1;
+inline constexpr std::uint32_t kMaxSlots = 0xfffffffeu;
 inline constexpr std::uint64_t kBusy = 1ull << 31;
 inline constexpr std::uint64_t kAccessed = 1ull << 30;
 inline constexpr std::uint64_t kRefMask = kAccessed - 1;
@@ -54,7 +60,7 @@ struct cache_view {
   std::uint32_t* slot_gen = nullptr;   // per slot
   std::uint32_t* dirty = nullptr;      // per slot
   std::uint32_t* mask = nullptr;       // mode::write: mask_words per slot
-  std::uint32_t* directory = nullptr;  // per line of the mapping
+  std::uint64_t* directory = nullptr;  // per line of the mapping
   std::uint32_t* clock_hand = nullptr;
   unsigned long long* counters = nullptr;  // kCounterShards * kShardStride
   queue_view queue;
@@ -80,6 +86,18 @@ struct cache_view {
 };
 
 GPM_HOST_DEVICE inline std::uint64_t tag_of(std::uint64_t word) { return word >> 32; }
+
+// A directory entry naming `slot`, filled at generation `gen`, and its parts.
+GPM_HOST_DEVICE inline std::uint64_t dir_entry(std::uint32_t slot, std::uint32_t gen) {
+  return static_cast<std::uint64_t>(gen) << 32 | slot;
+}
+GPM_HOST_DEVICE inline bool names_slot(std::uint64_t entry) { return entry < kPending; }
+GPM_HOST_DEVICE inline std::uint32_t slot_of(std::uint64_t entry) {
+  return static_cast<std::uint32_t>(entry);
+}
+GPM_HOST_DEVICE inline std::uint32_t gen_of(std::uint64_t entry) {
+  return static_cast<std::uint32_t>(entry >> 32);
+}
 
 __device__ inline void count(const cache_view& v, counter c, unsigned long long n) {
   unsigned long long& word = v.counters[(blockIdx.x % kCounterShards) * kShardStride + c];
@@ -153,9 +171,9 @@ __device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint
   atomic_ref<std::uint32_t> gen(v.slot_gen[s]);
   // Odd before the host may overwrite the slot (the request below is a release): a reader that
   // sees the new bytes then sees the generation changed.
-  gen.fetch_add(1, memory_order_relaxed);
+  const std::uint32_t settled = gen.fetch_add(1, memory_order_relaxed) + 2;
   atomic_ref<std::uint64_t> word(v.slot_word[s]);
-  atomic_ref<std::uint32_t> dir(v.directory[line]);
+  atomic_ref<std::uint64_t> dir(v.directory[line]);
   atomic_ref<std::uint32_t> dirty(v.dirty[s]);
   const std::uint64_t w = word.load(memory_order_relaxed);
   const std::uint64_t old = tag_of(w) == 0 ? kNoLine : tag_of(w) - 1;
@@ -166,12 +184,15 @@ __device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint
   const std::uint32_t result = call_host(v.queue, s, flags, old, line);
   gen.fetch_add(1, memory_order_release);  // even: the slot's bytes are settled
   if ((flags & kEvict) != 0 && (result & kEvicted) == 0) {
-    word.store(w & ~kBusy, memory_order_release);  // the old line stays, dirty
+    // The old line stays, dirty, its bytes untouched, at the new generation: its entry says so,
+    // or loads through it would never validate.
+    atomic_ref<std::uint64_t>(v.directory[old]).store(dir_entry(s, settled), memory_order_release);
+    word.store(w & ~kBusy, memory_order_release);
     dir.store(kNoSlot, memory_order_release);
     return status::io_error;
   }
   if (old != kNoLine)
-    atomic_ref<std::uint32_t>(v.directory[old]).store(kNoSlot, memory_order_relaxed);
+    atomic_ref<std::uint64_t>(v.directory[old]).store(kNoSlot, memory_order_relaxed);
   dirty.store(kClean, memory_order_relaxed);
   if ((result & kFilled) == 0) {
     word.store(0, memory_order_release);
@@ -179,7 +200,7 @@ __device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint
     return status::io_error;
   }
   word.store((line + 1) << 32 | kAccessed | 1, memory_order_release);
-  dir.store(s, memory_order_release);
+  dir.store(dir_entry(s, settled), memory_order_release);
   slot = s;
   return status::ok;
 }
@@ -193,7 +214,7 @@ __device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint
 __device__ inline status acquire_line(const cache_view& v, std::uint64_t line, std::uint32_t& slot,
                                       bool* held = nullptr) {
   if (held != nullptr) *held = true;
-  atomic_ref<std::uint32_t> dir(v.directory[line]);
+  atomic_ref<std::uint64_t> dir(v.directory[line]);
   long long waiting_since = 0;
   unsigned ns = 32;
   auto account_wait = [&] {
@@ -201,9 +222,9 @@ __device__ inline status acquire_line(const cache_view& v, std::uint64_t line, s
       count(v, kWaitCycles, static_cast<unsigned long long>(clock64() - waiting_since));
   };
   for (;;) {
-    const std::uint32_t d = dir.load(memory_order_acquire);
-    if (d == kNoSlot) {
-      std::uint32_t expected = kNoSlot;
+    const std::uint64_t e = dir.load(memory_order_acquire);
+    if (e == kNoSlot) {
+      std::uint64_t expected = kNoSlot;
       if (dir.compare_exchange_strong(expected, kPending, memory_order_acq_rel)) {
         if (waiting_since == 0) waiting_since = clock64();
         const status st = fill(v, line, slot);
@@ -213,7 +234,8 @@ __device__ inline status acquire_line(const cache_view& v, std::uint64_t line, s
       }
       continue;
     }
-    if (d != kPending) {
+    if (e != kPending) {
+      const std::uint32_t d = slot_of(e);
       atomic_ref<std::uint64_t> word(v.slot_word[d]);
       std::uint64_t w = word.load(memory_order_relaxed);
       if (tag_of(w) == line + 1 && (w & kBusy) == 0) {
@@ -238,28 +260,33 @@ __device__ inline status acquire_line(const cache_view& v, std::uint64_t line, s
   }
 }
 
-// Element loads' fast path, taking no reference: the slot that holds `line` now and its
-// generation, or false when the line is not in the GPU cache or its slot is being filled (then
-// take a reference: acquire_line). A value read from the slot is good if peek_valid() finds the
-// generation unchanged after the read. The accessed bit is set as a hit would set it, written
-// only when clear, so that the clock gives lines in use their second chance.
+// Element loads' fast path, taking no reference: the slot that held `line` when the directory
+// was read and the generation it was filled at, or false when the line is not in the GPU cache
+// or is being filled (then take a reference: acquire_line). A value read from the slot is good if
+// peek_valid() then finds the slot at that generation: every fill raises it (odd at its claim,
+// before the host may overwrite the slot), so the slot still held the line when it was read. The
+// entry is read with acquire: the line's bytes were settled before it was published.
 __device__ inline bool peek(const cache_view& v, std::uint64_t line, std::uint32_t& slot,
                             std::uint32_t& gen) {
-  const std::uint32_t d = atomic_ref<std::uint32_t>(v.directory[line]).load(memory_order_relaxed);
-  if (d == kNoSlot || d == kPending) return false;
-  gen = atomic_ref<std::uint32_t>(v.slot_gen[d]).load(memory_order_acquire);
-  if ((gen & 1) != 0) return false;
-  atomic_ref<std::uint64_t> word(v.slot_word[d]);
-  const std::uint64_t w = word.load(memory_order_relaxed);
-  if (tag_of(w) != line + 1 || (w & kBusy) != 0) return false;
-  if ((w & kAccessed) == 0) word.fetch_or(kAccessed, memory_order_relaxed);
-  slot = d;
+  const std::uint64_t e =
+      atomic_ref<std::uint64_t>(v.directory[line]).load(memory_order_acquire);
+  if (!names_slot(e)) return false;
+  slot = slot_of(e);
+  gen = gen_of(e);
   return true;
 }
 
+// After the read from `slot`: whether its generation is still `gen`. The accessed bit is set as
+// a hit would set it, written only when clear, so that the clock gives lines in use their second
+// chance; its word is read beside the generation, after the data, so it adds no step to the
+// load's chain of dependent reads.
 __device__ inline bool peek_valid(const cache_view& v, std::uint32_t slot, std::uint32_t gen) {
   atomic_thread_fence<thread_scope::device>(memory_order_acquire);
-  return atomic_ref<std::uint32_t>(v.slot_gen[slot]).load(memory_order_relaxed) == gen;
+  atomic_ref<std::uint64_t> word(v.slot_word[slot]);
+  const std::uint64_t w = word.load(memory_order_relaxed);
+  if (atomic_ref<std::uint32_t>(v.slot_gen[slot]).load(memory_order_relaxed) != gen) return false;
+  if ((w & kAccessed) == 0) word.fetch_or(kAccessed, memory_order_relaxed);
+  return true;
 }
 
 __device__ inline void release_line(const cache_view& v, std::uint32_t slot) {
@@ -345,7 +372,7 @@ __device__ inline unsigned same_line_peers(const cache_view& v, std::uint64_t li
 __device__ inline void post_hint(const cache_view& v, std::uint64_t line) {
   const unsigned peers = same_line_peers(v, line);
   if (lane_id() != static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1)) return;
-  if (atomic_ref<std::uint32_t>(v.directory[line]).load(memory_order_relaxed) != kNoSlot) return;
+  if (atomic_ref<std::uint64_t>(v.directory[line]).load(memory_order_relaxed) != kNoSlot) return;
   // Every warp of a grid touching its elements hints the same few lines: posted each time, their
   // hints would lap the ring before the host reads it and only the last lines touched would be
   // read ahead. A line hinted in the last kHintRepeatNs is not hinted again (two warps racing
