@@ -40,7 +40,7 @@ const std::vector<workload>& workloads() {
       ooc::ablation_readahead_workload(), ooc::ablation_line_workload(),
       ooc::ablation_cache_workload(), ooc::ablation_output_workload(),
       ooc::ablation_io_threads_workload(), ooc::ablation_readahead_run_workload(),
-      ooc::ablation_io_poll_workload(),
+      ooc::ablation_io_poll_workload(), ooc::ablation_sync_workload(),
   };
   // clang-format on
   return all;

@@ -130,7 +130,7 @@ workload vectoradd_workload(), blackscholes_workload(), binomial_workload(), bac
 workload pathfinder_workload(), hotspot_workload(), lavamd_workload(), srad_workload();
 workload ablation_readahead_workload(), ablation_line_workload(), ablation_cache_workload();
 workload ablation_output_workload(), ablation_io_threads_workload(),
-    ablation_readahead_run_workload(), ablation_io_poll_workload();
+    ablation_readahead_run_workload(), ablation_io_poll_workload(), ablation_sync_workload();
 }  // namespace ooc
 
 // `gpmbench crash-demo` (workloads/native/crash_demo.cpp): a BFS run killed with SIGKILL halfway,

@@ -75,6 +75,10 @@ struct settings {
   // default: on an H100 every workload whose kernels stored element by element into a write-mode
   // mapping from a full GPU stalled for over a minute (ooc_ablation_output measures it).
   bool write_mode_outputs = false;
+  // gpmkit's outputs commit each sync() as an epoch through a redo log
+  // (mapping_options::crash_consistent): a crash leaves every output at the previous or the new
+  // epoch, at the price of writing the dirty bytes twice (log, then in place) and two fdatasyncs.
+  bool crash_consistent_outputs = false;
 };
 
 // The case's settings from `base`, the out-of-core footprint: GPU cap base/8, host cap base/2;
@@ -86,7 +90,8 @@ std::uint64_t default_line(const mode_context& ctx);
 // read-ahead-on / read-ahead-off; line-div16, line-div4, line-x1, line-x2 (the default line
 // scaled); gpu-div32, gpu-div16, gpu-div8 (the GPU cap as a fraction of base) and host-div8,
 // host-div4, host-div2 (the host cap); outputs-read-write, outputs-write (gpmkit's mode for
-// outputs); io-threads-N (gpmkit's I/O threads per mapping).
+// outputs); io-threads-N (gpmkit's I/O threads per mapping); sync-plain, sync-crash-consistent
+// (gpmkit's outputs' sync).
 settings ablation_settings(const mode_context& ctx, std::uint64_t base);
 // The run's base footprint: --bytes, or `gpu` on a GPU, gpu / 1024 on the emulator, 512 KiB with
 // --quick.
@@ -173,7 +178,8 @@ class runner {
             {"io_threads", s_.io_threads},
             {"read_ahead_run_bytes", s_.read_ahead_run},
             {"idle_poll_us", s_.idle_poll_us},
-            {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u}};
+            {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u},
+            {"crash_consistent_outputs", s_.crash_consistent_outputs ? 1u : 0u}};
   }
 
   // Times `run` (fresh outputs and a dropped page cache before each repeat), checks the last
@@ -232,6 +238,7 @@ class runner {
         o.mode = s_.write_mode_outputs && !read_in_some_pass(a) ? gpm::ooc::mode::write
                                                                 : gpm::ooc::mode::read_write;
         o.create = true;
+        o.crash_consistent = s_.crash_consistent_outputs;
         maps.emplace_back(out_path_[a], pb_.array_bytes(a), 0, o);
       } else {
         o.mode = gpm::ooc::mode::volatile_data;
@@ -267,7 +274,8 @@ class runner {
     }
     traffic t;
     std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
-                  ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0, load_reads = 0;
+                  ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0, load_reads = 0,
+                  epochs = 0, log_bytes = 0;
     double wait = 0, load_read_s = 0, ahead_read_s = 0, fill_s = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
@@ -291,6 +299,8 @@ class runner {
       wait += x.gpu_wait_seconds;
       load_reads += x.resident_reads;
       load_read_s += x.resident_read_seconds;
+      epochs += x.epochs_committed;
+      log_bytes += x.log_bytes_written;
     }
     const double sync_s = laps.lap();
     for (gpm::ooc::mapping& m : maps) m.unmap();
@@ -310,6 +320,8 @@ class runner {
                {"gpu_wait_s", wait},
                {"load_reads", static_cast<double>(load_reads)},
                {"load_read_s", load_read_s},
+               {"epochs_committed", static_cast<double>(epochs)},
+               {"log_bytes_written", static_cast<double>(log_bytes)},
                {"map_s", map_s},
                {"passes_s", passes_s},
                {"sync_s", sync_s},
@@ -559,7 +571,10 @@ class runner {
   }
 
   void clear_outputs() const {
-    for (const std::string& p : out_path_) std::filesystem::remove(p);
+    for (const std::string& p : out_path_) {
+      std::filesystem::remove(p);
+      std::filesystem::remove(gpm::ooc::epoch_log_path(p));  // crash_consistent_outputs
+    }
   }
 
   void read_whole(const std::string& path, float* to, std::uint64_t n) const {

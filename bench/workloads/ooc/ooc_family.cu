@@ -61,13 +61,15 @@ settings ablation_settings(const mode_context& ctx, std::uint64_t base) {
     s.host_cache = lines(base / divisor(8));
   } else if (c == "outputs-write") {
     s.write_mode_outputs = true;
+  } else if (c == "sync-crash-consistent") {
+    s.crash_consistent_outputs = true;
   } else if (c.rfind("io-threads-", 0) == 0) {
     s.io_threads = static_cast<std::uint32_t>(divisor(11));
   } else if (c.rfind("poll-us-", 0) == 0) {
     s.idle_poll_us = static_cast<std::uint32_t>(divisor(8));
   } else if (c.rfind("ra-run-", 0) == 0) {  // ra-run-<MiB>, at least a line
     s.read_ahead_run = std::max<std::uint64_t>(s.line, (divisor(7) << 20) / s.line * s.line);
-  } else if (c != "read-ahead-on" && c != "outputs-read-write") {
+  } else if (c != "read-ahead-on" && c != "outputs-read-write" && c != "sync-plain") {
     throw std::logic_error("no ooc ablation case named \"" + c + "\"");
   }
   return s;

@@ -238,4 +238,12 @@ workload ablation_output_workload() {
       2 * kGiB, {"outputs-read-write", "outputs-write"});
 }
 
+workload ablation_sync_workload() {
+  return ablation_workload<vectoradd>(
+      "ooc_ablation_sync",
+      "gpmkit's outputs synced plainly and crash-consistently (an epoch through a redo log): "
+      "vectoradd out of core",
+      2 * kGiB, {"sync-plain", "sync-crash-consistent"});
+}
+
 }  // namespace gpmbench::ooc
