@@ -114,6 +114,17 @@ __device__ inline void persist_at(const table_view& v, const char* site, const v
   if (v.persistent) gpm::persist_at(site, p, len);
 }
 
+// gpm::persist_later_at and persist_named_at, unless the view is a volatile copy: a thread that
+// makes ranges of several sites durable with one fence after the last (on a GPU the fence covers
+// all of the thread's stores; on the emulator each range is persisted as it is named).
+__device__ inline void persist_later_at(const table_view& v, const char* site, const void* p,
+                                        std::size_t len) {
+  if (v.persistent) gpm::persist_later_at(site, p, len);
+}
+__device__ inline void persist_named_at(const table_view& v, const char* site) {
+  if (v.persistent) gpm::persist_named_at(site);
+}
+
 // ---- slot layout ---------------------------------------------------------------------------
 
 // One slot's words. A bucket of K slots holds the K fingerprint words (word 0 of each slot), then
@@ -756,10 +767,12 @@ __device__ bool replace_value(const table_view& v, const Tile& t, const probe_re
   return t.shfl(ok ? 1 : 0, 0) != 0;
 }
 
-// Takes a value cell and fills it (key record and value) durably; 0 when the value area is full.
+// Takes a value cell and fills it (key record and value), durably unless `durable` is false
+// (an insert makes it durable with its slot's words: item_durable); 0 when the value area is
+// full.
 template <class Key, class Tile>
 __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key& key,
-                                   const void* value) {
+                                   const void* value, bool durable = true) {
   std::uint64_t cell = 0;
   // The tiles of a block take cells from their block's cursor (table_view::cursors): a bitmap
   // word (64 adjacent cells) they fill before the cursor moves on, so a block's value writes land
@@ -778,7 +791,7 @@ __device__ std::uint64_t new_value(const table_view& v, const Tile& t, const Key
   cell = t.shfl(cell, 0);
   if (cell != 0) {
     key_ops<Key>::write_record(v, t, v.base + cell, key);
-    copy_value(v, t, cell_value(v, cell), value, v.base + cell);
+    copy_value(v, t, cell_value(v, cell), value, durable ? v.base + cell : nullptr);
   }
   return cell;
 }
@@ -830,26 +843,35 @@ struct placement_sites {
   }
 };
 
-// Puts an item (fingerprint word `word`, value offset `value`, `key`) into the empty slot `at`,
-// with one thread (FAST'25 §3.2.3): claim the slot (EMPTY -> INSERTING), store the value offset
-// and key, persist, publish the fingerprint word, persist. False if the slot was taken meanwhile.
-// With the fingerprint mirror, concurrent claims arbitrate on the mirror's word (a CAS in GPU
-// memory, not a round trip across PCIe): its holder alone writes the pool slot, which an erase
-// emptied in the pool, durably, before it emptied the mirror word (unmirror). The pool's word then
-// stays EMPTY until the publication (one store across PCIe fewer per insert): a crash before it
-// leaves an EMPTY slot whose value and key words no reader, recovery included, looks at, and a
-// value cell no published slot names, which recovery's allocator rebuild frees, as it does a
-// cleared INSERTING slot's. The fingerprint enters the mirror only once its publication is
-// durable, so mirror readers see only durable items.
+// The words of slot `slot` that an item's claim writes (value offset and key): one range from
+// word 1 to the last key word, which also spans other slots' words.
+__device__ inline const char* item_words(const table_view& v, const slot_ref& slot,
+                                         std::size_t& len) {
+  const char* item = reinterpret_cast<const char*>(&slot[1]);
+  len = reinterpret_cast<const char*>(&slot[v.slot_words - 1] + 1) - item;
+  return item;
+}
+
+// Claims the empty slot `at` for an item (value offset `value`, `key`), with one thread
+// (FAST'25 §3.2.3: EMPTY -> INSERTING) and stores its value offset and key, not yet durable.
+// False if the slot was taken meanwhile. With the fingerprint mirror, concurrent claims
+// arbitrate on the mirror's word (a CAS in GPU memory, not a round trip across PCIe): its holder
+// alone writes the pool slot, which an erase emptied in the pool, durably, before it emptied the
+// mirror word (unmirror). The pool's word then stays EMPTY until the publication (one store
+// across PCIe fewer per insert): a crash before it leaves an EMPTY slot whose value and key words
+// no reader, recovery included, looks at, and a value cell no published slot names, which
+// recovery's allocator rebuild frees, as it does a cleared INSERTING slot's.
 template <class Key>
-__device__ bool place_item(const table_view& v, const location& at, std::uint64_t word,
-                           std::uint64_t value, const Key& key, const placement_sites& site) {
+__device__ bool claim_slot(const table_view& v, const location& at, std::uint64_t value,
+                           const Key& key, const placement_sites& site) {
   const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
   std::uint64_t* const mirror = mirror_word(v, at.level, at.bucket, at.slot);
-  atomic_ref<std::uint64_t, pool_scope> state(slot[0]);
   std::uint64_t expected = kEmpty;
   if (mirror == nullptr) {
-    if (!state.compare_exchange_strong(expected, kInserting)) return false;
+    if (!atomic_ref<std::uint64_t, pool_scope>(slot[0]).compare_exchange_strong(expected,
+                                                                                kInserting)) {
+      return false;
+    }
   } else if (!atomic_ref<std::uint64_t, thread_scope::device>(*mirror).compare_exchange_strong(
                  expected, kInserting)) {
     return false;
@@ -857,20 +879,37 @@ __device__ bool place_item(const table_view& v, const location& at, std::uint64_
   atomic_ref<std::uint64_t, pool_scope>(slot[1]).store(value, memory_order_relaxed);
   key_ops<Key>::store_key(slot, key);
   if (site.filled != nullptr) kernel_crash_point(v.crash, site.filled);
-  // The item is durable before it becomes visible: its value offset and key words (one range
-  // from word 1 to the last key word, which also spans other slots' words).
-  const char* item = reinterpret_cast<const char*>(&slot[1]);
-  persist_at(v, site.claim, item,
-             reinterpret_cast<const char*>(&slot[v.slot_words - 1] + 1) - item);
-  state.store(word, memory_order_release);
-  // The publication is durable before the operation is acknowledged (or the source of a move is
-  // cleared).
+  return true;
+}
+
+// Publishes the claimed slot `at` (fingerprint word `word`), with the thread that claimed it,
+// once the item's words are durable: the publication is durable before the operation is
+// acknowledged (or the source of a move is cleared). The fingerprint enters the mirror only
+// then, so mirror readers see only durable items.
+__device__ inline void publish_item(const table_view& v, const location& at, std::uint64_t word,
+                                    const placement_sites& site) {
+  const slot_ref slot = slot_at(v, at.level, at.bucket, at.slot);
+  atomic_ref<std::uint64_t, pool_scope>(slot[0]).store(word, memory_order_release);
   persist_at(v, site.publish, &slot[0], sizeof slot[0]);
   kernel_crash_point(v.crash, site.published);
+  std::uint64_t* const mirror = mirror_word(v, at.level, at.bucket, at.slot);
   if (mirror != nullptr) {
     atomic_ref<std::uint64_t, thread_scope::device>(*mirror).store(word, memory_order_release);
   }
   cache_refresh(v, at.level, at.bucket, at.slot);
+}
+
+// Puts an item (fingerprint word `word`, value offset `value` of a durable cell, `key`) into the
+// empty slot `at`, with one thread: claim_slot, persist the item's words, publish_item. False if
+// the slot was taken meanwhile.
+template <class Key>
+__device__ bool place_item(const table_view& v, const location& at, std::uint64_t word,
+                           std::uint64_t value, const Key& key, const placement_sites& site) {
+  if (!claim_slot(v, at, value, key, site)) return false;
+  std::size_t len = 0;
+  const char* item = item_words(v, slot_at(v, at.level, at.bucket, at.slot), len);
+  persist_at(v, site.claim, item, len);  // the item is durable before it becomes visible
+  publish_item(v, at, word, site);
   return true;
 }
 
@@ -896,6 +935,11 @@ __device__ inline void unmirror(const table_view& v, const location& at) {
 // publication, so a key's concurrent inserts run one after another: the first inserts, the others
 // find its copy. An earlier version re-read all candidates from the pool after the claim instead
 // (a conflict check), a second probe across PCIe per insert.
+// Two system fences in a row per insert, not three: the new value cell is made durable with the
+// claimed slot's words, each lane fencing once after its part (a fence makes all of the thread's
+// earlier stores durable), rather than before the claim. Nothing needs the cell durable sooner:
+// only a published slot names it, and recovery's allocator rebuild frees a cell no published
+// slot names. An upsert that finds the key after all makes its cell durable before the swap.
 template <class Key, class Tile>
 __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key, const void* value,
                               insert_mode mode, std::uint64_t given = 0) {
@@ -903,6 +947,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
   const std::uint64_t h = key_ops<Key>::hash(key, v.seed);
   const std::uint64_t w = key_ops<Key>::word(key, h);
   std::uint64_t cell = given;  // rehash moves the item's existing cell
+  bool cell_durable = true;    // false: this insert's own cell, filled but not yet persisted
   const bool own = mode != insert_mode::rehash;
   const auto key_lock = lock_word(v, h);
   lock(t, key_lock);
@@ -915,6 +960,10 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     }
     if (cell == 0) cell = new_value(v, t, key, value);
     if (cell == 0) return hash_status::no_value_space;
+    if (!cell_durable) {
+      persist_at(v, "gphash.value.write", v.base + cell, v.cell_bytes);
+      t.sync();
+    }
     replace_value(v, t, r, cell);
     return hash_status::updated;
   };
@@ -926,17 +975,32 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
       if (own && cell != 0 && t.thread_rank() == 0) free_unpublished_cell(v, cell);
       return hash_status::full;
     }
-    if (cell == 0) cell = new_value(v, t, key, value);
+    if (cell == 0) {
+      cell = new_value(v, t, key, value, false);
+      cell_durable = cell == 0;
+    }
     if (cell == 0) {
       unlock(t, key_lock);
       return hash_status::no_value_space;
     }
+    const location at = location_of_empty(v, h, r.empty);
+    constexpr placement_sites site = placement_sites::insert();
     bool claimed = false;
-    if (t.thread_rank() == 0) {
-      claimed =
-          place_item(v, location_of_empty(v, h, r.empty), w, cell, key, placement_sites::insert());
-    }
+    if (t.thread_rank() == 0) claimed = claim_slot(v, at, cell, key, site);
     if (t.shfl(claimed ? 1 : 0, 0) == 0) continue;  // another key took the slot: probe again
+    // The item is durable before it becomes visible: every lane's part of a new cell, and the
+    // claimed slot's words, with one fence per lane.
+    const bool leader = t.thread_rank() == 0;
+    if (!cell_durable) persist_later_at(v, "gphash.value.write", v.base + cell, v.cell_bytes);
+    std::size_t len = 0;
+    if (leader) {
+      const char* item = item_words(v, slot_at(v, at.level, at.bucket, at.slot), len);
+      persist_later_at(v, site.claim, item, len);
+    }
+    if (leader || !cell_durable) persist_named_at(v, site.claim);
+    cell_durable = true;
+    t.sync();
+    if (leader) publish_item(v, at, w, site);
     unlock(t, key_lock);
     return hash_status::inserted;
   }
