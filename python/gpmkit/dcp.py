@@ -25,6 +25,7 @@ import os
 import pickle
 import stat
 import struct
+import sys
 import zlib
 from typing import Any
 
@@ -238,7 +239,35 @@ def _read_metadata(path):
     body = blob[_HEADER.size:]
     if len(body) != n or zlib.crc32(body) != crc:
         raise _error(f"{meta}: damaged (length or checksum does not match)", "corrupt")
-    return pickle.loads(body)
+    try:
+        return _MetadataUnpickler(io.BytesIO(body)).load()
+    except _ForeignGlobal as e:
+        raise _error(f"{meta}: names {e}, which no gpmkit.dcp metadata holds: not loaded (a "
+                     "pickle from elsewhere could run code)", "corrupt") from None
+
+
+class _ForeignGlobal(Exception):
+    pass
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles what PoolWriter.finish pickles (DCP's Metadata, its item locations) and nothing
+    else. The checksum catches damage, not a crafted file, and a plain pickle.loads of one can
+    call any function it names; this unpickler resolves only DCP's metadata classes, torch's
+    dtypes, Size and layouts, and gpmkit.dcp's own item record."""
+
+    def find_class(self, module, name):
+        if module == "torch.distributed.checkpoint.metadata":
+            found = getattr(sys.modules.get(module), name, None)
+            if isinstance(found, type) and found.__module__ == module:
+                return found
+        elif module == "torch":
+            found = getattr(torch, name, None)
+            if name == "Size" or isinstance(found, (torch.dtype, torch.layout)):
+                return found
+        elif (module, name) in (("torch.serialization", "_get_layout"), (__name__, "_Item")):
+            return super().find_class(module, name)
+        raise _ForeignGlobal(f"{module}.{name}")
 
 
 class PoolReader(StorageReader):

@@ -154,6 +154,23 @@ def test_bad_checkpoints_are_refused_with_their_names(root, dirs):
         f.write(b"not ours at all, just some text")
     metadata_error(f"{root}/bad", "corrupt", "not a gpmkit.dcp metadata file")
 
+    # A metadata file with a valid header and checksum whose pickle names a function: refused,
+    # and the function never runs (a plain pickle.loads would have made the directory).
+    import pickle
+    import zlib
+    from gpmkit.dcp import _HEADER, _MAGIC
+    trace = f"{root}/ran"
+
+    class Crafted:
+        def __reduce__(self):
+            return (os.mkdir, (trace,))
+
+    body = pickle.dumps(Crafted())
+    with open(f"{root}/bad/{METADATA}", "wb") as f:
+        f.write(_HEADER.pack(_MAGIC, len(body), zlib.crc32(body)) + body)
+    metadata_error(f"{root}/bad", "corrupt", "mkdir, which no gpmkit.dcp metadata holds")
+    assert not os.path.exists(trace)
+
     # Special files and a file where a directory belongs: errors naming them, never a hang on a
     # FIFO's open.
     os.remove(f"{root}/bad/{METADATA}")
