@@ -140,6 +140,10 @@ def test_errors_carry_code_and_message(dirs):
     with pytest.raises(gpmkit.Error) as e:
         gpmkit.Pool.create("bad", 4097, LAYOUT, **dirs)
     assert e.value.code == "invalid_argument"
+    # A str may hold a NUL byte, which would cut the path short ("p\0x" is not "p").
+    with pytest.raises(gpmkit.Error) as e:
+        gpmkit.Pool.open("p\0x", LAYOUT, **dirs)
+    assert e.value.code == "invalid_argument" and "NUL byte" in str(e.value)
 
 
 def test_a_corrupt_pool_is_an_error_not_a_crash(dirs):

@@ -17,6 +17,7 @@
 
 #include <gpm/platform/checksum.hpp>
 #include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/detail/file_path.hpp>
 #include <gpm/platform/error.hpp>
 #include <gpm/platform/hash.hpp>
 #include <gpm/pool/object_header.hpp>
@@ -24,6 +25,7 @@
 namespace gpm::ooc {
 
 std::string epoch_log_path(const std::string& path, std::uint64_t offset) {
+  gpm::detail::require_no_nul(path, "gpm::ooc: the file path");
   return offset == 0 ? path + ".ooc-log" : path + "@" + std::to_string(offset) + ".ooc-log";
 }
 

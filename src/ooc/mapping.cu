@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <gpm/ooc/detail/file.hpp>
+#include <gpm/platform/detail/file_path.hpp>
 #include <gpm/platform/kernel.cuh>
 
 #include "epoch_log.hpp"
@@ -192,7 +193,9 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
                                             " is more than 1 GiB");
   }
   if (m.paths.empty()) throw_error(errc::invalid_argument, what + "no file is named");
+  gpm::detail::require_no_nul(o.spill_dir, "mapping_options::spill_dir");
   for (const std::string& p : m.paths) {
+    gpm::detail::require_no_nul(p, "gpm::ooc: the file path");
     if (p.empty() && (m.paths.size() > 1 || o.mode != mode::volatile_data)) {
       throw_error(errc::invalid_argument, what +
                                               "a file path is empty (only mode::volatile_data "

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include <gpm/platform/crash_image.hpp>
-#include <gpm/platform/detail/file_type.hpp>
+#include <gpm/platform/detail/file_path.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/platform/runtime.hpp>
 
@@ -172,6 +172,9 @@ pool_paths locate(const pool_options& o, const std::string& name) {
   p.pm_dir = !o.pm_dir.empty() ? o.pm_dir : env_or("GPMKIT_PM_DIR", "/dev/shm/gpmkit");
   p.snapshot_root =
       !o.snapshot_dir.empty() ? o.snapshot_dir : env_or("GPMKIT_SNAPSHOT_DIR", "/var/tmp/gpmkit");
+  require_no_nul(name, "pool path");
+  require_no_nul(p.pm_dir, "pool_options::pm_dir");
+  require_no_nul(p.snapshot_root, "pool_options::snapshot_dir");
   if (name.empty()) return p;
   p.pool = name.find('/') != std::string::npos ? name
                                                : (std::filesystem::path(p.pm_dir) / name).string();

@@ -1105,6 +1105,25 @@ TEST(OocMappingErrors, SpecialFilesAreRefused) {
                [&] { mapping m("/dev/null", 4096, 0, tiny(mode::read)); });
 }
 
+// A NUL byte would cut a path short: mapping "x.bin\0y" must not map (or create) "x.bin".
+TEST(OocMappingErrors, PathsWithANulByteAreRefused) {
+  files f;
+  const std::string real = f.make("x.bin", lines(4), 3);
+  const std::string nul = real + std::string("\0y", 2);
+  auto o = tiny(mode::read_write);
+  o.create = true;
+  expect_error(gpm::errc::invalid_argument, "NUL byte",
+               [&] { mapping m(nul, lines(8), 0, o); });
+  EXPECT_EQ(std::filesystem::file_size(real), lines(4)) << "the file before the NUL was extended";
+  auto v = tiny(mode::volatile_data);
+  v.spill_dir = f.dirs.snapshot_dir() + std::string("\0y", 2);
+  expect_error(gpm::errc::invalid_argument, "spill_dir", [&] { mapping m("", lines(4), 0, v); });
+  expect_error(gpm::errc::invalid_argument, "NUL byte",
+               [&] { gpm::ooc::recover_epoch_log(nul); });
+  expect_error(gpm::errc::invalid_argument, "NUL byte",
+               [&] { gpm::ooc::inspect_epoch_log(nul); });
+}
+
 TEST(OocMappingErrors, ReadOnlyFileCannotBeMappedForWriting) {
   files f;
   std::string path = f.make("ro.bin", 8192, 19);

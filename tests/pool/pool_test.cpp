@@ -252,6 +252,23 @@ TEST_F(PoolTest, CreateValidatesItsArguments) {
                gpm::errc::invalid_argument, "layout name");
   expect_error([&] { gpm::pool::create("a.pool", kPoolBytes, "", options_); },
                gpm::errc::invalid_argument, "empty");
+  // A NUL byte would cut the path short: "a.pool\0x" must not create (or open, or remove)
+  // "a.pool". The same for the directories.
+  const std::string nul_name("a.pool\0x", 8);
+  expect_error([&] { gpm::pool::create(nul_name, kPoolBytes, "test-layout", options_); },
+               gpm::errc::invalid_argument, "NUL byte at 6");
+  expect_error([&] { gpm::pool::open(nul_name, "test-layout", options_); },
+               gpm::errc::invalid_argument, "NUL byte");
+  expect_error([&] { gpm::pool::remove(nul_name, options_); }, gpm::errc::invalid_argument,
+               "NUL byte");
+  gpm::pool_options nul_dir = options_;
+  nul_dir.pm_dir += std::string("\0sub", 4);
+  expect_error([&] { gpm::pool::create("a.pool", kPoolBytes, "test-layout", nul_dir); },
+               gpm::errc::invalid_argument, "pm_dir");
+  nul_dir = options_;
+  nul_dir.snapshot_dir += std::string("\0sub", 4);
+  expect_error([&] { gpm::pool::create("a.pool", kPoolBytes, "test-layout", nul_dir); },
+               gpm::errc::invalid_argument, "snapshot_dir");
   EXPECT_FALSE(std::filesystem::exists(file("a.pool"))) << "a failed create left a file behind";
   make();
   expect_error([&] { make(); }, gpm::errc::already_exists, "already exists");
