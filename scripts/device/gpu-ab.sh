@@ -5,7 +5,8 @@
 # undone: make PATCH here with `git diff <before> <after> -- <files> > ab.patch`, or
 # `git show <commit> -- <files>`, and leave it untracked so that it travels with the tree. Both
 # trees are built once, side by side, before any run (a patch that touches a header every
-# workload includes no longer rebuilds gpmbench at each switch); then AB_ROUNDS (1) rounds of B
+# workload includes no longer rebuilds gpmbench at each switch; scripts/device/prebuild.sh PATCH,
+# run on the developer's machine, builds both there instead); then AB_ROUNDS (1) rounds of B
 # then A, each a scripts/device/gpu-bench.sh runs call with the same arguments (RUNS_BUDGET_S
 # each, for runs only). A's records name the commit with "-without-<PATCH's name>" appended.
 # Everything comes back as two files (the device returns at most 8): $OUT/ab.txt, the runs'
@@ -33,7 +34,7 @@ tar -C "$tree_b" --exclude=./build -cf - . | tar -C "$tree_a" -xf -
 }
 scripts/device/gpu-bench.sh build > "$work/build-b.txt" 2>&1 &
 b_build=$!
-(cd "$tree_a" && scripts/device/gpu-bench.sh build) > "$work/build-a.txt" 2>&1
+(cd "$tree_a" && GPMKIT_PREBUILT_SIDE=a scripts/device/gpu-bench.sh build) > "$work/build-a.txt" 2>&1
 a_status=$?
 wait "$b_build"
 b_status=$?
@@ -45,7 +46,8 @@ echo "== built both sides, ${SECONDS} s" | tee "$out/ab.txt"
 status=0
 for round in $(seq 1 "${AB_ROUNDS:-1}"); do
   OUT=$work/b$round GPMKIT_COMMIT=$commit scripts/device/gpu-bench.sh runs "$@" || status=1
-  (cd "$tree_a" && OUT=$work/a$round GPMKIT_COMMIT=$undone scripts/device/gpu-bench.sh runs "$@") ||
+  (cd "$tree_a" && OUT=$work/a$round GPMKIT_COMMIT=$undone GPMKIT_PREBUILT_SIDE=a \
+    scripts/device/gpu-bench.sh runs "$@") ||
     status=1
   for side in b a; do sed "s/^==/== $side$round:/" "$work/$side$round/runs.txt"; done |
     grep "^==" | tee -a "$out/ab.txt"

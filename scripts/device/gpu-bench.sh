@@ -8,7 +8,8 @@
 #   scripts/device/gpu-bench.sh platform                        the platform workload, 10 repeats,
 #       once with pools in /dev/shm (4 KiB pages), once in a private tmpfs mounted huge=always
 #       (2 MiB pages; needs root, changes no system-wide setting)
-#   scripts/device/gpu-bench.sh build                           the build alone (gpu-ab.sh)
+#   scripts/device/gpu-bench.sh build                           the build alone (gpu-ab.sh); with
+#       a pack from scripts/device/prebuild.sh made at this commit, its binaries instead
 #   scripts/device/gpu-bench.sh runs 'W [gpmbench run options]' ...   chosen workloads and modes,
 #       one `gpmbench run` per argument (e.g. 'kvs_set --modes gpm,gpm-conv --repeats 3'), in
 #       order, each under what is left of RUNS_BUDGET_S (540), starting no mode after 4/5 of it
@@ -26,7 +27,18 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 log=/tmp/gpmkit-build.$$.log  # one per call: gpu-ab.sh builds two trees at once
 targets="gpmbench gpmkit_cli"  # gpmkit_cli: `gpmkit info` on the huge-page tmpfs
-if ! cmake --preset cuda > "$log" 2>&1 ||
+# Binaries that scripts/device/prebuild.sh built on the developer's machine at this commit
+# replace the build (GPMKIT_PREBUILT_SIDE: gpu-ab.sh's A tree takes a.tar.gz).
+pack=.deps/prebuilt/${GPMKIT_PREBUILT_SIDE:-b}.tar.gz
+if [ -f "$pack" ] && [ -f .deps/commit ] &&
+    [ "$(tar -xzOf "$pack" ./commit 2> /dev/null)" = "$(cat .deps/commit)" ]; then
+  mkdir -p build/cuda/prebuilt build/cuda/bench build/cuda/tools/gpmkit
+  tar -xzf "$pack" -C build/cuda/prebuilt
+  cp build/cuda/prebuilt/gpmbench build/cuda/bench/gpmbench
+  cp build/cuda/prebuilt/gpmkit build/cuda/tools/gpmkit/gpmkit
+  export LD_LIBRARY_PATH=$PWD/build/cuda/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [ "$what" = build ] && echo "gpu-bench: $pack (prebuilt at $(cat .deps/commit)), not built"
+elif ! cmake --preset cuda > "$log" 2>&1 ||
     ! cmake --build --preset cuda -j "$(nproc)" --target $targets >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
   exit 1
