@@ -137,8 +137,8 @@ class gphash {
   using key_type = Key;
   using ref_type = gphash_ref<Key>;
 
-  // Creates the table as named objects `name`, `name`.L<level> and `name`.V<n> in `pool`.
-  // Throws gpm::error: invalid_argument (bad geometry), already_exists, out_of_memory (pool full).
+  // Creates the table as named objects `name`, `name`.L<level> and `name`.V<n> in `pool`, which
+  // must outlive the table (and its refs). Throws gpm::error: invalid_argument (bad geometry), already_exists, out_of_memory (pool full).
   static gphash create(pool& pool, const std::string& name, const gphash_config& config = {},
                        const gphash_options& options = {});
   // Opens the table, validating its header (magic, version, key size, geometry, checksum) and

@@ -153,7 +153,8 @@ double tx_calibrate(pool& p, const tx_calibration& c = {});
 
 class tx_heap {
  public:
-  // Creates the heap as the pool object `name`, all words zero. Throws gpm::error:
+  // Creates the heap as the pool object `name`, all words zero, in `p`, which must outlive the
+  // heap (and its refs). Throws gpm::error:
   // invalid_argument (geometry), already_exists, out_of_memory (the pool is too small).
   static tx_heap create(pool& p, std::string_view name, const tx_geometry& geometry,
                         const tx_options& options = {});
