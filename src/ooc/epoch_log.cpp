@@ -106,7 +106,7 @@ stripe_set normalized(const stripe_set& s) {
   if (s.paths.size() <= 1) return {s.paths, 0};
   stripe_set n{{}, s.line_bytes};
   for (const std::string& p : s.paths) {
-    n.paths.push_back(std::filesystem::absolute(p).lexically_normal().string());
+    n.paths.push_back(gpm::detail::absolute_path(p));
   }
   return n;
 }

@@ -80,10 +80,18 @@ __global__ void touch_lines(cache_view v, std::uint64_t first, std::uint64_t n) 
 std::string spill_directory(const std::string& path, const mapping_options& o) {
   if (!o.spill_dir.empty()) return o.spill_dir;
   if (!path.empty()) {
-    const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+    const std::filesystem::path parent =
+        std::filesystem::path(gpm::detail::absolute_path(path)).parent_path();
     if (!parent.empty()) return parent.string();
   }
-  return std::filesystem::temp_directory_path().string();
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  if (ec) {
+    throw_error(errc::invalid_argument,
+                "gpm::ooc: scratch data has no spill directory: the system's temporary directory "
+                "(TMPDIR) is unusable (" + ec.message() + "): name one in mapping_options::spill_dir");
+  }
+  return tmp.string();
 }
 
 std::string mib(std::uint64_t bytes) {
@@ -463,7 +471,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   // Before the data is read, the file must be at its newest committed epoch: a writing mapping
   // recovers the range; one that only reads cannot, and refuses a range with an epoch pending.
   // A striped range has one log, beside its first file.
-  const bool has_log = !first.empty() && std::filesystem::exists(epoch_log_path(first, offset));
+  const bool has_log = !first.empty() && gpm::detail::path_exists(epoch_log_path(first, offset));
   if (md == mode::read_write || md == mode::write) {
     if (options.crash_consistent || has_log) {
       const stripe_set files{paths, options.line_bytes};

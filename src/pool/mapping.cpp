@@ -178,7 +178,7 @@ pool_paths locate(const pool_options& o, const std::string& name) {
   if (name.empty()) return p;
   p.pool = name.find('/') != std::string::npos ? name
                                                : (std::filesystem::path(p.pm_dir) / name).string();
-  p.pool_absolute = std::filesystem::absolute(p.pool).lexically_normal().string();
+  p.pool_absolute = absolute_path(p.pool);
   char key[24];
   std::snprintf(key, sizeof key, ".%016llx",
                 static_cast<unsigned long long>(pool_path_hash(p.pool_absolute)));
@@ -327,7 +327,7 @@ std::unique_ptr<mapping> create_backing(const std::string& path, std::uint64_t b
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_error(errc::io, "cannot create directory " + dir + ": " + ec.message());
-  if (std::filesystem::exists(path)) {
+  if (path_exists(path)) {
     throw_error(errc::already_exists, "pool " + path +
                                           " already exists; open it, or remove it "
                                           "first (gpmkit pool rm)");

@@ -31,6 +31,7 @@
 
 #include <gpm/platform/checked_math.hpp>
 #include <gpm/platform/crash_point.hpp>
+#include <gpm/platform/detail/file_path.hpp>
 #include <gpm/platform/persist.hpp>
 #include <gpm/pool/format.hpp>
 #include <gpm/pool/object_header.hpp>
@@ -326,7 +327,7 @@ void require_pool_file_name(const std::string& path, const char* doing) {
 }
 
 bool snapshot_exists(const std::string& path, const pool_options& o) {
-  return std::filesystem::exists(detail::locate(o, path).snapshot + "/manifest");
+  return detail::path_exists(detail::locate(o, path).snapshot + "/manifest");
 }
 
 }  // namespace
@@ -447,7 +448,7 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
   std::vector<std::string> early_notes;
 
   const bool file_missing = detail::classify(path, nullptr) != detail::backing_kind::dax_device &&
-                            !std::filesystem::exists(path);
+                            !detail::path_exists(path);
   if (file_missing) {
     if (!writable || !options.restore_from_snapshot || !snapshot_exists(path, options)) {
       throw_error(errc::not_found,
@@ -483,14 +484,14 @@ pool pool::open(const std::string& path_in, std::string_view layout, pool_option
     // Keep the damaged file for inspection; nothing is deleted.
     const std::string aside = path + ".corrupt." + std::to_string(std::time(nullptr));
     p.reset();
-    std::filesystem::rename(path, aside);
+    detail::rename_path(path, aside);
     snapshot_result r;
     try {
       r = restore_file(path, options, uuid);
     } catch (const error& e) {
       // The damaged pool stays where it was, and the error says both what is wrong with it and
       // why its snapshot could not replace it.
-      std::filesystem::rename(aside, path);
+      detail::rename_path(aside, path);
       f.add(e.code(), std::string("it was not restored from its snapshot: ") + e.what());
       f.raise(path);
     }
@@ -552,7 +553,7 @@ void pool::remove(const std::string& path_in, pool_options options, bool with_sn
   const std::string path = resolve(path_in, options);
   require_pool_file_name(path, "remove");
   std::unique_ptr<detail::mapping> held;
-  if (std::filesystem::exists(path)) {
+  if (detail::path_exists(path)) {
     // Taking the write lock proves no one has the pool open; it is held until the file is gone.
     held = detail::lock_exclusively(path);
     require_pool_magic(*held, path,
@@ -570,18 +571,19 @@ void pool::remove(const std::string& path_in, pool_options options, bool with_sn
 snapshot_result pool::restore(const std::string& path_in, pool_options options) {
   const std::string path = resolve(path_in, options);
   require_pool_file_name(path, "replace");
-  if (std::filesystem::exists(path)) {
+  if (detail::path_exists(path)) {
     auto m = detail::lock_exclusively(path);  // fails if the pool is open
     require_pool_magic(*m, path, "restoring would replace it; move it away first");
     const std::optional<uuid_bytes> uuid = trusted_uuid(m->fd);
     const std::string aside = path + ".replaced." + std::to_string(std::time(nullptr));
-    std::filesystem::rename(path, aside);
+    detail::rename_path(path, aside);
     try {
       const snapshot_result r = restore_file(path, options, uuid);
-      std::filesystem::remove(aside);
+      std::error_code ec;
+      std::filesystem::remove(aside, ec);  // the pool is restored; the old file may stay beside it
       return r;
     } catch (...) {
-      std::filesystem::rename(aside, path);
+      detail::rename_path(aside, path);
       throw;
     }
   }

@@ -1124,6 +1124,28 @@ TEST(OocMappingErrors, PathsWithANulByteAreRefused) {
                [&] { gpm::ooc::inspect_epoch_log(nul); });
 }
 
+// Paths the system refuses, and a TMPDIR that is no directory, are gpm::errors (they were
+// std::filesystem::filesystem_errors).
+TEST(OocMappingErrors, PathsTheSystemRefusesAreGpmErrors) {
+  files f;
+  const std::string long_name = f.dirs.snapshot_dir() + "/" + std::string(300, 'n');
+  auto o = tiny(mode::read_write);
+  o.create = true;
+  o.crash_consistent = true;
+  expect_error(gpm::errc::io, "File name too long", [&] { mapping m(long_name, lines(4), 0, o); });
+  struct tmpdir_set {  // TMPDIR as given for the scope, then as it was
+    std::optional<std::string> saved;
+    explicit tmpdir_set(const char* to) {
+      if (const char* v = std::getenv("TMPDIR")) saved = v;
+      setenv("TMPDIR", to, 1);
+    }
+    ~tmpdir_set() { saved ? setenv("TMPDIR", saved->c_str(), 1) : unsetenv("TMPDIR"); }
+  } not_a_directory("/dev/null");
+  // Scratch data larger than its GPU cache spills into the temporary directory.
+  expect_error(gpm::errc::invalid_argument, "TMPDIR",
+               [&] { mapping m("", lines(64), 0, tiny(mode::volatile_data, 4, 6)); });
+}
+
 TEST(OocMappingErrors, ReadOnlyFileCannotBeMappedForWriting) {
   files f;
   std::string path = f.make("ro.bin", 8192, 19);

@@ -269,6 +269,15 @@ TEST_F(PoolTest, CreateValidatesItsArguments) {
   nul_dir.snapshot_dir += std::string("\0sub", 4);
   expect_error([&] { gpm::pool::create("a.pool", kPoolBytes, "test-layout", nul_dir); },
                gpm::errc::invalid_argument, "snapshot_dir");
+  // A name longer than the file system allows: a gpm::error (it was a
+  // std::filesystem::filesystem_error), from every call that examines the path.
+  const std::string long_name(300, 'n');
+  expect_error([&] { make(long_name); }, gpm::errc::io, "File name too long");
+  expect_error([&] { gpm::pool::open(long_name, "test-layout", options_); }, gpm::errc::io,
+               "cannot examine");
+  expect_error([&] { gpm::pool::remove(long_name, options_); }, gpm::errc::io, "cannot examine");
+  expect_error([&] { gpm::pool::restore(long_name, options_); }, gpm::errc::io,
+               "cannot examine");
   EXPECT_FALSE(std::filesystem::exists(file("a.pool"))) << "a failed create left a file behind";
   make();
   expect_error([&] { make(); }, gpm::errc::already_exists, "already exists");

@@ -7,7 +7,12 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include <gpm/platform/error.hpp>
 
@@ -34,6 +39,34 @@ inline void require_no_nul(const std::string& path, const char* what) {
   throw_error(errc::invalid_argument, std::string(what) + " \"" + path.substr(0, at) +
                                           "\\0...\" holds a NUL byte at " + std::to_string(at) +
                                           ": no file has such a name");
+}
+
+// std::filesystem's throwing calls would let a std::filesystem::filesystem_error out of gpmkit's
+// host APIs, which report every failure as a gpm::error. These say what the path is and why:
+
+// Whether `path` names something (following links: a dangling link does not). Throws errc::io
+// when the system cannot tell: a name too long, a directory on the way that may not be searched.
+inline bool path_exists(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return true;
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  throw_error(errc::io, "cannot examine " + path + ": " + std::strerror(errno));
+}
+
+// Renames `from` to `to`; throws errc::io naming both.
+inline void rename_path(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    throw_error(errc::io, "cannot rename " + from + " to " + to + ": " + std::strerror(errno));
+  }
+}
+
+// `path` made absolute against the working directory and normalized; throws errc::io if the
+// working directory cannot be read.
+inline std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) throw_error(errc::io, "cannot make " + path + " an absolute path: " + ec.message());
+  return p.lexically_normal().string();
 }
 
 }  // namespace gpm::detail
