@@ -409,6 +409,26 @@ TEST(Gphash, BulkCallsRefuseNullArraysAndOverflowingCounts) {
   EXPECT_EQ(t.make_room(nullptr, 0), 0u);
 }
 
+// Opening a table frees the level and segment objects a crash left unreferenced, and only
+// those: objects of another program whose names look like the table's (another type tag, a
+// number the table never gives, one too long for any integer, leading zeros) stay, and opening
+// and removing the table neither frees them nor fails (a name of 25 digits made open() throw
+// std::out_of_range, and objects of another type tag were freed).
+TEST(Gphash, ObjectsNamedLikeTheTablesButNotItsAreLeftAlone) {
+  fixture f;
+  { gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.top_level = 3}); }
+  const std::vector<std::string> others = {"kv.L1",  "kv.V7", "kv.L41", "kv.V1234567890123456789012345",
+                                           "kv.L007", "kv.Vx", "kv.Q1"};
+  for (const std::string& n : others) f.pool.allocate(n, 256);
+  f.reopen();
+  { auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }
+  for (const std::string& n : others) EXPECT_TRUE(f.pool.find(n)) << n << " was freed";
+  gpm::gphash<std::uint64_t>::remove(f.pool, "kv");
+  EXPECT_FALSE(f.pool.find("kv"));
+  EXPECT_FALSE(f.pool.find("kv.L3"));
+  for (const std::string& n : others) EXPECT_TRUE(f.pool.find(n)) << n << " was freed";
+}
+
 TEST(Gphash, OpenValidatesTheHeader) {
   fixture f;
   gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.top_level = 3});
