@@ -76,6 +76,28 @@ std::string segment_name(const std::string& table, std::uint32_t n) {
   return table + ".V" + std::to_string(n);
 }
 
+// What pool object `o` is of table `table`: one of its levels or segments (number `n`), or
+// neither. Only objects with the table's type tag and the name of a level or segment number the
+// table can have count: another program's object of a like name is not the table's to free.
+enum class table_part { level, segment, none };
+table_part part_of(const std::string& table, const pool_object& o, std::uint32_t& n) {
+  const std::size_t at = table.size() + 1;  // the kind's letter, after "table."
+  if (o.type_tag != kTypeTag || o.name.size() < at + 2 || o.name.compare(0, at - 1, table) != 0 ||
+      o.name[at - 1] != '.') {
+    return table_part::none;
+  }
+  const std::string number = o.name.substr(at + 1);
+  if (number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) {
+    return table_part::none;
+  }
+  n = static_cast<std::uint32_t>(std::stoul(number));
+  if (o.name[at] == 'L' && n <= kMaxTop && o.name == level_name(table, n)) return table_part::level;
+  if (o.name[at] == 'V' && n < kStateSegments && o.name == segment_name(table, n)) {
+    return table_part::segment;
+  }
+  return table_part::none;
+}
+
 void validate_config(const gphash_config& c, bool variable_keys) {
   const auto fail = [](const std::string& what) {
     throw_error(errc::invalid_argument, "gphash_config: " + what);
@@ -568,11 +590,25 @@ gphash<Key> gphash<Key>::open(pool& p, const std::string& name, const gphash_opt
 
 template <class Key>
 void gphash<Key>::remove(pool& p, const std::string& name) {
-  const std::string prefix = name + ".";
+  const std::optional<pool_object> head = p.find(name);
+  if (head && head->type_tag != kTypeTag) {
+    throw_error(errc::invalid_argument, "gphash::remove: object '" + name + "' of pool " +
+                                            p.path() + " is not a GPHash table: nothing was freed");
+  }
+  // The header first: freeing it is refused (busy) while the table is open in this process, and
+  // then nothing is freed. A remove cut short by a crash after it is finished by the next one.
+  if (head) p.free(name);
+  bool found = head.has_value();
+  std::uint32_t n = 0;
   for (const pool_object& o : p.objects()) {
-    if (o.name == name || (o.name.rfind(prefix, 0) == 0 && o.type_tag == kTypeTag)) {
+    if (part_of(name, o, n) != table_part::none) {
       p.free(o.name);
+      found = true;
     }
+  }
+  if (!found) {
+    throw_error(errc::not_found,
+                "gphash::remove: pool " + p.path() + " holds no table named '" + name + "'");
   }
 }
 

@@ -42,25 +42,13 @@ std::uint64_t gphash<Key>::impl::finish_resize() {
 // crash between a pool allocation or free and the state write around it.
 template <class Key>
 void gphash<Key>::impl::free_stale_objects() {
-  const std::string prefix = name + ".";
   for (const pool_object& o : owner->objects()) {
-    // Only what this table can have allocated: its type tag, and the name of a level or segment
-    // number it can have (level_name, segment_name). Another program's object of a like name is
-    // not ours to free, and a number too long for any integer once made open() throw
-    // std::out_of_range.
-    if (o.type_tag != kTypeTag || o.name.rfind(prefix, 0) != 0 || o.name.size() < prefix.size() + 2)
-      continue;
-    const char kind = o.name[prefix.size()];
-    const std::string number = o.name.substr(prefix.size() + 1);
-    if (number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) continue;
-    const auto n = static_cast<std::uint32_t>(std::stoul(number));
-    bool used = false;
-    if (kind == 'L' && n <= kMaxTop && o.name == level_name(name, n))
-      used = state.level_offset[n] == o.offset;
-    else if (kind == 'V' && n < kStateSegments && o.name == segment_name(name, n))
-      used = n < state.segments && state.seg_offset[n] == o.offset;
-    else
-      continue;
+    std::uint32_t n = 0;
+    const table_part part = part_of(name, o, n);  // only the table's own objects
+    if (part == table_part::none) continue;
+    const bool used = part == table_part::level
+                          ? state.level_offset[n] == o.offset
+                          : n < state.segments && state.seg_offset[n] == o.offset;
     if (!used) owner->free(o.name);
   }
 }

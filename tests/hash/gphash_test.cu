@@ -417,16 +417,29 @@ TEST(Gphash, BulkCallsRefuseNullArraysAndOverflowingCounts) {
 TEST(Gphash, ObjectsNamedLikeTheTablesButNotItsAreLeftAlone) {
   fixture f;
   { gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.top_level = 3}); }
-  const std::vector<std::string> others = {"kv.L1",  "kv.V7", "kv.L41", "kv.V1234567890123456789012345",
-                                           "kv.L007", "kv.Vx", "kv.Q1"};
+  const std::vector<std::string> others = {
+      "kv.L1", "kv.V7", "kv.L41", "kv.V1234567890123456789012345", "kv.L007", "kv.Vx", "kv.Q1"};
   for (const std::string& n : others) f.pool.allocate(n, 256);
   f.reopen();
   { auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv"); }
   for (const std::string& n : others) EXPECT_TRUE(f.pool.find(n)) << n << " was freed";
+  {  // open in this process: nothing freed
+    auto t = gpm::gphash<std::uint64_t>::open(f.pool, "kv");
+    gpm::test::expect_error(gpm::errc::busy, "open in this process",
+                            [&] { gpm::gphash<std::uint64_t>::remove(f.pool, "kv"); });
+    EXPECT_TRUE(f.pool.find("kv.L3"));
+  }
   gpm::gphash<std::uint64_t>::remove(f.pool, "kv");
   EXPECT_FALSE(f.pool.find("kv"));
   EXPECT_FALSE(f.pool.find("kv.L3"));
   for (const std::string& n : others) EXPECT_TRUE(f.pool.find(n)) << n << " was freed";
+  gpm::test::expect_error(gpm::errc::not_found, "no table named",
+                          [&] { gpm::gphash<std::uint64_t>::remove(f.pool, "kv"); });
+  // Not a table: refused, nothing freed.
+  f.pool.allocate("plain", 256);
+  gpm::test::expect_error(gpm::errc::invalid_argument, "not a GPHash table",
+                          [&] { gpm::gphash<std::uint64_t>::remove(f.pool, "plain"); });
+  EXPECT_TRUE(f.pool.find("plain"));
 }
 
 TEST(Gphash, OpenValidatesTheHeader) {

@@ -465,10 +465,9 @@ TEST(OocEpoch, RecoveryAndInspectionRefuseSpecialFiles) {
   files f;
   const std::string fifo = f.disk("fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  const std::pair<std::string, const char*> cases[] = {
-      {fifo, "is a FIFO (named pipe)"},
-      {f.dirs.snapshot_dir(), "is a directory"},
-      {"/dev/null", "is a character device"}};
+  const std::pair<std::string, const char*> cases[] = {{fifo, "is a FIFO (named pipe)"},
+                                                       {f.dirs.snapshot_dir(), "is a directory"},
+                                                       {"/dev/null", "is a character device"}};
   for (const auto& [path, words] : cases) {
     expect_error(gpm::errc::invalid_argument, words, [&] { gpm::ooc::recover_epoch_log(path); });
     expect_error(gpm::errc::invalid_argument, words, [&] { gpm::ooc::inspect_epoch_log(path); });

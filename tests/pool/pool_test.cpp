@@ -276,8 +276,7 @@ TEST_F(PoolTest, CreateValidatesItsArguments) {
   expect_error([&] { gpm::pool::open(long_name, "test-layout", options_); }, gpm::errc::io,
                "cannot examine");
   expect_error([&] { gpm::pool::remove(long_name, options_); }, gpm::errc::io, "cannot examine");
-  expect_error([&] { gpm::pool::restore(long_name, options_); }, gpm::errc::io,
-               "cannot examine");
+  expect_error([&] { gpm::pool::restore(long_name, options_); }, gpm::errc::io, "cannot examine");
   EXPECT_FALSE(std::filesystem::exists(file("a.pool"))) << "a failed create left a file behind";
   make();
   expect_error([&] { make(); }, gpm::errc::already_exists, "already exists");

@@ -145,7 +145,9 @@ class gphash {
   // state record, then runs recover(). Throws not_found, corrupt, version, invalid_argument (the
   // table holds another key type).
   static gphash open(pool& pool, const std::string& name, const gphash_options& options = {});
-  // Frees every object of the table. The table must not be open.
+  // Frees every object of the table (also of one whose create or remove a crash cut short), and
+  // no other object. Throws not_found (no such table), invalid_argument (`name` is another kind
+  // of object), busy (the table is open in this process); then nothing is freed.
   static void remove(pool& pool, const std::string& name);
 
   gphash(gphash&&) noexcept;

@@ -268,8 +268,7 @@ __device__ inline status acquire_line(const cache_view& v, std::uint64_t line, s
 // entry is read with acquire: the line's bytes were settled before it was published.
 __device__ inline bool peek(const cache_view& v, std::uint64_t line, std::uint32_t& slot,
                             std::uint32_t& gen) {
-  const std::uint64_t e =
-      atomic_ref<std::uint64_t>(v.directory[line]).load(memory_order_acquire);
+  const std::uint64_t e = atomic_ref<std::uint64_t>(v.directory[line]).load(memory_order_acquire);
   if (!names_slot(e)) return false;
   slot = slot_of(e);
   gen = gen_of(e);
