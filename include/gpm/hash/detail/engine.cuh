@@ -977,7 +977,7 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     }
     if (cell == 0) {
       cell = new_value(v, t, key, value, false);
-      cell_durable = cell == 0;
+      cell_durable = false;
     }
     if (cell == 0) {
       unlock(t, key_lock);
@@ -992,8 +992,8 @@ __device__ hash_status insert(const table_view& v, const Tile& t, const Key& key
     // claimed slot's words, with one fence per lane.
     const bool leader = t.thread_rank() == 0;
     if (!cell_durable) persist_later_at(v, "gphash.value.write", v.base + cell, v.cell_bytes);
-    std::size_t len = 0;
     if (leader) {
+      std::size_t len = 0;
       const char* item = item_words(v, slot_at(v, at.level, at.bucket, at.slot), len);
       persist_later_at(v, site.claim, item, len);
     }
