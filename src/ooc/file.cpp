@@ -65,7 +65,6 @@ backing_file::backing_file(const std::string& path, std::uint64_t size, std::uin
                            bool writable, bool create, bool direct_io)
     : path_(path), offset_(offset), size_(size) {
   if (path.empty()) throw_error(errc::invalid_argument, "gpm::ooc: the file path is empty");
-  require_no_nul(path, "gpm::ooc: the file path");
   if (size == 0) throw_error(errc::invalid_argument, "gpm::ooc: cannot map 0 bytes of " + path);
   constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(LLONG_MAX);
   if (offset > kMaxOffset || size > kMaxOffset - offset) {

@@ -63,7 +63,7 @@ constexpr std::uint64_t kHostCacheSegmentBytes = 32ull << 20;
 // through staging.hpp's pool), so it takes at most this much of host_cache_bytes, pinned at the
 // first such sync: pinning the whole cap cost more at map time than reading the data did.
 constexpr std::uint64_t kResidentHostCacheBytes = kHostCacheSegmentBytes;
-// Tags hold line + 1 in 32 bits; the directory reserves two slot values.
+// Tags hold line + 1 in 32 bits (0: an empty slot).
 constexpr std::uint64_t kMaxLines = 0xffffffffull - 1;
 constexpr std::uint32_t kTouchThreads = 128;
 constexpr std::uint32_t kHintSlots = 1024;  // lines touch() can have posted before the host reads
@@ -201,6 +201,9 @@ void validate(const mapping_options& o, const mapping::impl& m, bool emulated) {
                                             " is more than 1 GiB");
   }
   if (m.paths.empty()) throw_error(errc::invalid_argument, what + "no file is named");
+  // Paths with a NUL byte are refused here, before any file is opened, created or extended (a
+  // striped range's first file too); recover_epoch_log and inspect_epoch_log refuse them in
+  // epoch_log_path.
   gpm::detail::require_no_nul(o.spill_dir, "mapping_options::spill_dir");
   for (const std::string& p : m.paths) {
     gpm::detail::require_no_nul(p, "gpm::ooc: the file path");
