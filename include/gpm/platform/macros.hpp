@@ -28,13 +28,3 @@
 #else
 #define GPM_UNROLL_1
 #endif
-
-// On a function used off a kernel's hot path (an option's steps): compiled once, out of line, in
-// GPU code, so that the hot path's instructions stay together. Inlined at every use, gpm::tx's
-// versioned reads had grown its kernels' code by a fifth (docs/workloads/tx.md). Not a
-// redefinition of __noinline__, which the host's system headers spell in attributes.
-#if defined(__CUDA_ARCH__)
-#define GPM_OUT_OF_LINE __noinline__
-#else
-#define GPM_OUT_OF_LINE
-#endif

@@ -410,8 +410,6 @@ class transaction {
       return pause(attempts);
     }
     dev64 orec(v_.orecs[blocker_]);
-    // Rolled: unrolled, its kBlockerRounds polls added 11 KB of code to each kernel.
-    GPM_UNROLL_1
     for (std::uint32_t round = 0;
          round < kBlockerRounds && orec.load(memory_order_relaxed) == blocker_word_; ++round) {
       pause(round);
@@ -499,16 +497,23 @@ class transaction {
     return true;
   }
 
-  // Fig. 2's lock acquisition, with the COMMITTING rule. With versioned reads an orec this
-  // attempt noted as read is taken in place of its read entry (take_noted). The versioned steps
-  // are calls out of line: inlined at every access, they had grown ATM's kernel by 20 KB of code
-  // (to 126 KB with the unrolled wait above; 93 KB before both), and its warps stall on
-  // instruction fetch (GPM_UNROLL_1, scripts/analysis/kernel-code-size.sh).
+  // Fig. 2's lock acquisition, with the COMMITTING rule.
   __device__ bool acquire_orec(std::uint64_t o) {
-    for (std::uint32_t i = 0; i < locks_; ++i) {
-      if (held_[i] == o) return true;  // a read entry never equals an index (kReadBit)
+    // A versioned read of the orec: taking it keeps the read valid only at the version it saw.
+    // Locked reads search held_ as before versioned reads existed (see end()).
+    std::uint32_t read_at = MaxLocks;
+    if (v_.versions == nullptr) {
+      for (std::uint32_t i = 0; i < locks_; ++i) {
+        if (held_[i] == o) return true;
+      }
+    } else {
+      for (std::uint32_t i = 0; i < locks_; ++i) {
+        if ((held_[i] & kIndexMask) != o) continue;
+        if ((held_[i] & kReadBit) == 0) return true;
+        read_at = i;
+        break;
+      }
     }
-    const std::uint32_t read_at = v_.versions != nullptr ? noted_at(o) : MaxLocks;
     if (read_at == MaxLocks && locks_ == MaxLocks) {
       fail(tx_status::read_set_full);
       return false;
@@ -518,9 +523,15 @@ class transaction {
     for (int tries = 0; tries < 4; ++tries) {
       if (cur != 0 && !owner_yields(cur)) break;
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acq_rel)) {
-        if (read_at != MaxLocks) return take_noted(read_at, o);
-        held_[locks_++] = o;
-        return true;
+        if (read_at == MaxLocks) {
+          held_[locks_++] = o;
+          return true;
+        }
+        const std::uint64_t read = held_[read_at];
+        held_[read_at] = o;  // released in end() like any orec taken
+        if (version_unchanged(o, read)) return true;
+        state_ = conflict;  // a commit wrote the orec after the read
+        return false;
       }
     }
     if (cur != 0) {
@@ -531,38 +542,17 @@ class transaction {
     return false;
   }
 
-  // Versioned reads: where held_ notes orec o as read, or MaxLocks.
-  GPM_OUT_OF_LINE __device__ std::uint32_t noted_at(std::uint64_t o) const {
-    GPM_UNROLL_1
-    for (std::uint32_t i = 0; i < locks_; ++i) {
-      if ((held_[i] & kReadBit) != 0 && (held_[i] & kIndexMask) == o) return i;
-    }
-    return MaxLocks;
-  }
-  // Versioned reads: orec o, noted as read at held_[at], is now taken; the read stands if no
-  // commit wrote the orec since (its version unchanged).
-  GPM_OUT_OF_LINE __device__ bool take_noted(std::uint32_t at, std::uint64_t o) {
-    const std::uint64_t read = held_[at];
-    held_[at] = o;  // released in end() like any orec taken
-    if (version_unchanged(o, read)) return true;
-    state_ = conflict;
-    return false;
-  }
-
   // Versioned reads (heap_view::versions): words [word, word + n) read without taking their
   // orecs, into out. Each orec's version is noted (note_read), the values are read, then every
   // version is read again: unchanged, no commit wrote the words in between (a commit raises the
   // versions before it writes, apply). A conflict dooms the attempt.
-  GPM_OUT_OF_LINE __device__ void read_versioned(std::uint64_t word, std::uint32_t n,
-                                                 std::uint32_t* out) {
+  __device__ void read_versioned(std::uint64_t word, std::uint32_t n, std::uint32_t* out) {
     if (!accessible(word, n)) return;
-    GPM_UNROLL_1
     for (std::uint32_t i = 0; i < n; ++i) {
       if (!note_read((word + i) & v_.orec_mask)) return;
     }
     for (std::uint32_t i = 0; i < n; ++i) out[i] = value_of(static_cast<std::uint32_t>(word + i));
     atomic_thread_fence<thread_scope::device>(memory_order_acquire);
-    GPM_UNROLL_1
     for (std::uint32_t i = 0; i < n; ++i) {
       if (!read_still_valid((word + i) & v_.orec_mask)) {
         state_ = conflict;
@@ -577,7 +567,6 @@ class transaction {
   // writing: a conflict (the attempt then waits for that orec, await_blocker). The version is read
   // before the orec's owner: an owner still ACTIVE after it has not raised it yet.
   __device__ bool note_read(std::uint64_t o) {
-    GPM_UNROLL_1
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if ((held_[i] & kIndexMask) == o) return true;
     }
@@ -597,7 +586,6 @@ class transaction {
 
   // Whether the read of orec o (held, or noted) still stands: held, or at the version noted.
   __device__ bool read_still_valid(std::uint64_t o) const {
-    GPM_UNROLL_1
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if ((held_[i] & kIndexMask) != o) continue;
       if ((held_[i] & kReadBit) == 0) return true;
@@ -610,8 +598,7 @@ class transaction {
   // so that no commit can write them between this check and its sequence number, and checks
   // that their versions are the ones it saw; a read-only one checks the versions alone, and is
   // ordered at this check (a commit that raised none of them has not written what it read).
-  GPM_OUT_OF_LINE __device__ void validate_reads() {
-    GPM_UNROLL_1
+  __device__ void validate_reads() {
     for (std::uint32_t i = 0; i < locks_; ++i) {
       const std::uint64_t e = held_[i];
       if ((e & kReadBit) == 0) continue;
@@ -675,41 +662,26 @@ class transaction {
   // that sees one of the new values then sees its orec's new version, read_versioned), under the
   // orecs, which this attempt holds.
   __device__ void apply() const {
-    if (v_.versions != nullptr && writes_ != 0) raise_versions();
+    if (v_.versions != nullptr && writes_ != 0) {
+      for (std::uint32_t i = 0; i < writes_; ++i) {
+        dev32 version(v_.versions[words_[i] & v_.orec_mask]);
+        // A release: a reader that reads the new version then sees this attempt COMMITTING.
+        version.store(version.load(memory_order_relaxed) + 1, memory_order_release);
+      }
+      atomic_thread_fence<thread_scope::device>(memory_order_release);
+    }
     for (std::uint32_t i = 0; i < writes_; ++i) {
       dev32(v_.work[words_[i]]).store(values_[i], memory_order_relaxed);
     }
-  }
-  // Frees orec o if this attempt still owns it (a CAS: an orec stolen from it stays stolen).
-  __device__ void release(std::uint64_t o) const {
-    std::uint64_t expected = mine_;
-    dev64(v_.orecs[o]).compare_exchange_strong(expected, 0, memory_order_release);
-  }
-  // Versioned reads: releases the orecs taken, skipping the read entries.
-  GPM_OUT_OF_LINE __device__ void release_taken() const {
-    GPM_UNROLL_1
-    for (std::uint32_t i = 0; i < locks_; ++i) {
-      if ((held_[i] & kReadBit) == 0) release(held_[i]);
-    }
-  }
-  // Versioned reads: raises the versions of the orecs written (apply).
-  GPM_OUT_OF_LINE __device__ void raise_versions() const {
-    GPM_UNROLL_1
-    for (std::uint32_t i = 0; i < writes_; ++i) {
-      dev32 version(v_.versions[words_[i] & v_.orec_mask]);
-      // A release: a reader that reads the new version then sees this attempt COMMITTING.
-      version.store(version.load(memory_order_relaxed) + 1, memory_order_release);
-    }
-    atomic_thread_fence<thread_scope::device>(memory_order_release);
   }
   // Releases the orecs this attempt still owns and leaves its status in `state`. Its loop, and
   // acquire_orec's, stay unrolled: rolled (GPM_UNROLL_1) they made every mode slower, volatile
   // ATM A1 by 17% on an H200, where rolling the record's loops made the commit path faster.
   __device__ void end(std::uint64_t state) {
-    if (v_.versions == nullptr) {
-      for (std::uint32_t i = 0; i < locks_; ++i) release(held_[i]);
-    } else {
-      release_taken();
+    for (std::uint32_t i = 0; i < locks_; ++i) {
+      if (v_.versions != nullptr && (held_[i] & kReadBit) != 0) continue;  // read, not taken
+      std::uint64_t expected = mine_;
+      dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_release);
     }
     locks_ = 0;
     dev64(v_.status[slot_]).store(status_word(attempt_, state), memory_order_release);
