@@ -42,8 +42,10 @@ namespace gpm {
 //     (versioned reads: all checked together after all are read)
 //   t.cancel(): end without writing (run() returns tx_status::cancelled)
 //   t.ok(): false once this attempt cannot commit; t.words(): the heap's size in words
-template <unsigned MaxLocks, unsigned MaxWrites>
-using transaction = detail::tx::transaction<MaxLocks, MaxWrites>;
+// A body is compiled for both read modes (Versioned: the heap's tx_options::reads is versioned);
+// run() picks the heap's.
+template <unsigned MaxLocks, unsigned MaxWrites, bool Versioned = false>
+using transaction = detail::tx::transaction<MaxLocks, MaxWrites, Versioned>;
 
 class tx_ref {
  public:

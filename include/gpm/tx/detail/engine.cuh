@@ -126,7 +126,7 @@ inline constexpr std::uint32_t kCounters = 3;
 struct heap_view {
   std::uint32_t* work = nullptr;  // the working copy in GPU memory: reads and writes go here
   std::uint64_t* orecs = nullptr;
-  std::uint64_t orec_mask = 0;        // orec count - 1 (a power of two)
+  std::uint64_t orec_mask = 0;  // orec count - 1 (a power of two)
   // tx_reads::versioned: per orec, a version that a commit raises, before it applies its writes,
   // for every orec it wrote; reads then take no orec (transaction::read_versioned). Null: reads
   // take their orecs, as the paper's do.
@@ -327,7 +327,7 @@ enum class commit_step { retry, done, record };
 // What one lane's attempt holds: the orecs it owns and its redo write set, both bounded.
 // After a failed access (a conflict, a full set, a bad index, cancel()) the attempt is doomed:
 // reads return 0, writes are ignored, and run() retries it or reports the failure.
-template <unsigned MaxLocks, unsigned MaxWrites>
+template <unsigned MaxLocks, unsigned MaxWrites, bool Versioned>
 class transaction {
   static_assert(MaxLocks >= 1 && MaxWrites >= 1, "read and write sets hold at least one entry");
 
@@ -337,7 +337,7 @@ class transaction {
   // The word's value as this transaction sees it (its own writes included).
   __device__ std::uint32_t read(std::uint64_t word) {
     std::uint32_t value = 0;
-    if (v_.versions != nullptr) {
+    if constexpr (Versioned) {
       read_versioned(word, 1, &value);
     } else if (acquire_words(word, 1)) {
       value = value_of(static_cast<std::uint32_t>(word));
@@ -354,7 +354,7 @@ class transaction {
   __device__ T read_as(std::uint64_t word) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % 4 == 0, "T must be whole words");
     std::uint32_t w[sizeof(T) / 4] = {};
-    if (v_.versions != nullptr) {
+    if constexpr (Versioned) {
       read_versioned(word, sizeof(T) / 4, w);
     } else if (acquire_words(word, sizeof(T) / 4)) {
       for (std::uint32_t i = 0; i < sizeof(T) / 4; ++i) {
@@ -419,7 +419,7 @@ class transaction {
   // After the body: commits what needs no record, gives up or fails, or reports the chunks of
   // the record it needs (then the caller orders it and calls publish()).
   __device__ commit_step prepare(tx_result& r, std::uint64_t& chunks) {
-    if (v_.versions != nullptr && state_ == running) validate_reads();
+    if (Versioned && state_ == running) validate_reads();
     std::uint64_t expected = status_word(attempt_, kActive);
     if (state_ == conflict ||
         !dev64(v_.status[slot_])
@@ -502,7 +502,7 @@ class transaction {
     // A versioned read of the orec: taking it keeps the read valid only at the version it saw.
     // Locked reads search held_ as before versioned reads existed (see end()).
     std::uint32_t read_at = MaxLocks;
-    if (v_.versions == nullptr) {
+    if constexpr (!Versioned) {
       for (std::uint32_t i = 0; i < locks_; ++i) {
         if (held_[i] == o) return true;
       }
@@ -662,7 +662,7 @@ class transaction {
   // that sees one of the new values then sees its orec's new version, read_versioned), under the
   // orecs, which this attempt holds.
   __device__ void apply() const {
-    if (v_.versions != nullptr && writes_ != 0) {
+    if (Versioned && writes_ != 0) {
       for (std::uint32_t i = 0; i < writes_; ++i) {
         dev32 version(v_.versions[words_[i] & v_.orec_mask]);
         // A release: a reader that reads the new version then sees this attempt COMMITTING.
@@ -679,7 +679,7 @@ class transaction {
   // ATM A1 by 17% on an H200, where rolling the record's loops made the commit path faster.
   __device__ void end(std::uint64_t state) {
     for (std::uint32_t i = 0; i < locks_; ++i) {
-      if (v_.versions != nullptr && (held_[i] & kReadBit) != 0) continue;  // read, not taken
+      if (Versioned && (held_[i] & kReadBit) != 0) continue;  // read, not taken
       std::uint64_t expected = mine_;
       dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_release);
     }
@@ -943,8 +943,9 @@ GPM_HOST_DEVICE inline undo_slot undo_slot_of(const heap_view& v, std::uint64_t 
   return {static_cast<std::uint32_t>(warp % v.logs), warp / v.logs * 32 * v.undo_depth + slot % 32};
 }
 
-template <unsigned MaxLocks, unsigned MaxWrites>
-__device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, std::uint64_t seq) {
+template <unsigned MaxLocks, unsigned MaxWrites, bool Versioned>
+__device__ void transaction<MaxLocks, MaxWrites, Versioned>::commit_in_place(tx_result& r,
+                                                                             std::uint64_t seq) {
   std::uint32_t old[MaxWrites];
   for (std::uint32_t i = 0; i < writes_; ++i) {
     old[i] = dev32(v_.work[words_[i]]).load(memory_order_relaxed);  // what the home image holds
@@ -980,8 +981,9 @@ __device__ void transaction<MaxLocks, MaxWrites>::commit_in_place(tx_result& r, 
 // the sequence number already orders this commit before any conflicting one that follows (which
 // becomes durable only after it, see tx_heap::durable_seq); then the record is written where `o`
 // says: persisted into the block's log, or into the ring for the helpers.
-template <unsigned MaxLocks, unsigned MaxWrites>
-__device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const placement& o) {
+template <unsigned MaxLocks, unsigned MaxWrites, bool Versioned>
+__device__ void transaction<MaxLocks, MaxWrites, Versioned>::publish(tx_result& r,
+                                                                     const placement& o) {
   if (v_.mode == tx_mode::undo) return commit_in_place(r, o.seq);
   apply();
   finish(r, tx_status::committed);
@@ -1026,14 +1028,14 @@ __device__ void transaction<MaxLocks, MaxWrites>::publish(tx_result& r, const pl
 
 // gpm::tx_ref::run: attempts until the transaction commits or fails; every lane of the tile
 // calls it, each with its own transaction.
-template <unsigned MaxLocks, unsigned MaxWrites, class Tile, class Body>
-__device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
+template <unsigned MaxLocks, unsigned MaxWrites, bool Versioned, class Tile, class Body>
+__device__ tx_result run_attempts(const heap_view& v, const Tile& tile, Body& body) {
   tx_result r;
   const std::uint64_t slot = thread_slot(v);
   bool pending = slot < v.max_threads;
   if (!pending) r.status = tx_status::too_many_threads;
   std::uint64_t attempt = pending ? dev64(v.status[slot]).load(memory_order_relaxed) >> 2 : 0;
-  transaction<MaxLocks, MaxWrites> t(v, pending ? slot : 0);
+  transaction<MaxLocks, MaxWrites, Versioned> t(v, pending ? slot : 0);
   do {
     commit_step step = commit_step::done;
     std::uint64_t chunks = 0;
@@ -1060,6 +1062,15 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
     }
   } while (tile.any(pending));
   return r;
+}
+
+// A heap's read mode is known when the kernel runs, not when it is compiled: each mode gets its
+// own instantiation of the transaction, so that the locked path, the paper's, carries no branch or
+// code of versioned reads, and the versioned path none of the locked search.
+template <unsigned MaxLocks, unsigned MaxWrites, class Tile, class Body>
+__device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
+  if (v.versions != nullptr) return run_attempts<MaxLocks, MaxWrites, true>(v, tile, body);
+  return run_attempts<MaxLocks, MaxWrites, false>(v, tile, body);
 }
 
 // ---- helper warps (tx_heap::launch with a ring) ---------------------------------------------
@@ -1111,10 +1122,9 @@ __device__ inline void drain_ring(const heap_view& v) {
     for (std::uint32_t base = 0; base < scan; base += 32) {
       const std::uint64_t p = c + base + lane;
       const bool filled =
-          base + lane < scan && blk32(const_cast<std::uint32_t&>(
-                                          flags[ring_step(c_at, base + lane, v.ring_chunks)]))
-                                        .load(memory_order_acquire) ==
-                                    static_cast<std::uint32_t>(p + 1);
+          base + lane < scan &&
+          blk32(const_cast<std::uint32_t&>(flags[ring_step(c_at, base + lane, v.ring_chunks)]))
+                  .load(memory_order_acquire) == static_cast<std::uint32_t>(p + 1);
       const unsigned filled_lanes = __ballot_sync(~0u, filled);
       const unsigned run = filled_lanes == ~0u ? 32 : __ffs(static_cast<int>(~filled_lanes)) - 1;
       k += run;
