@@ -51,8 +51,8 @@ void pread_all(int fd, void* buf, std::size_t bytes, std::uint64_t at, const std
                std::size_t& got) {
   got = 0;
   while (got < bytes) {
-    const ssize_t n = ::pread(fd, static_cast<char*>(buf) + got, bytes - got,
-                              static_cast<off_t>(at + got));
+    const ssize_t n =
+        ::pread(fd, static_cast<char*>(buf) + got, bytes - got, static_cast<off_t>(at + got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw_error(errc::io, "cannot read " + path + ": " + sys_reason(errno));
     if (n == 0) return;
@@ -71,9 +71,10 @@ void pwrite_all(int fd, const void* buf, std::size_t bytes, std::uint64_t at,
       const int err = n < 0 ? errno : ENOSPC;
       std::string what = "cannot write the epoch log " + path + ": " + sys_reason(err);
       if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
-        what += ": the file system is full (or the file size limit is reached); the epoch is not "
-                "committed, the file is unchanged and the data stays in memory: make room, then "
-                "sync again";
+        what +=
+            ": the file system is full (or the file size limit is reached); the epoch is not "
+            "committed, the file is unchanged and the data stays in memory: make room, then "
+            "sync again";
       }
       throw_error(errc::io, what);
     }
@@ -177,6 +178,7 @@ epoch_log::epoch_log(epoch_log&& o) noexcept
       records_(o.records_),
       chain_(o.chain_),
       bytes_written_(o.bytes_written_),
+      own_records_(o.own_records_),
       buf_(std::move(o.buf_)) {
   std::memcpy(uuid_, o.uuid_, sizeof uuid_);
 }
@@ -237,7 +239,8 @@ void epoch_log::create(const stripe_set& files) {
     r.checksum = root_checksum(r, uuid_seed_);
     std::memcpy(page.data() + kRootAt[r.seq % 2], &r, sizeof r);
     pwrite_all(fd, page.data(), page.size(), 0, tmp);
-    if (::fsync(fd) != 0) throw_error(errc::io, "fsync of " + tmp + " failed: " + sys_reason(errno));
+    if (::fsync(fd) != 0)
+      throw_error(errc::io, "fsync of " + tmp + " failed: " + sys_reason(errno));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -268,7 +271,8 @@ void epoch_log::open_existing(bool writable) {
                                    " is not a regular file: move it away (nothing was deleted)");
   }
   fd_ = ::open(path_.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd_ < 0) throw_error(errc::io, "cannot open the epoch log " + path_ + ": " + sys_reason(errno));
+  if (fd_ < 0)
+    throw_error(errc::io, "cannot open the epoch log " + path_ + ": " + sys_reason(errno));
   std::vector<std::byte> page(kHeaderPage);
   std::size_t got = 0;
   pread_all(fd_, page.data(), page.size(), 0, path_, got);
@@ -342,7 +346,8 @@ void epoch_log::read_stripe_table() {
 
 std::uint64_t epoch_log::file_bytes() const {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
+  if (::fstat(fd_, &st) != 0)
+    throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
   return static_cast<std::uint64_t>(st.st_size);
 }
 
@@ -400,11 +405,12 @@ void epoch_log::commit() {
   sync_log("records");
   crash_point("ooc.log.written");
   write_root({root_.seq + 1, root_.epoch + 1, kCommitted, 0, records_, end_, chain_, 0});
+  own_records_ = true;
   crash_point("ooc.log.committed");
 }
 
 template <class F>
-void epoch_log::walk(F&& f) const {
+void epoch_log::walk(F&& f, bool check_payloads) const {
   std::uint64_t pos = records_at_;
   std::uint64_t chain = 0;
   std::vector<std::byte> payload;
@@ -425,7 +431,8 @@ void epoch_log::walk(F&& f) const {
     payload.resize(padded(mask_bytes + h.bytes));
     pread_all(fd_, payload.data(), payload.size(), pos + sizeof h, path_, got);
     if (got != payload.size()) corrupt(rec + " is cut short: the log was truncated");
-    if (h.payload_checksum != checksum64(payload.data(), payload.size(), seed(pos))) {
+    if (check_payloads &&
+        h.payload_checksum != checksum64(payload.data(), payload.size(), seed(pos))) {
       corrupt(rec + " has a payload that fails its checksum");
     }
     chain = checksum64(&h.checksum, sizeof h.checksum, chain);
@@ -451,9 +458,8 @@ gpm::ooc::epoch_recovery epoch_log::apply(const epoch_target& data) {
     const std::uint64_t line = at / lb;
     return {data[line % n], line / n * lb + at % lb};
   };
-  gpm::ooc::epoch_recovery rep;
-  // Every record is checked before the first byte is written: a bad log changes nothing.
-  walk([&](const record_head& h, const std::byte*) {
+  // The file and byte a record writes, or corrupt if it lies outside the range.
+  const auto target = [&](const record_head& h) {
     const auto [file, at] = place(h.at);
     if ((n > 1 && h.at % lb + h.bytes > lb) || at > file->size() || h.bytes > file->size() - at) {
       corrupt("a record of epoch " + std::to_string(root_.epoch) + " writes bytes [" +
@@ -462,18 +468,30 @@ gpm::ooc::epoch_recovery epoch_log::apply(const epoch_target& data) {
               (n == 1 ? "its " + std::to_string(file->size()) + " bytes"
                       : "a line of its file's " + std::to_string(file->size()) + " bytes"));
     }
-  });
-  walk([&](const record_head& h, const std::byte* payload) {
-    const auto* mask = h.mask_words != 0 ? reinterpret_cast<const std::uint32_t*>(payload) : nullptr;
-    const auto [file, at] = place(h.at);
-    file->write_masked(at, payload + h.mask_words * 4ull, h.bytes, mask, h.mask_words);
-    ++rep.records;
-    rep.bytes += h.bytes;
-    crash_point("ooc.apply");
-  });
+    return std::pair{file, at};
+  };
+  // A log this object did not commit (one a crash left) has every record checked, payloads
+  // included, before the first byte is written: a bad log changes nothing. Records this object
+  // appended and committed were checksummed as they were written; checking them again read and
+  // checksummed every changed byte twice more.
+  const bool checked = !own_records_;
+  if (checked) walk([&](const record_head& h, const std::byte*) { target(h); }, true);
+  gpm::ooc::epoch_recovery rep;
+  walk(
+      [&](const record_head& h, const std::byte* payload) {
+        const auto* mask =
+            h.mask_words != 0 ? reinterpret_cast<const std::uint32_t*>(payload) : nullptr;
+        const auto [file, at] = target(h);
+        file->write_masked(at, payload + h.mask_words * 4ull, h.bytes, mask, h.mask_words);
+        ++rep.records;
+        rep.bytes += h.bytes;
+        crash_point("ooc.apply");
+      },
+      false);
   for (const backing_file* f : data) f->datasync();
   crash_point("ooc.applied");
   write_root({root_.seq + 1, root_.epoch, kApplied, 0, 0, records_at_, 0, 0});
+  own_records_ = false;
   crash_point("ooc.published");
   truncate_records();
   rep.epoch = root_.epoch;
@@ -513,7 +531,7 @@ gpm::ooc::epoch_log_info epoch_log::info() const {
   i.log_bytes = file_bytes();
   if (i.pending) {
     i.records = root_.records;
-    walk([&](const record_head& h, const std::byte*) { i.record_bytes += h.bytes; });
+    walk([&](const record_head& h, const std::byte*) { i.record_bytes += h.bytes; }, true);
   }
   const std::uint64_t committed_end = i.pending ? root_.end : records_at_;
   i.discard_bytes = i.log_bytes > committed_end ? i.log_bytes - committed_end : 0;

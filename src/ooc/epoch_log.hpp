@@ -71,7 +71,8 @@ class epoch_log {
   std::uint64_t pending_records() const { return records_; }
   // Makes the appended records the committed next epoch (the point of no return).
   void commit();
-  // Writes the committed epoch into `data`, fdatasyncs it, publishes it and empties the log.
+  // Writes the committed epoch into `data`, fdatasyncs it, publishes it and empties the log. The
+  // records are checked first, all of them, unless this object appended and committed them.
   gpm::ooc::epoch_recovery apply(const epoch_target& data);
 
   std::uint64_t epoch() const { return root_.epoch; }
@@ -91,10 +92,11 @@ class epoch_log {
   void write_root(const root& r);
   void truncate_records();
   void sync_log(const char* what) const;
-  // Walks the committed records of root_, checks each, and calls f(head, payload) on each if
-  // `apply`; throws corrupt on the first bad one.
+  // Walks the committed records of root_, checks each (its head, its place in the log and the
+  // chain of heads; its payload's checksum if `check_payloads`) and calls f(head, payload) on
+  // each; throws corrupt on the first bad one.
   template <class F>
-  void walk(F&& f) const;
+  void walk(F&& f, bool check_payloads) const;
   std::uint64_t seed(std::uint64_t pos) const;
   [[noreturn]] void corrupt(const std::string& what) const;
 
@@ -114,6 +116,9 @@ class epoch_log {
   std::uint64_t records_ = 0;
   std::uint64_t chain_ = 0;
   std::uint64_t bytes_written_ = 0;
+  // The committed epoch's records are the ones this object appended (commit() to the publish in
+  // apply()): apply() writes them without checking them again.
+  bool own_records_ = false;
   std::vector<std::byte> buf_;
 };
 
