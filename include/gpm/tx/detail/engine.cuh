@@ -497,10 +497,10 @@ class transaction {
     return true;
   }
 
-  // Fig. 2's lock acquisition, with the COMMITTING rule.
+  // Fig. 2's lock acquisition, with the COMMITTING rule. With versioned reads an orec this
+  // attempt noted as read (at held_[read_at]) is taken in place of its read entry, and the read
+  // stands only if the orec's version is still the one it saw.
   __device__ bool acquire_orec(std::uint64_t o) {
-    // A versioned read of the orec: taking it keeps the read valid only at the version it saw.
-    // Locked reads search held_ as before versioned reads existed (see end()).
     std::uint32_t read_at = MaxLocks;
     if constexpr (!Versioned) {
       for (std::uint32_t i = 0; i < locks_; ++i) {
