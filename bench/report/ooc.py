@@ -5,8 +5,9 @@ each regime (sizes.regime) it takes the newest run (one `gpmbench` invocation, o
 measured the regime (`gpmbench run --cases` measures some regimes only) and shows each mode's time, gpmkit's speedup over chunked-pipeline and over fread-memcpy (time of the
 baseline over time of gpmkit, both from that run), and the disk_fraction of gpmkit and of
 chunked-pipeline against the disk's sequential bandwidth measured in the same run. The ablation
-workloads (ooc_ablation_*) get one row per case with the settings their sizes carry. Modes a run
-did not record are shown as "–", never filled in from another run.
+workloads (ooc_ablation_*) get one row per case with the settings their sizes carry; a workload
+with no gpmkit or baseline mode (ooc_ablation_fill) is left to the per-workload tables. Modes a
+run did not record are shown as "–", never filled in from another run.
 """
 from collections import defaultdict
 
@@ -140,6 +141,9 @@ def ooc_sections(records, describe_machine):
     for r in records:
         if r["workload"].startswith("ooc_"):
             by_workload[r["workload"]].append(r)
+    # A workload that maps no file (ooc_ablation_fill measures a line's copy alone) has none of
+    # these modes: the per-workload tables show it, this section has nothing to say of it.
+    by_workload = {w: rs for w, rs in by_workload.items() if any(r["mode"] in MODES for r in rs)}
     if not by_workload:
         return []
     lines = ["## Out of core (DRAGON): the ooc family", "",

@@ -2,7 +2,7 @@
 """Unit test of the ooc section of the report (bench/report/ooc.py), on records made up here with
 known times: per regime every mode's time, gpmkit's speedups over chunked-pipeline and
 fread-memcpy computed only from the newest run that measured the regime, disk_fraction as recorded, "–" for modes a run
-did not record, and one row per ablation case.
+did not record, one row per ablation case, and nothing of a workload that maps no file.
 
 usage: report_ooc_test.py <bench/report directory> <scratch directory>
 """
@@ -59,6 +59,8 @@ def main():
                metrics={"disk_fraction": 0.5}),
         record("ooc_ablation_io_poll", "gpmkit", 0.25, sizes={"io_threads": 2, "idle_poll_us": 2000},
                metrics={"disk_fraction": 0.75}),
+        # A workload that maps no file: in its own table only, not in the family section.
+        record("ooc_ablation_fill", "copy-engine", 0.125, sizes={"lines": 128}),
     ]
     results = scratch / "results"
     results.mkdir()
@@ -94,6 +96,8 @@ def main():
             fail(f"report lacks {line!r}:\n{text}")
     if "100 s" in text:
         fail("the ooc section used a record of an older run")
+    if "ooc_ablation_fill" in text:
+        fail(f"the ooc section shows a workload that maps no file:\n{text}")
     print("ok")
 
 
