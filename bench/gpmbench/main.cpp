@@ -286,6 +286,31 @@ class suite_progress {
   std::ofstream out_;
 };
 
+// The GPU of a record in `dir` measured on another GPU than `gpu` ("" if none): the records of one
+// suite directory come from one GPU model (its figures compare workloads, and its report names one
+// machine), so a run resumed on another machine must not add to them.
+std::string other_gpu(const std::filesystem::path& dir, const std::string& gpu) {
+  static const std::string key = "\"gpu\"";
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    if (f.path().extension() != ".jsonl") continue;
+    std::ifstream in(f.path());
+    for (std::string line; std::getline(in, line);) {
+      // "gpu", a colon and the name in quotes, with any blanks between (as other JSON writers
+      // than gpmbench's put them).
+      const std::size_t at = line.find(key);
+      if (at == std::string::npos) continue;
+      const std::size_t open = line.find_first_not_of(" \t:", at + key.size());
+      if (open == std::string::npos || line[open] != '"') continue;
+      const std::size_t close = line.find('"', open + 1);
+      if (close == std::string::npos) continue;
+      const std::string name = line.substr(open + 1, close - open - 1);
+      if (name != gpu) return name;
+    }
+  }
+  return "";
+}
+
 // Every workload (or those named with --only) in every mode, with progress, then the report. A
 // workload that fails is reported and the suite goes on; the exit status says whether any failed.
 int suite(const std::vector<std::string>& args) {
@@ -329,6 +354,15 @@ int suite(const std::vector<std::string>& args) {
   if (o.out_dir.empty()) {
     o.out_dir =
         "bench/results/" + gpmbench::machine_tag(*dev) + (quick ? "/suite-quick" : "/suite-full");
+  }
+  if (resume) {
+    const std::string other = other_gpu(o.out_dir, dev->name);
+    if (!other.empty()) {
+      throw std::runtime_error("suite --resume: " + o.out_dir + " holds records measured on " +
+                               other + ", and this machine's GPU is " + dev->name +
+                               "; a suite's records come from one GPU model: give another --out "
+                               "(nothing was measured or written)");
+    }
   }
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {

@@ -3,7 +3,7 @@
 budget is spent starts no mode and exits 3; a resumed run measures only the modes the results
 directory's suite-progress.txt does not list (and the ceilings those are compared against), so
 several runs of one command make one complete results directory; a run with everything done
-measures nothing. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
+measures nothing; a resume into a directory holding records of another GPU is refused. Exits 77 (skipped) when gpmbench says a CUDA build has no GPU.
 
 usage: suite_resume.py <gpmbench executable> <scratch directory>
 """
@@ -85,6 +85,23 @@ def main():
     r = suite(gpmbench, results, scratch, "--resume")
     if r.returncode != 0 or len(records(results)[0]) != before:
         fail(f"a resumed run with everything done measured something (exit {r.returncode})")
+
+    # A directory with a record of another GPU: a run resumed here would mix two machines.
+    foreign = results / "platform.jsonl"
+    saved = foreign.read_text()
+    other = json.loads(saved.splitlines()[0])
+    other["machine"]["gpu"] = "Another GPU 9000"
+    foreign.write_text(saved + json.dumps(other) + "\n")
+    saved_progress = progress.read_text()
+    progress.write_text("")
+    r = suite(gpmbench, results, scratch, "--resume")
+    if r.returncode == 0 or "Another GPU 9000" not in r.stderr:
+        fail(f"a resume into records of another GPU was not refused (exit {r.returncode})\n"
+             f"{r.stdout}{r.stderr}")
+    if len(records(results)[0]) != before + 1 or progress.read_text():
+        fail("a refused resume measured or wrote something")
+    foreign.write_text(saved)
+    progress.write_text(saved_progress)
     print(f"suite_resume: {len(full)} modes; resumed with {len(kept)} done: "
           f"{sum(added.values())} measured; everything done: none measured")
 
