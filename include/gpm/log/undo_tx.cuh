@@ -296,9 +296,10 @@ __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
   };
   bool pending = next();
   while (__ballot_sync(lanes, pending) != 0) {
-    // Pages of a pool offset fit 32 bits up to 16 TiB; 0 is a lane with nothing left.
-    const unsigned page = pending ? static_cast<unsigned>(offset >> 12) + 1 : 0u;
-    if (page != __reduce_max_sync(lanes, page)) continue;
+    // The page only orders the rounds (a pool past 16 TiB wraps it: still correct, less merged).
+    const unsigned page = pending ? static_cast<unsigned>(offset >> 12) : 0u;
+    const unsigned top = __reduce_max_sync(lanes, page);
+    if (!pending || page != top) continue;
     unsigned char* target = pool.ptr<unsigned char>(offset);
     // (The checksum passed: no need to fold the chunks again.)
     restore_writer out{target, bytes};
