@@ -19,9 +19,9 @@
 #include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/platform/runtime.hpp>
 
-#include "gpmbench/resources.hpp"
 #include "gpmbench/timing.hpp"
 #include "gpmbench/workload.hpp"
+#include "workloads/common/stream_pattern.cuh"
 
 namespace gpmbench::ooc {
 
@@ -60,11 +60,6 @@ __global__ void copy_lines(const uint4* __restrict__ src, uint4* __restrict__ ds
   }
 }
 
-GPM_HOST_DEVICE inline uint4 fill_pattern(std::uint64_t i, unsigned call) {
-  return make_uint4(static_cast<unsigned>(i), static_cast<unsigned>(i >> 32) ^ call, call,
-                    ~static_cast<unsigned>(i) ^ call);
-}
-
 enum class fill_way { copy_engine, zero_copy_warp, zero_copy_block };
 
 std::uint64_t line_bytes_of(const std::string& c) {
@@ -89,7 +84,7 @@ measurement fill_mode(const mode_context& ctx) {
   measurement m;
   m.times_s = ctx.repeat([&](int c) {
     call = static_cast<unsigned>(c) + 1;
-    for (std::uint64_t i = 0; i < vecs; ++i) src.data()[i] = fill_pattern(i, call);
+    for (std::uint64_t i = 0; i < vecs; ++i) src.data()[i] = stream_pattern(i, call);
     if constexpr (Way == fill_way::copy_engine) {
       return seconds_on_host([&] {
         for (std::uint64_t l = 0; l < lines; ++l) {
@@ -110,18 +105,11 @@ measurement fill_mode(const mode_context& ctx) {
   // Every line of the last call arrived.
   std::vector<uint4> back(vecs);
   dst.copy_to_host(back.data(), vecs);
-  for (std::uint64_t i = 0; i < vecs; ++i) {
-    const uint4 want = fill_pattern(i, call);
-    if (back[i].x != want.x || back[i].y != want.y || back[i].z != want.z || back[i].w != want.w) {
-      check_failed("ooc_ablation_fill: byte " + std::to_string(i * sizeof(uint4)) +
-                   " of the lines in GPU memory is not what the last call wrote");
-    }
-  }
+  require_stream_pattern(back.data(), vecs, call, "ooc_ablation_fill",
+                         "not what the last call wrote");
+  // The time per line is the record's time over sizes.lines.
   m.sizes = {{"line_bytes", line}, {"lines", lines}};
   m.throughput = gigabytes(lines * line);
-  double best = m.times_s.front();
-  for (double t : m.times_s) best = t < best ? t : best;
-  m.metrics = {{"line_us_best", best / static_cast<double>(lines) * 1e6}};
   return m;
 }
 

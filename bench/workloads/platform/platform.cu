@@ -22,6 +22,7 @@
 #include "resources.hpp"
 #include "timing.hpp"
 #include "workload.hpp"
+#include "workloads/common/stream_pattern.cuh"
 #include "workloads/platform/random_access.hpp"
 
 namespace gpmbench {
@@ -57,12 +58,7 @@ constexpr unsigned kTouchThreads = 256;        // snapshot modes: one thread per
 // gpm::mix64 spreads consecutive indices over the whole object.
 using gpm::mix64;
 
-// The 16 bytes persist_stream stores at index i in call `seed`: every call writes different data,
-// so the check after timing proves that the last call's stores all arrived.
-GPM_HOST_DEVICE inline uint4 stream_pattern(std::uint64_t i, unsigned seed) {
-  return make_uint4(static_cast<unsigned>(i), static_cast<unsigned>(i >> 32) ^ seed, seed,
-                    ~static_cast<unsigned>(i));
-}
+// persist_stream's 16 bytes at index i in call `seed`: stream_pattern (stream_pattern.cuh).
 
 // ---- kernels --------------------------------------------------------------------------------
 
@@ -220,15 +216,8 @@ measurement persist_stream_of(const mode_context& ctx, std::uint64_t bytes) {
       }
     });
   });
-  const uint4* host = p.host<uint4>();
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const uint4 want = stream_pattern(i, seed);
-    const uint4 got = host[i];
-    if (got.x != want.x || got.y != want.y || got.z != want.z || got.w != want.w) {
-      check_failed(std::string(stream_mode_name(Kind)) + ": the 16 bytes at object offset " +
-                   std::to_string(i * sizeof(uint4)) + " are not what the last call stored");
-    }
-  }
+  require_stream_pattern(p.host<uint4>(), n, seed, stream_mode_name(Kind),
+                         "not what the last call stored");
   m.sizes = {{"bytes", bytes}, {"blocks", blocks}, {"threads_per_block", threads}};
   m.throughput = gigabytes(bytes);
   m.bytes_persisted = bytes;
@@ -300,13 +289,7 @@ measurement read_sweep(const mode_context& ctx) {
   });
   std::vector<uint4> got(n);
   dst->copy_to_host(got.data(), n);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const uint4 want = stream_pattern(i, seed);
-    if (got[i].x != want.x || got[i].y != want.y || got[i].z != want.z || got[i].w != want.w) {
-      check_failed(std::string(sweep_mode_name(Kind)) + ": the 16 bytes at offset " +
-                   std::to_string(i * sizeof(uint4)) + " are not the pool's");
-    }
-  }
+  require_stream_pattern(got.data(), n, seed, sweep_mode_name(Kind), "not the pool's");
   m.sizes = {{"bytes", bytes}, {"blocks", blocks}, {"threads_per_block", threads}};
   m.throughput = gigabytes(bytes);
   return m;
