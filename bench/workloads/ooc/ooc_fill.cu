@@ -2,7 +2,7 @@
 // GPU cache (issue 18: "zero-copy loads or copy-engine transfers; measure both"), measured apart
 // from the rest of a miss (the request's round trip, the host cache lookup, a file read), which
 // both ways share. A miss waits for one line, so each mode moves `lines` lines one after another
-// and reports the time per line:
+// (the record's time over sizes.lines is one line's):
 //   copy-engine      a host thread: cudaMemcpyAsync host -> device on its own stream, then waits
 //                    for the stream (what gpm::ooc's I/O threads do per request)
 //   zero-copy-warp   one warp of a running kernel loads the line from mapped pinned memory with
