@@ -203,7 +203,7 @@ struct restore_writer {
   std::uint64_t bytes;
   std::uintptr_t window = 0;  // the 16-byte aligned address the gathered words belong to
   std::uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;  // its words (not an array: kept in registers)
-  std::uint32_t filled = 0;                      // bit i: word i is gathered
+  std::uint32_t filled = 0;                       // bit i: word i is gathered
 
   // The chunk of the old bytes at offset `pos` (a multiple of chunk_bytes) in the range.
   GPM_HOST_DEVICE void put(std::uint64_t pos, std::uint32_t c) {
@@ -254,52 +254,32 @@ struct restore_writer {
 // made each thread wait a PCIe round trip per entry); the stream itself is left as it is. A word
 // saved by two entries of the stream ends with the older entry's bytes: the thread's stores to
 // one address reach memory in program order, so no fence is needed between them.
-// The lanes of a warp that roll back together take turns by address: in each round the lanes
-// whose next entry lies in the highest 4 KiB page among their next entries restore it, together.
-// A batch's threads log in the order they update (a grid-stride UPDATE, a table walked in order),
-// so entries of neighbouring lanes that share a 128-byte line go back in one store instruction,
-// one PCIe write, where each lane restoring its own stream at its own pace wrote them apart. The
-// order within a stream is kept; how two streams' entries interleave was never defined.
 // corrupt: an entry failed its checksum or names bytes outside the pool (the stream stops before
 // applying it).
 template <class Layout>
 __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
                                        const pool_ref& pool) {
-  const unsigned lanes = __activemask();
   log_status result = log_status::ok;
-  std::uint64_t end = load_used(s);
-  entry e{};
-  std::uint64_t offset = 0, bytes = 0;
-  // The stream's next entry (ending at `end`): checked, its range in offset and bytes; false once
-  // the stream is done or an entry is damaged (result says which).
-  const auto next = [&] {
-    if (end == 0) return false;
-    e = entry_ending_at(at, s, end);
+  for (std::uint64_t end = load_used(s); end != 0;) {
+    const entry e = entry_ending_at(at, s, end);
     const std::uint64_t head_bytes = undo_record_chunks * chunk_bytes;
     if (e.status != log_status::ok || e.bytes < head_bytes) {
       result = e.status != log_status::ok ? e.status : log_status::corrupt;
-      return false;
+      break;
     }
-    // Checksum and the record; nothing is written unless the entry is intact.
+    // First pass: checksum and the record; nothing is written unless the entry is intact.
     std::uint32_t head[undo_record_chunks] = {};
     result = walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
       if (k < undo_record_chunks) head[k] = c;
     });
-    if (result != log_status::ok) return false;
-    offset = head[0] | std::uint64_t{head[1]} << 32;
-    bytes = head[2];
+    if (result != log_status::ok) break;
+    const std::uint64_t offset = head[0] | std::uint64_t{head[1]} << 32;
+    const std::uint64_t bytes = head[2];
     if (bytes != e.bytes - head_bytes || head[3] != 0 || !pool.contains(offset, bytes)) {
       result = log_status::corrupt;
-      return false;
+      break;
     }
-    return true;
-  };
-  bool pending = next();
-  while (__ballot_sync(lanes, pending) != 0) {
-    // The page only orders the rounds (a pool past 16 TiB wraps it: still correct, less merged).
-    const unsigned page = pending ? static_cast<unsigned>(offset >> 12) : 0u;
-    const unsigned top = __reduce_max_sync(lanes, page);
-    if (!pending || page != top) continue;
+    // Second pass: restore the old bytes.
     unsigned char* target = pool.ptr<unsigned char>(offset);
     // (The checksum passed: no need to fold the chunks again.)
     restore_writer out{target, bytes};
@@ -310,7 +290,6 @@ __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
     out.flush();
     gpm::persist_later_at("undo_tx.roll_back.data", target, bytes);
     end = e.begin;
-    pending = next();
   }
   gpm::persist_named_at("undo_tx.roll_back.data");  // the entries restored before any failure
   return result;
