@@ -39,22 +39,63 @@ def _runs(records):
 
 
 def _pair(runs, workload, mode, over):
-    """The records of `mode` and `over` from the newest run of `workload` that measured both
-    (None if none did): a ratio needs both sides from one run, and a later run of one mode
-    alone must not take the figure's cell away."""
+    """The records of `mode` and `over` from the newest run of `workload` that measured both,
+    with None (a ratio needs both sides from one run, and a later run of one mode alone must not
+    take the figure's cell away); else, from two runs of a resumed suite, with the link between
+    them (_linked_pair); None if neither exists."""
     for stamp in sorted(runs[workload], reverse=True):
         run = runs[workload][stamp]
         if mode in run and over in run:
-            return run[mode], run[over]
+            return run[mode], run[over], None
+    return _linked_pair(runs[workload], mode, over)
+
+
+def _same_setup(a, b):
+    """Two records of one workload measured on the same machine, at the same commit and sizes."""
+    return (a["machine"] == b["machine"] and a.get("commit") == b.get("commit") and
+            a["sizes"] == b["sizes"])
+
+
+def _linked_pair(workload_runs, mode, over):
+    """A resumed suite (gpmbench suite --resume) runs a workload's remaining modes in a new run
+    when a device call's budget ends between them, so `mode` and `over` may lie in two runs. Two
+    such runs are linked by a mode both measured (the workload's reference, run again by every
+    resumed run): the ratio is then the product of two same-run ratios, mode / link in the one
+    run and link / over in the other, never one time against another run's. Only runs on the
+    same machine, at the same commit and sizes link; the newest such pair, with its link
+    (records of the link in mode's run and in over's run), or None."""
+    stamps = sorted(workload_runs, reverse=True)
+    for sa in (s for s in stamps if mode in workload_runs[s]):
+        a = workload_runs[sa]
+        for sb in (s for s in stamps if over in workload_runs[s] and s != sa):
+            b = workload_runs[sb]
+            if not _same_setup(a[mode], b[over]):
+                continue
+            for link in sorted(set(a) & set(b) - {mode, over}):
+                if _same_setup(a[link], b[link]):
+                    return a[mode], b[over], (a[link], b[link])
     return None
 
 
 def _speedup(runs, workload, mode, over):
     """Time of `over` over time of `mode`: every mode of a workload does the same work, while
     its throughput may count different things (the native workloads' GB/s count the bytes each
-    mode persists, and GPM persists fewer)."""
+    mode persists, and GPM persists fewer). With the pair's link (two runs), that ratio times
+    the link's time in mode's run over its time in over's run. Returns (speedup, linked), or
+    None."""
     pair = _pair(runs, workload, mode, over)
-    return None if pair is None else pair[1]["median_s"] / pair[0]["median_s"]
+    if pair is None:
+        return None
+    ratio = pair[1]["median_s"] / pair[0]["median_s"]
+    link = pair[2]
+    if link is not None:
+        ratio *= link[0]["median_s"] / link[1]["median_s"]
+    return ratio, link is not None
+
+
+LINKED_NOTE = ("‡ The two modes were measured in two runs of a resumed suite (same machine, "
+               "commit and sizes): the ratio is the product of two same-run ratios through a "
+               "mode both runs measured (`{links}`).")
 
 
 def _context(records, describe_machine):
@@ -79,7 +120,15 @@ def _context(records, describe_machine):
 
 
 def _fmt(x):
+    """A ratio, or a (ratio, linked) pair from _speedup (linked ones marked ‡)."""
+    if isinstance(x, tuple):
+        return _fmt(x[0]) + ("‡" if x[1] else "")
     return "–" if x is None else f"{x:.2f}×"
+
+
+def _pair_records(pair):
+    """Every record a ratio from `pair` rests on."""
+    return list(pair[:2]) + list(pair[2] or ())
 
 
 def wrap_title(title, inches):
@@ -119,7 +168,9 @@ def _ratio_figure(plt, out_dir, runs, describe_machine, heading, intro, file_nam
                  if any(_pair(runs, w, c, over) is not None for c in columns)]
     if not workloads:
         return []
-    used = [r for w in workloads for c in columns for r in (_pair(runs, w, c, over) or ())]
+    pairs = [p for w in workloads for c in columns for p in [_pair(runs, w, c, over)] if p]
+    used = [r for p in pairs for r in _pair_records(p)]
+    links = sorted({p[2][0]["mode"] for p in pairs if p[2] is not None})
     lines = [f"### {heading}", "", intro, ""] + _context(used, describe_machine)
     lines += ["| workload | " + " | ".join(f"{c} / {over}" for c in columns) + " |",
               "| --- |" + " --- |" * len(columns)]
@@ -127,9 +178,11 @@ def _ratio_figure(plt, out_dir, runs, describe_machine, heading, intro, file_nam
     for w in workloads:
         row = [_speedup(runs, w, c, over) for c in columns]
         for c, v in zip(columns, row):
-            series[c].append(v)
+            series[c].append(None if v is None else v[0])
         lines.append(f"| {w} | " + " | ".join(_fmt(v) for v in row) + " |")
     lines.append("")
+    if links:
+        lines += [LINKED_NOTE.format(links="`, `".join(links)), ""]
     if plt is not None:
         lines += _bar_plot(plt, out_dir, file_name, heading, workloads, series,
                            f"throughput relative to {over}", log=True)
@@ -238,10 +291,13 @@ def _write_amplification(runs, describe_machine):
     for w in sorted(runs):
         wa = {}
         for cap in ("cap-mm", "cap-fs"):
+            # Bytes per repeat depend on the work alone, not on the run: a pair of two runs
+            # needs no link's correction (but is marked as one).
             pair = _pair(runs, w, cap, "gpm")
             if pair is not None and pair[1]["bytes_persisted"]:
-                wa[cap] = pair[0]["bytes_persisted"] / pair[1]["bytes_persisted"]
-                used += pair
+                wa[cap] = (pair[0]["bytes_persisted"] / pair[1]["bytes_persisted"],
+                           pair[2] is not None)
+                used += pair[:2]
         if wa:
             rows.append((w, wa))
     if not rows:
@@ -253,7 +309,10 @@ def _write_amplification(runs, describe_machine):
     lines += ["| workload | CAP-mm / GPM | CAP-fs / GPM |", "| --- | --- | --- |"]
     for w, wa in rows:
         lines.append(f"| {w} | {_fmt(wa.get('cap-mm'))} | {_fmt(wa.get('cap-fs'))} |")
-    return lines + [""]
+    lines.append("")
+    if any(linked for _, wa in rows for _, linked in wa.values()):
+        lines += ["‡ From two runs of a resumed suite (same machine, commit and sizes).", ""]
+    return lines
 
 
 def _restoration(records, describe_machine):
@@ -311,7 +370,8 @@ def suite_sections(plt, records, out_dir, describe_machine):
         "Figures 9 and 10: speedups normalised to CAP-fs",
         "Speedup of each mode over `cap-fs` (copy to the host, write + fsync into tmpfs), as time "
         "of `cap-fs` over time of the mode for the same work, in the same run: Figure 9 has CAP-mm and GPM, Figure 10 adds GPM-NDP (GPU stores, CPU "
-        "persists). `cap-fs-disk` and `snapshot` are the power-loss-durable paths.",
+        "persists). `cap-fs-disk` and `snapshot` are the power-loss-durable paths of the "
+        "workloads that have them (gpKVS, gpDB).",
         "suite_fig9_speedups.png",
         ["cap-mm", "gpm-ndp", "gpm", "cap-fs-disk", "snapshot"], BASELINE)
     out += _ratio_figure(

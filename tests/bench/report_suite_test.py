@@ -19,10 +19,11 @@ STAMP = "2026-01-01T00:00:00.000Z"
 OTHER_RUN = "2026-01-02T00:00:00.000Z"
 
 
-def record(workload, mode, gbps, bytes_persisted=0, metrics=None, stamp=STAMP, ceilings=None):
+def record(workload, mode, gbps, bytes_persisted=0, metrics=None, stamp=STAMP, ceilings=None,
+           size=4096):
     # The same work in every mode: speedups are ratios of times.
     return report_records.record(workload, mode, 1.0 / gbps, gbps, "GB/s", stamp,
-                                 sizes={"bytes": 4096}, metrics=metrics,
+                                 sizes={"bytes": size}, metrics=metrics,
                                  bytes_persisted=bytes_persisted, ceilings=ceilings)
 
 
@@ -48,6 +49,19 @@ def main():
         # a cap-fs of another run: no speedup may be computed against it
         record("solo", "cap-fs", 1.0, stamp=OTHER_RUN),
         record("solo", "gpm", 9.0, bytes_persisted=10),
+        # A suite resumed in a second run, whose machine ran at half the speed: gpm and cap-fs
+        # of two runs pair only through d2h_memcpy, measured by both (cap-fs: 1 s at half speed,
+        # 0.5 s at the first run's; gpm 0.125 s: 4x, marked as linked).
+        record("resumed", "d2h_memcpy", 50.0),
+        record("resumed", "gpm", 8.0, bytes_persisted=100),
+        record("resumed", "cap-mm", 2.0, bytes_persisted=400),
+        record("resumed", "d2h_memcpy", 25.0, stamp=OTHER_RUN),
+        record("resumed", "cap-fs", 1.0, bytes_persisted=400, stamp=OTHER_RUN),
+        # The same, but the second run had other sizes: nothing links them.
+        record("resized", "d2h_memcpy", 50.0),
+        record("resized", "gpm", 8.0),
+        record("resized", "d2h_memcpy", 25.0, stamp=OTHER_RUN),
+        record("resized", "cap-fs", 1.0, stamp=OTHER_RUN, size=8192),
         # One repeat whose throughput at its p25 time rounds below the throughput itself (7.565...
         # * 0.30398 / 0.30398 < 7.565...): the plot's whisker must not come out negative (a
         # negative one made matplotlib refuse the plot, and the quick suite failed now and then).
@@ -79,6 +93,8 @@ def main():
         "| kv | 25 ms | 20.00% | 5 ms | 4.00% |",            # Table 5: 25 ms of 125 ms, 5 in kernels
         "| kv | 8e-07 | 50 | 0.000 |",                      # Figure 12: 800 B/s vs 50 GB/s
         "| later | 2.00× |",                                # Figure 11, from the first run
+        "| resumed | 1.00×‡ | – | 4.00×‡ | – | – |",        # Figure 9 through the link
+        "| resumed | 4.00× | 4.00×‡ |",                     # Table 4: bytes, no correction
         "| later | 25 ms | 10.00% | 10 ms | 4.00% |",       # Table 5: 25 ms of 250 ms, 10 in kernels
     ]
     expected += [
@@ -90,6 +106,10 @@ def main():
     for row in expected:
         if row not in text:
             fail(f"report.md lacks the row {row!r}")
+    if "| resized |" in text.split("### Figure 12")[0]:
+        fail("records of two runs with other sizes were linked")
+    if "‡ The two modes were measured in two runs" not in text:
+        fail("linked ratios are not explained under their table")
     if "| solo | 9.00×" in text:
         fail("a speedup was computed against a record of another run")
     if f"| {OTHER_RUN} | A |" in text:
