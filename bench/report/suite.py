@@ -229,13 +229,12 @@ def _scaling_figure(plt, out_dir, table, describe_machine):
     return lines
 
 
-def _bandwidth_figure(plt, out_dir, table, describe_machine):
-    """Figure 12: bytes the gpm mode persisted per second against the D2H ceiling."""
-    d2h_by_run = {}
-    for modes in table.values():
-        r = modes.get("d2h_memcpy")
-        if r is not None:
-            d2h_by_run[r["timestamp"]] = r["throughput"]["value"]
+def _bandwidth_figure(plt, out_dir, table, runs, describe_machine):
+    """Figure 12: bytes the gpm mode persisted per second against the D2H ceiling (of the gpm
+    record's own run, which need not be the newest run to measure the ceiling)."""
+    d2h_by_run = {(w, stamp): run["d2h_memcpy"]["throughput"]["value"]
+                  for w, workload_runs in runs.items() for stamp, run in workload_runs.items()
+                  if "d2h_memcpy" in run}
     platform = table.get("platform", {}).get("d2h_memcpy")
     rows, used = [], []
     for w in sorted(table):
@@ -243,7 +242,7 @@ def _bandwidth_figure(plt, out_dir, table, describe_machine):
         if r is None or not r["bytes_persisted"]:
             continue
         gbps = r["bytes_persisted"] / r["median_s"] / 1e9
-        ceiling = d2h_by_run.get(r["timestamp"])
+        ceiling = d2h_by_run.get((w, r["timestamp"]))
         if ceiling is None and platform is not None:
             ceiling = (platform["throughput"]["value"], "platform")  # same suite, not same run
         rows.append((w, gbps, ceiling))
@@ -378,7 +377,7 @@ def suite_sections(plt, records, out_dir, describe_machine):
         plt, out_dir, runs, describe_machine, "Figure 11: HCL over conventional logging",
         "Speedup of `gpm` (HCL) over `gpm-conv` (conventional partitioned logs): time of "
         "`gpm-conv` over time of `gpm`, in the same run.", "suite_fig11_hcl.png", ["gpm"], "gpm-conv")
-    out += _bandwidth_figure(plt, out_dir, table, describe_machine)
+    out += _bandwidth_figure(plt, out_dir, table, runs, describe_machine)
     out += _write_amplification(runs, describe_machine)
     out += _restoration(records, describe_machine)
     if out:
