@@ -5,6 +5,8 @@
 # SKIP launches, the first launch of a kernel whose name matches KERNEL (an ncu regex).
 #   scripts/device/gpu-profile.sh KERNEL 'W [gpmbench run options]' [SKIP]
 # e.g. scripts/device/gpu-profile.sh launch_kernel 'tx_atm_a1 --modes helpers --repeats 1' 1
+# A pack from `PREBUILD_LINEINFO=1 scripts/device/prebuild.sh` made at this commit replaces the
+# build (carry .deps).
 # $OUT gets profile.ncu-rep, details.txt (every section) and sass.csv (the metrics of each SASS
 # instruction, among them its warp-stall samples; the CUDA source view lists only the kernel's own
 # file, not the functions inlined into it). The profiled process is stopped after
@@ -19,7 +21,15 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 log=/tmp/gpmkit-build-lineinfo.log
-if ! cmake --preset cuda -B build/cuda-lineinfo -DCMAKE_CUDA_FLAGS=-lineinfo > "$log" 2>&1 ||
+pack=.deps/prebuilt/profile.tar.gz  # PREBUILD_LINEINFO=1 scripts/device/prebuild.sh, this commit
+if [ -f "$pack" ] && [ -f .deps/commit ] &&
+    [ "$(tar -xzOf "$pack" ./commit 2> /dev/null)" = "$(cat .deps/commit)" ]; then
+  mkdir -p build/cuda-lineinfo/prebuilt build/cuda-lineinfo/bench
+  tar -xzf "$pack" -C build/cuda-lineinfo/prebuilt
+  cp build/cuda-lineinfo/prebuilt/gpmbench build/cuda-lineinfo/bench/gpmbench
+  export LD_LIBRARY_PATH=$PWD/build/cuda-lineinfo/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "gpu-profile: $pack (prebuilt at $(cat .deps/commit)), not built"
+elif ! cmake --preset cuda -B build/cuda-lineinfo -DCMAKE_CUDA_FLAGS=-lineinfo > "$log" 2>&1 ||
     ! cmake --build build/cuda-lineinfo -j "$(nproc)" --target gpmbench >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
   exit 1

@@ -7,6 +7,8 @@
 # reversed, built the same way, into .deps/prebuilt/a.tar.gz; the working tree is put back as it
 # was (build/cuda then holds A's objects: the next build here redoes what PATCH touches).
 #   scripts/device/prebuild.sh [PATCH]
+# With PREBUILD_LINEINFO=1, also gpmbench built with -lineinfo into .deps/prebuilt/profile.tar.gz,
+# which scripts/device/gpu-profile.sh runs instead of building it on the lent machine.
 # Each pack names the commit prepare.sh recorded (.deps/commit); gpu-bench.sh uses a pack only
 # at that commit and builds otherwise, so a stale pack costs time, never a wrong measurement.
 # The packs travel in .deps (the device call's `carry`): about 8 MB each.
@@ -23,26 +25,33 @@ rm -rf "$out"
 mkdir -p "$out"
 log=/tmp/gpmkit-prebuild.$$.log
 
-# pack SIDE: builds the tree as it is now and packs the binaries as .deps/prebuilt/SIDE.tar.gz.
+# pack SIDE [BUILD_DIR [CMAKE_ARGS...]]: builds the tree as it is now (in build/cuda, or
+# BUILD_DIR configured with CMAKE_ARGS) and packs the binaries as .deps/prebuilt/SIDE.tar.gz.
 pack() {
-  if ! cmake --preset cuda > "$log" 2>&1 ||
-      ! cmake --build --preset cuda -j "$(nproc)" --target gpmbench gpmkit_cli >> "$log" 2>&1; then
+  local side=$1 build=${2:-build/cuda}
+  shift $(($# < 2 ? $# : 2))
+  if ! cmake --preset cuda -B "$build" "$@" > "$log" 2>&1 ||
+      ! cmake --build "$build" -j "$(nproc)" --target gpmbench gpmkit_cli >> "$log" 2>&1; then
     grep -E "error|FAILED" "$log" | head -40
     return 1
   fi
   local dir
   dir=$(mktemp -d)
-  strip -o "$dir/gpmbench" build/cuda/bench/gpmbench
-  strip -o "$dir/gpmkit" build/cuda/tools/gpmkit/gpmkit
+  # strip drops the host's symbols and debug sections; the kernels' line table (-lineinfo) lives
+  # in the embedded device code and stays.
+  strip -o "$dir/gpmbench" "$build/bench/gpmbench"
+  strip -o "$dir/gpmkit" "$build/tools/gpmkit/gpmkit"
   local cudart
-  cudart=$(ldd build/cuda/bench/gpmbench | awk '/libcudart/ {print $3}')
+  cudart=$(ldd "$build/bench/gpmbench" | awk '/libcudart/ {print $3}')
   [ -n "$cudart" ] && cp -L "$cudart" "$dir/"
   echo "$commit" > "$dir/commit"
-  tar -czf "$out/$1.tar.gz" -C "$dir" .
+  tar -czf "$out/$side.tar.gz" -C "$dir" .
   rm -rf "$dir"
 }
 
 pack b
+# For gpu-profile.sh: gpmbench with the kernels' line table, as it builds it in build/cuda-lineinfo.
+[ -n "${PREBUILD_LINEINFO:-}" ] && pack profile build/cuda-lineinfo -DCMAKE_CUDA_FLAGS=-lineinfo
 if [ $# -ge 1 ]; then
   patch_file=$(realpath "$1")
   patch -R -p1 -s < "$patch_file"
