@@ -5,6 +5,9 @@
 // (the record's time over sizes.lines is one line's):
 //   copy-engine      a host thread: cudaMemcpyAsync host -> device on its own stream, then waits
 //                    for the stream (what gpm::ooc's I/O threads do per request)
+//   copy-engine-batched  the same with kBatch copies issued before each wait (what an I/O thread
+//                    serving several requests at once would do: the fixed cost of a copy and a
+//                    wait, paid once per batch)
 //   zero-copy-warp   one warp of a running kernel loads the line from mapped pinned memory with
 //                    16-byte loads and stores it into GPU memory (the lanes of a warp that missed)
 //   zero-copy-block  the same with a block of 256 threads
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include <gpm/platform/kernel.cuh>
+#include <gpm/platform/macros.hpp>
 #include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/platform/runtime.hpp>
 
@@ -29,6 +33,7 @@ namespace {
 
 constexpr unsigned kBlockThreads = 256;
 constexpr unsigned kUnroll = 8;  // 16-byte loads a thread has in flight before it stores
+constexpr std::uint64_t kBatch = 8;  // copy-engine-batched: copies issued before a wait
 
 // The first `copiers` threads of the launch's one block copy the lines one after another, each
 // line by all of them together.
@@ -40,12 +45,12 @@ __global__ void copy_lines(const uint4* __restrict__ src, uint4* __restrict__ ds
     uint4* d = dst + l * line_vecs;
     for (std::uint64_t i = threadIdx.x; i < line_vecs; i += std::uint64_t{copiers} * kUnroll) {
       uint4 v[kUnroll];
-#pragma unroll
+      GPM_UNROLL
       for (unsigned k = 0; k < kUnroll; ++k) {
         const std::uint64_t j = i + std::uint64_t{k} * copiers;
         if (j < line_vecs) v[k] = s[j];
       }
-#pragma unroll
+      GPM_UNROLL
       for (unsigned k = 0; k < kUnroll; ++k) {
         const std::uint64_t j = i + std::uint64_t{k} * copiers;
         if (j < line_vecs) d[j] = v[k];
@@ -60,7 +65,11 @@ __global__ void copy_lines(const uint4* __restrict__ src, uint4* __restrict__ ds
   }
 }
 
-enum class fill_way { copy_engine, zero_copy_warp, zero_copy_block };
+enum class fill_way { copy_engine, copy_engine_batched, zero_copy_warp, zero_copy_block };
+
+constexpr bool by_copy_engine(fill_way w) {
+  return w == fill_way::copy_engine || w == fill_way::copy_engine_batched;
+}
 
 std::uint64_t line_bytes_of(const std::string& c) {
   if (c == "line-64K") return 64u << 10;
@@ -77,7 +86,7 @@ measurement fill_mode(const mode_context& ctx) {
   const std::uint64_t lines = ctx.options.quick ? 2 : ctx.device.emulated ? 8 : 128;
   const std::uint64_t line_vecs = line / sizeof(uint4);
   const std::uint64_t vecs = lines * line_vecs;
-  gpm::pinned_buffer<uint4> src(vecs, Way != fill_way::copy_engine);
+  gpm::pinned_buffer<uint4> src(vecs, !by_copy_engine(Way));
   gpm::device_buffer<uint4> dst(vecs);
   const gpm::stream s(true);  // non-blocking, as an I/O thread's
   unsigned call = 0;
@@ -85,13 +94,14 @@ measurement fill_mode(const mode_context& ctx) {
   m.times_s = ctx.repeat([&](int c) {
     call = static_cast<unsigned>(c) + 1;
     for (std::uint64_t i = 0; i < vecs; ++i) src.data()[i] = stream_pattern(i, call);
-    if constexpr (Way == fill_way::copy_engine) {
+    if constexpr (by_copy_engine(Way)) {
+      const std::uint64_t batch = Way == fill_way::copy_engine ? 1 : kBatch;
       return seconds_on_host([&] {
         for (std::uint64_t l = 0; l < lines; ++l) {
           gpm::check_cuda(cudaMemcpyAsync(dst.data() + l * line_vecs, src.data() + l * line_vecs,
                                           line, cudaMemcpyHostToDevice, s),
                           "cudaMemcpyAsync");
-          s.synchronize();
+          if ((l + 1) % batch == 0 || l + 1 == lines) s.synchronize();
         }
       });
     } else {
@@ -118,10 +128,13 @@ measurement fill_mode(const mode_context& ctx) {
 workload ablation_fill_workload() {
   return {"ooc_ablation_fill",
           "how a line reaches the GPU cache from pinned host memory: copy engine (an I/O "
-          "thread's cudaMemcpyAsync and wait) or zero-copy loads by a warp or a block, one line "
-          "at a time, 64 KiB to 2 MiB lines",
+          "thread's cudaMemcpyAsync and wait, per line or per 8 lines) or zero-copy loads by a "
+          "warp or a block, one line at a time, 64 KiB to 2 MiB lines",
           {{"copy-engine", "a host thread: cudaMemcpyAsync of the line, then a wait for its stream",
             "", fill_mode<fill_way::copy_engine>},
+           {"copy-engine-batched",
+            "a host thread: cudaMemcpyAsync of 8 lines, then one wait for its stream", "",
+            fill_mode<fill_way::copy_engine_batched>},
            {"zero-copy-warp", "one warp of a kernel loads the line from mapped pinned memory", "",
             fill_mode<fill_way::zero_copy_warp>},
            {"zero-copy-block",

@@ -23,8 +23,12 @@
 // every place it is inlined: gpm::tx's kernels held 122 KB of code that way and their warps
 // stalled on instruction fetch. Measure each use: an unrolled loop over a thread's small arrays
 // also runs faster, so only loops off the hot path gain (docs/workloads/tx.md).
+// GPM_UNROLL: unroll it fully in GPU code (a loop over a thread's registers); g++ has no such
+// pragma and warns about nvcc's.
 #if defined(__CUDA_ARCH__)
 #define GPM_UNROLL_1 _Pragma("unroll 1")
+#define GPM_UNROLL _Pragma("unroll")
 #else
 #define GPM_UNROLL_1
+#define GPM_UNROLL
 #endif
