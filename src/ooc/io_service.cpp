@@ -96,11 +96,12 @@ void io_service::run() {
   try {
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
     channel ch = make_channel();
+    flights fl;
     constexpr auto kFirstSleep = std::chrono::microseconds(8);
     auto last_work = clock_type::now();
     auto sleep = kFirstSleep;
     while (!stop_.load(std::memory_order_relaxed)) {
-      if (serve_requests(ch, start) || take_hints() || read_ahead_one()) {
+      if (serve_requests(ch, fl, start) || take_hints() || read_ahead_one()) {
         last_work = clock_type::now();
         sleep = kFirstSleep;
       } else {
@@ -108,13 +109,13 @@ void io_service::run() {
       }
     }
   } catch (const std::exception& e) {
-    // Only the thread's setup can fail here (serve() answers its own failures): the other
-    // threads serve on, and stats() reports it.
+    // Only the thread's setup can fail here (begin() and answer_oldest() answer a request's own
+    // failures): the other threads serve on, and stats() reports it.
     record(std::string("an I/O thread stopped: ") + e.what());
   }
 }
 
-bool io_service::serve_requests(channel& ch, std::uint32_t& start) {
+bool io_service::serve_requests(channel& ch, flights& fl, std::uint32_t& start) {
   bool served = false;
   for (std::uint32_t n = 0; n < slots_; ++n) {
     const std::uint32_t k = (start + n) % slots_;
@@ -128,51 +129,94 @@ bool io_service::serve_requests(channel& ch, std::uint32_t& start) {
     // another line by then). seq > taken means seq was unclaimed when taken was read; the CAS
     // then claims it only if nobody claimed anything since.
     if (seq <= taken || !claimed_[k].compare_exchange_strong(taken, seq)) continue;
-    serve(ch, k, seq, requests_[k]);
+    for (const std::uint32_t depth = serve_depth(); fl.count >= depth;) answer_oldest(fl, true);
+    begin(ch, fl, k, seq, requests_[k]);
+    while (fl.count > 0 && answer_oldest(fl, false)) {
+    }
     served = true;
     start = k + 1;  // the next poll starts after this slot: no slot starves
   }
+  while (fl.count > 0) answer_oldest(fl, true);
   return served;
 }
 
-void io_service::serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r) {
-  std::uint32_t result = 0;
+std::uint32_t io_service::serve_depth() const {
+  // pin() waits while every entry is pinned, for another thread to unpin one: a thread pinning
+  // holds at most depth - 1 entries for its requests under way, so the threads together hold at
+  // most threads * (depth - 1) of them, which must leave an entry free (and one for sync's
+  // copies). The cache's entries only grow (their pinned segments), up to its cap.
+  const std::uint64_t entries = cache_.allocated_entries();
+  const std::uint64_t spare = entries > 2 ? (entries - 2) / config_.threads : 0;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(spare, kServeDepth - 1) + 1);
+}
+
+void io_service::begin(channel& ch, flights& fl, std::uint32_t k, std::uint64_t seq,
+                       const request& r) {
+  const std::uint32_t at = (fl.head + fl.count) % kServeDepth;
+  ++fl.count;
+  flight& f = fl.f[at];
+  f = flight{};
+  f.k = k;
+  f.seq = seq;
+  f.start = clock_type::now();
   try {
     if ((r.flags & kEvict) != 0) {
       copy_out(ch, r.slot, r.evict_line, (r.flags & kEvictWhole) != 0);
-      result |= kEvicted;
+      f.result |= kEvicted;
     }
     std::byte* dst = gpu_.lines + static_cast<std::uint64_t>(r.slot) * gpu_.line_bytes;
     if ((r.flags & kFetch) != 0) {
-      const auto start = clock_type::now();
-      const std::uint32_t e = cache_.pin(r.fill_line, host_cache::purpose::fetch);
-      try {
-        check_cuda(cudaMemcpyAsync(dst, cache_.data(e), gpu_.line_bytes, cudaMemcpyHostToDevice,
-                                   ch.copies),
-                   "cudaMemcpyAsync");
-        ch.copies.synchronize();
-      } catch (...) {
-        cache_.unpin(e);
-        throw;
-      }
-      cache_.unpin(e);
-      counters_.bytes_to_gpu += gpu_.line_bytes;
-      counters_.fill_ns += nanoseconds_since(start);
-      ++counters_.fills;
-      result |= kFilled;
-      if (config_.read_ahead) note_miss(r.fill_line);
+      f.fetch = true;
+      f.line = r.fill_line;
+      f.entry = cache_.pin(r.fill_line, host_cache::purpose::fetch);
+      check_cuda(cudaMemcpyAsync(dst, cache_.data(f.entry), gpu_.line_bytes,
+                                 cudaMemcpyHostToDevice, ch.copies),
+                 "cudaMemcpyAsync");
+      fl.copied[at].record(ch.copies);
+      f.copying = true;
     } else if ((r.flags & kZero) != 0) {
       check_cuda(
           cudaMemcpyAsync(dst, ch.zeros.data(), gpu_.line_bytes, cudaMemcpyHostToDevice, ch.copies),
           "cudaMemcpyAsync");
-      ch.copies.synchronize();
-      result |= kFilled;
+      fl.copied[at].record(ch.copies);
+      f.copying = true;
     }
   } catch (const std::exception& e) {
     record(e.what());
+    if (!f.copying && f.entry != host_cache::kNone) {
+      // A copy may have been issued before what failed: it reads the entry until it ends.
+      (void)cudaStreamSynchronize(ch.copies);
+      (void)cudaGetLastError();
+      cache_.unpin(f.entry);
+      f.entry = host_cache::kNone;
+    }
   }
-  std::atomic_ref<std::uint32_t>(responses_[k].result).store(result, std::memory_order_relaxed);
-  std::atomic_ref<std::uint64_t>(responses_[k].seq).store(seq, std::memory_order_release);
+}
+
+bool io_service::answer_oldest(flights& fl, bool wait) {
+  flight& f = fl.f[fl.head];
+  if (f.copying) {
+    try {
+      const event& copied = fl.copied[fl.head];
+      if (!wait && !copied.done()) return false;
+      copied.synchronize();
+      f.result |= kFilled;
+    } catch (const std::exception& e) {
+      record(e.what());
+    }
+  }
+  if (f.entry != host_cache::kNone) cache_.unpin(f.entry);
+  if (f.fetch && (f.result & kFilled) != 0) {
+    counters_.bytes_to_gpu += gpu_.line_bytes;
+    counters_.fill_ns += nanoseconds_since(f.start);
+    ++counters_.fills;
+    if (config_.read_ahead) note_miss(f.line);
+  }
+  std::atomic_ref<std::uint32_t>(responses_[f.k].result).store(f.result, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(responses_[f.k].seq).store(f.seq, std::memory_order_release);
+  fl.head = (fl.head + 1) % kServeDepth;
+  --fl.count;
+  return true;
 }
 
 void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, bool whole) {

@@ -1,12 +1,13 @@
 // The host I/O threads of a gpm::ooc mapping. Each thread polls the request queue in pinned host
 // memory (claiming requests among the threads in host memory), serves a request with copy-engine
-// transfers between the GPU cache slot and the host cache on its own non-blocking stream, waits
-// for them, then answers; between requests it reads ahead of sequential streams of misses and of
-// the lines kernels touch(). It
+// transfers between the GPU cache slot and the host cache on its own non-blocking stream, and
+// answers it once they are done, with up to kServeDepth requests under way; between requests it
+// reads ahead of sequential streams of misses and of the lines kernels touch(). It
 // backs off from polling to sleeping when idle, so idle mappings cost no CPU and, on the host
 // emulator, the kernels' threads and the I/O threads share the cores.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +36,13 @@ inline constexpr std::uint64_t kResidentRunBytes = 16ull << 20;
 // A resident load from one O_DIRECT file reads it alone, in runs of this many bytes: the chunked
 // pipeline's piece, at which one reader read a virtual disk fastest.
 inline constexpr std::uint64_t kDirectLoadRunBytes = 8ull << 20;
+// Requests one I/O thread has under way at most: it issues each claimed request's copy to the GPU
+// at once and answers the request when an event recorded after the copy shows it done, so the
+// copies of several misses follow each other on the copy engine instead of each waiting for the
+// answer to the one before (a copy and a wait per line cost about 10 us besides the transfer on
+// an H100, ooc_ablation_fill).
+inline constexpr std::uint32_t kServeDepth = 8;  // fewer in a small host cache (serve_depth)
+
 // Read-ahead reads up to this many bytes of queued consecutive lines at once
 // (host_cache::read_ahead), unless mapping_options::read_ahead_run_bytes says otherwise.
 inline constexpr std::uint64_t kReadAheadRunBytes = 16ull << 20;
@@ -73,7 +81,8 @@ struct io_counters {
   std::atomic<std::uint64_t> resident_reads{0};
   std::atomic<std::uint64_t> resident_read_ns{0};
   // GPU misses served (fills from the host cache; zero fills not counted) and the summed wall time
-  // the I/O threads took for them: host cache lookup, a file read on a host miss, the copy.
+  // each took, from its start to its copy's end: host cache lookup, a file read on a host miss,
+  // the copy (requests under way together overlap).
   std::atomic<std::uint64_t> fills{0};
   std::atomic<std::uint64_t> fill_ns{0};
 };
@@ -139,8 +148,18 @@ class io_service {
   void on_workers(
       std::uint64_t runs, std::uint64_t run_bytes, std::uint64_t max_workers,
       const std::function<void(resident_worker&, std::byte*, const std::atomic<bool>&)>& work);
-  bool serve_requests(channel& ch, std::uint32_t& start);
-  void serve(channel& ch, std::uint32_t k, std::uint64_t seq, const request& r);
+  struct flights;
+  // Claims and serves the requests posted, up to kServeDepth under way at once, and answers every
+  // one it claimed before it returns; false if there was none.
+  bool serve_requests(channel& ch, flights& fl, std::uint32_t& start);
+  // Requests one thread may have under way now (1 to kServeDepth): as many as the host cache's
+  // entries allow without all of them ending up pinned by requests under way.
+  std::uint32_t serve_depth() const;
+  // Starts serving request slot k: the eviction's copy out (waited for), the fill's copy issued.
+  void begin(channel& ch, flights& fl, std::uint32_t k, std::uint64_t seq, const request& r);
+  // Answers the oldest request under way once its copy is done; with `wait` false, only if it is
+  // done already (returns whether it answered).
+  bool answer_oldest(flights& fl, bool wait);
   bool read_ahead_one();
   // Queues the lines posted to the hint ring since the last call for read-ahead.
   bool take_hints();
@@ -149,6 +168,24 @@ class io_service {
   void note_miss(std::uint64_t line);
   void record(const std::string& what);
   using clock_type = std::chrono::steady_clock;
+  // A claimed request under way: what it got so far, and the host cache entry its copy reads.
+  struct flight {
+    std::uint32_t k = 0;
+    std::uint64_t seq = 0;
+    std::uint32_t result = 0;
+    std::uint32_t entry = host_cache::kNone;  // pinned for the fill's copy
+    bool copying = false;                     // a copy was issued, then `copied`
+    bool fetch = false;                       // a fill from the host cache (not zeros)
+    std::uint64_t line = 0;                   // the line it fills
+    clock_type::time_point start;
+  };
+  // One I/O thread's requests under way, oldest first (a ring), each with the event recorded after
+  // its copy.
+  struct flights {
+    std::array<flight, kServeDepth> f;
+    std::array<event, kServeDepth> copied;
+    std::uint32_t head = 0, count = 0;
+  };
   // Between polls with nothing to do: yields for a while after the last work, then sleeps.
   void idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep);
   void stop();  // wakes and joins the threads

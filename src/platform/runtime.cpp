@@ -152,6 +152,16 @@ void event::synchronize() const {
   check_cuda(cudaEventSynchronize(handle_), "cudaEventSynchronize");
 }
 
+bool event::done() const {
+  const cudaError_t e = cudaEventQuery(handle_);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // "not ready" is no error: it must not stay this thread's last one
+    return false;
+  }
+  check_cuda(e, "cudaEventQuery");
+  return true;
+}
+
 float event::elapsed_ms_since(const event& start) const {
   float ms = 0;
   check_cuda(cudaEventElapsedTime(&ms, start.handle_, handle_), "cudaEventElapsedTime");

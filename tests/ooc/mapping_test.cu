@@ -678,6 +678,27 @@ TEST(OocMapping, ALineIsFetchedOnceHoweverManyThreadsWantIt) {
   EXPECT_EQ(s.file_bytes_read, lines(4));
 }
 
+// An I/O thread keeps several misses under way, each holding a host cache entry pinned until its
+// copy ends; in the smallest host cache (2 entries per I/O thread and 2 more) the threads must
+// never hold them all, or every thread waits in pin() for an entry that only they would unpin.
+// Misses of many warps over a file eight times the GPU cache, in every mode that fetches.
+TEST(OocMapping, MissesUnderWayNeverPinTheWholeHostCache) {
+  for (const mode md : {mode::read, mode::read_write}) {
+    auto o = tiny(md, 8, 6);
+    o.hint = gpm::ooc::access_hint::random;
+    mapped_file t("pins.bin", 64, 21, o);
+    auto a = t.m.ref<std::uint32_t>();
+    std::vector<std::uint64_t> idx(16 * 1024);
+    std::mt19937_64 rng(7);
+    for (auto& i : idx) i = rng() % (64 * a.elements_per_line());
+    const auto r = load(a, idx);
+    expect_all(r.st, status::ok);
+    const auto all = as<std::uint32_t>(pattern(lines(64), 21));
+    for (std::size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(r.values[k], all[idx[k]]) << k;
+    EXPECT_GT(t.m.stats().gpu_misses, 64u) << to_string(md);
+  }
+}
+
 // A grid-stride pass whose grid the device runs at once (gpm::resident_blocks) walks a file four
 // times the GPU cache once, so each line is fetched about once (a warp that lags far behind may
 // fetch one again); a grid in waves would fetch every line once per wave.

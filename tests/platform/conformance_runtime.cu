@@ -106,6 +106,22 @@ TEST(ConformanceRuntime, EventsTimeAndOrder) {
   for (int v : gpm::test::to_host(d)) EXPECT_EQ(v, 5);
 }
 
+// event::done() polls without waiting: false while the work before the record runs (and no
+// error left behind for the launch checks that follow), true once it ended.
+TEST(ConformanceRuntime, EventDoneReportsWithoutWaiting) {
+  gpm::stream s(true);
+  gpm::event e;
+  EXPECT_TRUE(e.done());  // never recorded
+  gpm::device_buffer<int> d(256);
+  gpm::launch(slow_write, 1, 256, 0, s, d.data(), 256, 3, ticks_for_ms(200));
+  e.record(s);
+  EXPECT_FALSE(e.done());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  e.synchronize();
+  EXPECT_TRUE(e.done());
+  for (int v : gpm::test::to_host(d)) EXPECT_EQ(v, 3);
+}
+
 TEST(ConformanceRuntime, StreamWaitEventOrdersTwoStreams) {
   const int n = 4096;
   gpm::stream producer(true), consumer(true);

@@ -127,8 +127,9 @@ struct mapping_stats {
   // mapping that is not resident).
   std::uint64_t resident_reads = 0;
   double resident_read_seconds = 0;
-  // GPU misses the I/O threads filled from the host cache, and the summed wall time they took for
-  // them (host cache lookup, a file read where the line was not there, the copy to the GPU).
+  // GPU misses the I/O threads filled from the host cache, and the summed wall time each took, from
+  // its start to its copy's end (host cache lookup, a file read where the line was not there, the
+  // copy to the GPU; a thread has up to 8 under way at once, whose times overlap).
   std::uint64_t fills = 0;
   double fill_seconds = 0;
 };

@@ -89,6 +89,8 @@ class event {
   cudaEvent_t get() const noexcept { return handle_; }
   void record(cudaStream_t s = nullptr);
   void synchronize() const;
+  // Whether the work before the last record() is done, without waiting.
+  bool done() const;
   // Milliseconds from `start` to this event; both must have completed.
   float elapsed_ms_since(const event& start) const;
 
