@@ -20,6 +20,30 @@ from torch_ckpt import torch_sections
 from tx import tx_sections
 
 SCHEMA = "gpmkit.bench/1"
+NUMBER = (int, float)
+# What every record has (docs/bench.md, "Records"), with its JSON type; the report reads these
+# without looking first.
+REQUIRED = {"workload": str, "mode": str, "backend": str, "timestamp": str, "machine": dict,
+            "sizes": dict, "repeats": int, "median_s": NUMBER, "spread": dict,
+            "throughput": dict, "bytes_persisted": NUMBER, "ceilings": dict,
+            "ratio_to_ceiling": dict}
+
+
+def record_problem(record):
+    """What makes `record` unusable (a missing or mistyped field), or None."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for key, kind in REQUIRED.items():
+        if key not in record:
+            return f"no {key!r}"
+        if not isinstance(record[key], kind) or isinstance(record[key], bool):
+            return f"{key!r} is {type(record[key]).__name__}, not {getattr(kind, '__name__', 'a number')}"
+    if not isinstance(record.setdefault("metrics", {}), dict):  # none in the oldest records
+        return "'metrics' is not an object"
+    t = record["throughput"]
+    if not isinstance(t.get("value"), NUMBER) or not isinstance(t.get("unit"), str):
+        return "'throughput' lacks a numeric 'value' or a 'unit'"
+    return None
 
 
 def load_records(directory):
@@ -36,9 +60,13 @@ def load_records(directory):
                 record = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"report.py: {path}:{number}: not JSON ({e})")
-            if record.get("schema") != SCHEMA:
-                sys.exit(f"report.py: {path}:{number}: schema {record.get('schema')!r}, "
+            if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+                schema = record.get("schema") if isinstance(record, dict) else None
+                sys.exit(f"report.py: {path}:{number}: schema {schema!r}, "
                          f"this script reads {SCHEMA!r}")
+            problem = record_problem(record)
+            if problem is not None:
+                sys.exit(f"report.py: {path}:{number}: not a gpmbench record: {problem}")
             records.append(record)
     return files, records
 
