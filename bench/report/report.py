@@ -37,7 +37,8 @@ def record_problem(record):
         if key not in record:
             return f"no {key!r}"
         if not isinstance(record[key], kind) or isinstance(record[key], bool):
-            return f"{key!r} is {type(record[key]).__name__}, not {getattr(kind, '__name__', 'a number')}"
+            wanted = getattr(kind, "__name__", "a number")
+            return f"{key!r} is {type(record[key]).__name__}, not {wanted}"
     if not isinstance(record.setdefault("metrics", {}), dict):  # none in the oldest records
         return "'metrics' is not an object"
     t = record["throughput"]

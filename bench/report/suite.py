@@ -51,7 +51,9 @@ def _pair(runs, workload, mode, over):
 
 
 def _same_setup(a, b):
-    """Two records of one workload measured on the same machine, at the same commit and sizes."""
+    """Two records of one workload measured on machines of one description (GPU, driver, CPU,
+    host name: two lent machines of a kind look alike, and the link's ratio absorbs what differs
+    between them), at the same commit and sizes."""
     return (a["machine"] == b["machine"] and a.get("commit") == b.get("commit") and
             a["sizes"] == b["sizes"])
 
@@ -61,8 +63,8 @@ def _linked_pair(workload_runs, mode, over):
     when a device call's budget ends between them, so `mode` and `over` may lie in two runs. Two
     such runs are linked by a mode both measured (the workload's reference, run again by every
     resumed run): the ratio is then the product of two same-run ratios, mode / link in the one
-    run and link / over in the other, never one time against another run's. Only runs on the
-    same machine, at the same commit and sizes link; the newest such pair, with its link
+    run and link / over in the other, never one time against another run's. Only runs of one
+    machine description, commit and sizes link; the newest such pair, with its link
     (records of the link in mode's run and in over's run), or None."""
     stamps = sorted(workload_runs, reverse=True)
     for sa in (s for s in stamps if mode in workload_runs[s]):
@@ -93,8 +95,8 @@ def _speedup(runs, workload, mode, over):
     return ratio, link is not None
 
 
-LINKED_NOTE = ("‡ The two modes were measured in two runs of a resumed suite (same machine, "
-               "commit and sizes): the ratio is the product of two same-run ratios through a "
+LINKED_NOTE = ("‡ The two modes were measured in two runs of a resumed suite (same machine "
+               "description, commit and sizes): the ratio is the product of two same-run ratios through a "
                "mode both runs measured (`{links}`).")
 
 
@@ -310,7 +312,8 @@ def _write_amplification(runs, describe_machine):
         lines.append(f"| {w} | {_fmt(wa.get('cap-mm'))} | {_fmt(wa.get('cap-fs'))} |")
     lines.append("")
     if any(linked for _, wa in rows for _, linked in wa.values()):
-        lines += ["‡ From two runs of a resumed suite (same machine, commit and sizes).", ""]
+        lines += ["‡ From two runs of a resumed suite (same machine description, commit and "
+                  "sizes).", ""]
     return lines
 
 
