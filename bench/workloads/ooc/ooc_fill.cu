@@ -4,9 +4,10 @@
 // both ways share. A miss waits for one line, so each mode moves `lines` lines one after another
 // (the record's time over sizes.lines is one line's):
 //   copy-engine      a host thread: cudaMemcpyAsync host -> device on its own stream, then waits
-//                    for the stream (what gpm::ooc's I/O threads do per request)
-//   copy-engine-batched  the same with kBatch copies issued before each wait (what an I/O thread
-//                    serving several requests at once would do: the fixed cost of a copy and a
+//                    for the stream (what gpm::ooc's I/O threads did per request until they kept
+//                    several under way)
+//   copy-engine-batched  the same with kBatch copies issued before each wait (as an I/O thread
+//                    with several requests under way copies: the fixed cost of a copy and a
 //                    wait, paid once per batch)
 //   zero-copy-warp   one warp of a running kernel loads the line from mapped pinned memory with
 //                    16-byte loads and stores it into GPU memory (the lanes of a warp that missed)
