@@ -29,15 +29,11 @@ log=/tmp/gpmkit-build.$$.log  # one per call: gpu-ab.sh builds two trees at once
 targets="gpmbench gpmkit_cli"  # gpmkit_cli: `gpmkit info` on the huge-page tmpfs
 # Binaries that scripts/device/prebuild.sh built on the developer's machine at this commit
 # replace the build (GPMKIT_PREBUILT_SIDE: gpu-ab.sh's A tree takes a.tar.gz).
+# shellcheck source=scripts/device/prebuilt.sh
+. "$(dirname "$0")/prebuilt.sh"
 pack=.deps/prebuilt/${GPMKIT_PREBUILT_SIDE:-b}.tar.gz
-if [ -f "$pack" ] && [ -f .deps/commit ] &&
-    [ "$(tar -xzOf "$pack" ./commit 2> /dev/null)" = "$(cat .deps/commit)" ]; then
-  mkdir -p build/cuda/prebuilt build/cuda/bench build/cuda/tools/gpmkit
-  tar -xzf "$pack" -C build/cuda/prebuilt
-  cp build/cuda/prebuilt/gpmbench build/cuda/bench/gpmbench
-  cp build/cuda/prebuilt/gpmkit build/cuda/tools/gpmkit/gpmkit
-  export LD_LIBRARY_PATH=$PWD/build/cuda/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  [ "$what" = build ] && echo "gpu-bench: $pack (prebuilt at $(cat .deps/commit)), not built"
+if use_prebuilt "$pack" build/cuda; then
+  :
 elif ! cmake --preset cuda > "$log" 2>&1 ||
     ! cmake --build --preset cuda -j "$(nproc)" --target $targets >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40

@@ -21,14 +21,11 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 log=/tmp/gpmkit-build-lineinfo.log
-pack=.deps/prebuilt/profile.tar.gz  # PREBUILD_LINEINFO=1 scripts/device/prebuild.sh, this commit
-if [ -f "$pack" ] && [ -f .deps/commit ] &&
-    [ "$(tar -xzOf "$pack" ./commit 2> /dev/null)" = "$(cat .deps/commit)" ]; then
-  mkdir -p build/cuda-lineinfo/prebuilt build/cuda-lineinfo/bench
-  tar -xzf "$pack" -C build/cuda-lineinfo/prebuilt
-  cp build/cuda-lineinfo/prebuilt/gpmbench build/cuda-lineinfo/bench/gpmbench
-  export LD_LIBRARY_PATH=$PWD/build/cuda-lineinfo/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  echo "gpu-profile: $pack (prebuilt at $(cat .deps/commit)), not built"
+# shellcheck source=scripts/device/prebuilt.sh
+. "$(dirname "$0")/prebuilt.sh"
+# PREBUILD_LINEINFO=1 scripts/device/prebuild.sh makes the pack, at this commit.
+if use_prebuilt .deps/prebuilt/profile.tar.gz build/cuda-lineinfo; then
+  :
 elif ! cmake --preset cuda -B build/cuda-lineinfo -DCMAKE_CUDA_FLAGS=-lineinfo > "$log" 2>&1 ||
     ! cmake --build build/cuda-lineinfo -j "$(nproc)" --target gpmbench >> "$log" 2>&1; then
   grep -E "error|FAILED" "$log" | head -40
