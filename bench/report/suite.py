@@ -79,13 +79,12 @@ def _linked_pair(workload_runs, mode, over):
     return None
 
 
-def _speedup(runs, workload, mode, over):
-    """Time of `over` over time of `mode`: every mode of a workload does the same work, while
-    its throughput may count different things (the native workloads' GB/s count the bytes each
-    mode persists, and GPM persists fewer). With the pair's link (two runs), that ratio times
-    the link's time in mode's run over its time in over's run. Returns (speedup, linked), or
-    None."""
-    pair = _pair(runs, workload, mode, over)
+def _speedup(pair):
+    """Time of `over` over time of `mode` for a `pair` from _pair: every mode of a workload does
+    the same work, while its throughput may count different things (the native workloads' GB/s
+    count the bytes each mode persists, and GPM persists fewer). With the pair's link (two runs),
+    that ratio times the link's time in mode's run over its time in over's run. Returns
+    (speedup, linked), or None for no pair."""
     if pair is None:
         return None
     ratio = pair[1]["median_s"] / pair[0]["median_s"]
@@ -96,8 +95,8 @@ def _speedup(runs, workload, mode, over):
 
 
 LINKED_NOTE = ("‡ The two modes were measured in two runs of a resumed suite (same machine "
-               "description, commit and sizes): the ratio is the product of two same-run ratios through a "
-               "mode both runs measured (`{links}`).")
+               "description, commit and sizes): the ratio is the product of two same-run ratios "
+               "through a mode both runs measured (`{links}`).")
 
 
 def _context(records, describe_machine):
@@ -166,11 +165,11 @@ def _bar_plot(plt, out_dir, name, title, groups, series, ylabel, log=False):
 
 def _ratio_figure(plt, out_dir, runs, describe_machine, heading, intro, file_name, columns, over):
     """A table (and plot) of rate(mode) / rate(over) for each workload having `over`."""
-    workloads = [w for w in sorted(runs)
-                 if any(_pair(runs, w, c, over) is not None for c in columns)]
+    cells = {(w, c): _pair(runs, w, c, over) for w in runs for c in columns}
+    workloads = [w for w in sorted(runs) if any(cells[w, c] is not None for c in columns)]
     if not workloads:
         return []
-    pairs = [p for w in workloads for c in columns for p in [_pair(runs, w, c, over)] if p]
+    pairs = [p for p in cells.values() if p is not None]
     used = [r for p in pairs for r in _pair_records(p)]
     links = sorted({p[2][0]["mode"] for p in pairs if p[2] is not None})
     lines = [f"### {heading}", "", intro, ""] + _context(used, describe_machine)
@@ -178,7 +177,7 @@ def _ratio_figure(plt, out_dir, runs, describe_machine, heading, intro, file_nam
               "| --- |" + " --- |" * len(columns)]
     series = {c: [] for c in columns}
     for w in workloads:
-        row = [_speedup(runs, w, c, over) for c in columns]
+        row = [_speedup(cells[w, c]) for c in columns]
         for c, v in zip(columns, row):
             series[c].append(None if v is None else v[0])
         lines.append(f"| {w} | " + " | ".join(_fmt(v) for v in row) + " |")
