@@ -129,7 +129,8 @@ bool io_service::serve_requests(channel& ch, flights& fl, std::uint32_t& start) 
     // another line by then). seq > taken means seq was unclaimed when taken was read; the CAS
     // then claims it only if nobody claimed anything since.
     if (seq <= taken || !claimed_[k].compare_exchange_strong(taken, seq)) continue;
-    for (const std::uint32_t depth = serve_depth(); fl.count >= depth;) answer_oldest(fl, true);
+    if (fl.depth < kServeDepth) fl.depth = serve_depth();  // it only grows, up to kServeDepth
+    while (fl.count >= fl.depth) answer_oldest(fl, true);
     begin(ch, fl, k, seq, requests_[k]);
     while (fl.count > 0 && answer_oldest(fl, false)) {
     }

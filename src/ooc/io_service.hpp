@@ -153,7 +153,8 @@ class io_service {
   // one it claimed before it returns; false if there was none.
   bool serve_requests(channel& ch, flights& fl, std::uint32_t& start);
   // Requests one thread may have under way now (1 to kServeDepth): as many as the host cache's
-  // entries allow without all of them ending up pinned by requests under way.
+  // entries allow without all of them ending up pinned by requests under way. Never less than
+  // before (the entries only grow). Takes the cache's lock.
   std::uint32_t serve_depth() const;
   // Starts serving request slot k: the eviction's copy out (waited for), the fill's copy issued.
   void begin(channel& ch, flights& fl, std::uint32_t k, std::uint64_t seq, const request& r);
@@ -185,6 +186,9 @@ class io_service {
     std::array<flight, kServeDepth> f;
     std::array<event, kServeDepth> copied;
     std::uint32_t head = 0, count = 0;
+    // serve_depth() when last asked: the host cache's entries only grow, so once it reaches
+    // kServeDepth the cache's lock is no longer taken to ask again.
+    std::uint32_t depth = 0;
   };
   // Between polls with nothing to do: yields for a while after the last work, then sleeps.
   void idle_wait(clock_type::time_point last_work, std::chrono::microseconds& sleep);
