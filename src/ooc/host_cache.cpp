@@ -90,6 +90,12 @@ std::uint64_t host_cache::valid_bytes(std::uint64_t line) const {
                                                             : config_.line_bytes;
 }
 
+std::uint64_t host_cache::stored_bytes(const backing_file& file, std::uint64_t at,
+                                       std::uint64_t bytes) {
+  const std::uint64_t held = file.held();
+  return held > at ? std::min(bytes, held - at) : 0;
+}
+
 bool host_cache::in_spill(std::uint64_t line) const { return !spilled_.empty() && spilled_[line]; }
 
 std::uint32_t host_cache::take_free() {
@@ -339,10 +345,15 @@ void host_cache::read_run(std::unique_lock<std::mutex>& lock,
     if (mine.size() == 1) {
       read_line(first, from_spill, dst[0]);
     } else {
-      files_.front()->read_scattered(place(first).second, dst.data(), dst.size(), lb, valid);
-      counters_.file_bytes_read += valid;
-      const std::uint64_t last_valid = valid_bytes(mine.back().first);
-      std::memset(dst.back() + last_valid, 0, lb - last_valid);
+      const std::uint64_t at = place(first).second;
+      const std::uint64_t stored = stored_bytes(*files_.front(), at, valid);
+      const std::uint64_t lines = (stored + lb - 1) / lb;  // the buffers it reaches into
+      if (stored > 0) files_.front()->read_scattered(at, dst.data(), lines, lb, stored);
+      counters_.file_bytes_read += stored;
+      for (std::uint64_t k = stored / lb; k < dst.size(); ++k) {
+        const std::uint64_t from = k == stored / lb ? stored % lb : 0;
+        std::memset(dst[k] + from, 0, lb - from);
+      }
     }
   } catch (...) {
     lock.lock();
@@ -388,14 +399,16 @@ void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) 
   const std::uint64_t valid = valid_bytes(line);
   if (from_spill) {
     spill_->read(line * config_.line_bytes, dst, valid, config_.line_bytes);
+    std::memset(dst + valid, 0, config_.line_bytes - valid);
   } else if (!files_.empty()) {
     const auto [file, at] = place(line);
-    file->read(at, dst, valid, config_.line_bytes);
-    counters_.file_bytes_read += valid;
+    const std::uint64_t stored = stored_bytes(*file, at, valid);
+    if (stored > 0) file->read(at, dst, stored, config_.line_bytes);
+    counters_.file_bytes_read += stored;
+    std::memset(dst + stored, 0, config_.line_bytes - stored);
   } else {
-    std::memset(dst, 0, valid);
+    std::memset(dst, 0, config_.line_bytes);
   }
-  std::memset(dst + valid, 0, config_.line_bytes - valid);
 }
 
 void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst) {
@@ -406,9 +419,8 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
   }
   // Past what the file held before create extended it there are only zeros: not read.
   const std::uint64_t start = first * lb;
-  const std::uint64_t held = files_.front()->held();
   const std::uint64_t valid =
-      held > start ? std::min(n * lb, std::min(config_.mapping_bytes, held) - start) : 0;
+      stored_bytes(*files_.front(), start, std::min(n * lb, config_.mapping_bytes - start));
   if (valid > 0) files_.front()->read(start, dst, valid, n * lb);
   counters_.file_bytes_read += valid;
   std::memset(dst + valid, 0, n * lb - valid);

@@ -183,6 +183,8 @@ class host_cache {
   void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
   // Records that the spill file holds entry x's line now (lock held).
   void note_spilled(const entry& x);
+  // Reads `line` (from the spill file, the files, or zeros for scratch data) into dst, a line of
+  // room, zeroing what the mapping or the file does not hold (stored_bytes).
   void read_line(std::uint64_t line, bool from_spill, std::byte* dst);
   // read_ahead's reads of `run` (line, entry: installed, busy, pinned once), consecutive lines of
   // the one file unless the run is a single line; then the entries are unpinned and counted, or,
@@ -198,6 +200,12 @@ class host_cache {
   bool in_spill(std::uint64_t line) const;
   // The bytes of `line` inside the mapping (the last line may be partial).
   std::uint64_t valid_bytes(std::uint64_t line) const;
+  // Of `bytes` bytes at byte `at` of `file`'s range, how many from `at` on the file may hold data
+  // in: none past what it held before create extended it (backing_file::held, which writes move
+  // on). The rest can only be zeros and is never read: an output mapped read_write on a fresh
+  // file read its every line from the file's holes before its kernels overwrote them.
+  static std::uint64_t stored_bytes(const backing_file& file, std::uint64_t at,
+                                    std::uint64_t bytes);
   // The file holding `line` and the line's byte offset in that file's range.
   std::pair<const backing_file*, std::uint64_t> place(std::uint64_t line) const;
 

@@ -190,6 +190,55 @@ TEST(OocHostCache, ReadAheadOfARunReadsEachMissingLineOnceIntoItsOwnEntry) {
   c.fetch(20, 60);
 }
 
+// Lines past what the file held before create extended it are zeros that are never read (a fresh
+// output file mapped read_write read every line from its holes), by single misses and by
+// read-ahead runs, including the line that straddles the old end; once a line is written back it
+// is data, and a cache that fetches it then reads it.
+TEST(OocHostCache, LinesPastWhatTheFileHeldAreZerosWithoutARead) {
+  gpm::test::scratch_dirs dirs{"ooc-host-cache-held"};
+  constexpr std::uint64_t kLines = 16;
+  const std::uint64_t held = 2 * kLineBytes + 100;  // lines 0-1 and 100 bytes of line 2
+  const std::string path = make_file(dirs, held);
+  backing_file data(path, kLines * kLineBytes, 0, true, true, false);
+  ASSERT_EQ(data.held(), held);
+  const auto make = [&] {
+    return host_cache(
+        host_cache_config{gpm::ooc::mode::read_write, kLineBytes, kLines * kLineBytes, 8}, {&data},
+        nullptr);
+  };
+  const auto expect_line = [&](host_cache& cache, std::uint64_t line, const char* why) {
+    const std::uint32_t e = cache.pin(line, host_cache::purpose::fetch);
+    const auto* b = reinterpret_cast<const unsigned char*>(cache.data(e));
+    for (std::uint64_t i = 0; i < kLineBytes; ++i) {
+      const std::uint64_t at = line * kLineBytes + i;
+      const auto want = at < held ? static_cast<unsigned char>(at * 131 + 7) : 0;
+      ASSERT_EQ(b[i], want) << why << ": line " << line << ", byte " << i;
+    }
+    cache.unpin(e);
+  };
+  host_cache cache = make();
+  cache.read_ahead(1, 4);  // lines 1-4: 1 whole, 100 bytes of 2, nothing of 3 and 4
+  EXPECT_EQ(cache.counters().file_bytes_read.load(), kLineBytes + 100);
+  for (std::uint64_t line = 1; line < 5; ++line) expect_line(cache, line, "read ahead");
+  expect_line(cache, 0, "a miss below the old end");
+  expect_line(cache, 9, "a miss past it");
+  EXPECT_EQ(cache.counters().file_bytes_read.load(), 2 * kLineBytes + 100);
+
+  // Line 12 leaves the GPU and is written back: from then on it is data.
+  std::vector<std::byte> line12(kLineBytes);
+  for (std::uint64_t i = 0; i < kLineBytes; ++i) line12[i] = static_cast<std::byte>(i * 7 + 3);
+  const std::uint32_t e = cache.pin(12, host_cache::purpose::store);
+  cache.store(e, line12.data(), nullptr);
+  cache.unpin(e);
+  cache.write_back(12, 12);
+  EXPECT_EQ(data.held(), 13 * kLineBytes);
+  host_cache again = make();  // a cache without the line: it must come from the file
+  const std::uint32_t f = again.pin(12, host_cache::purpose::fetch);
+  EXPECT_EQ(std::memcmp(again.data(f), line12.data(), kLineBytes), 0);
+  again.unpin(f);
+  EXPECT_EQ(again.counters().file_bytes_read.load(), kLineBytes);
+}
+
 TEST(OocHostCache, VolatileDataGrowsBeforeItEvicts) {
   growing_cache c(gpm::ooc::mode::volatile_data);
   c.fetch(0, 12);
