@@ -107,6 +107,7 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
   o.switch_threshold = c.threshold;
   o.learn = c.learn;
   o.slice_us = 1;
+  std::uint64_t flipping_switches = 0;  // adaptive with kFlipping: switches over the seeds' runs
   for (const std::uint64_t seed : {0, 1, 2}) {
     SCOPED_TRACE(std::string(c.name) + ", emulator seed " + std::to_string(seed));
     const atm w{.accounts = 12, .transactions = 1200, .seed = seed + 100};
@@ -175,13 +176,7 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
           EXPECT_GT(stats.ring_commits, 0u);
           EXPECT_GT(stats.slices_on, 0u);
         }
-        if (GPM_BACKEND_HOST && c.threshold == kFlipping) {
-          // Turned off as well as on within a launch: the slices are reported while every commit
-          // goes through the ring (committers report what the helpers persisted), not only by
-          // direct commits. Reported by direct commits alone, each launch switches at most once.
-          // On the emulator, whose 1 us slices are mostly idle; a GPU may persist in every slice.
-          EXPECT_GE(stats.switches, 3u);
-        }
+        if (c.threshold == kFlipping) flipping_switches += stats.switches;
       }
     }
     if (c.mode == tx_mode::volatile_only) continue;
@@ -190,6 +185,15 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
     std::vector<std::uint32_t> recovered(w.words());
     again.load(0, recovered.data(), recovered.size());
     EXPECT_EQ(recovered, state);
+  }
+  if (GPM_BACKEND_HOST && c.threshold == kFlipping && !c.learn) {
+    // Turned off as well as on within a launch: the slices are reported while every commit goes
+    // through the ring (committers report what the helpers persisted), not only by direct
+    // commits. Reported by direct commits alone, each launch switches at most once: at most 6
+    // over the three seeds' two launches. On the emulator, whose 1 us slices are mostly idle (a
+    // GPU may persist in every slice); one seed's run switched 2 to over 200 times there, so a
+    // bound per run (3) failed about one run in seven.
+    EXPECT_GE(flipping_switches, 7u);
   }
 }
 
