@@ -394,7 +394,11 @@ class transaction {
     writes_ = 0;
     state_ = running;
     blocker_ = kNoBlocker;
-    dev64(v_.status[slot_]).store(status_word(attempt, kActive), memory_order_release);
+    // One fence orders this status before every orec the attempt takes (a thread that finds one
+    // of them owned by this attempt reads the owner's status next, owner_yields): the orecs' CASes
+    // are then acquires alone, where each was a release too, a GPU-wide fence per orec taken.
+    dev64(v_.status[slot_]).store(status_word(attempt, kActive), memory_order_relaxed);
+    atomic_thread_fence<thread_scope::device>(memory_order_acq_rel);
   }
 
   // Between a failed attempt and the next: when the attempt met an orec it could not take (its
@@ -522,7 +526,7 @@ class transaction {
     std::uint64_t cur = orec.load(memory_order_acquire);
     for (int tries = 0; tries < 4; ++tries) {
       if (cur != 0 && !owner_yields(cur)) break;
-      if (orec.compare_exchange_strong(cur, mine_, memory_order_acq_rel)) {
+      if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {  // begin() fenced
         if (read_at == MaxLocks) {
           held_[locks_++] = o;
           return true;
@@ -674,17 +678,22 @@ class transaction {
       dev32(v_.work[words_[i]]).store(values_[i], memory_order_relaxed);
     }
   }
-  // Releases the orecs this attempt still owns and leaves its status in `state`. Its loop, and
-  // acquire_orec's, stay unrolled: rolled (GPM_UNROLL_1) they made every mode slower, volatile
-  // ATM A1 by 17% on an H200, where rolling the record's loops made the commit path faster.
+  // Releases the orecs this attempt still owns and leaves its status in `state`, all after one
+  // release fence (a fence and a strong write are a release), where each was a release of its own,
+  // a GPU-wide fence each. Nothing needs the status after the orecs: a thread that finds this
+  // attempt over while it still holds an orec takes the orec, and the release's CAS then fails.
+  // Its loop, and acquire_orec's, stay unrolled: rolled (GPM_UNROLL_1) they made every mode
+  // slower, volatile ATM A1 by 17% on an H200, where rolling the record's loops made the commit
+  // path faster.
   __device__ void end(std::uint64_t state) {
+    atomic_thread_fence<thread_scope::device>(memory_order_release);
     for (std::uint32_t i = 0; i < locks_; ++i) {
       if (Versioned && (held_[i] & kReadBit) != 0) continue;  // read, not taken
       std::uint64_t expected = mine_;
-      dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_release);
+      dev64(v_.orecs[held_[i]]).compare_exchange_strong(expected, 0, memory_order_relaxed);
     }
     locks_ = 0;
-    dev64(v_.status[slot_]).store(status_word(attempt_, state), memory_order_release);
+    dev64(v_.status[slot_]).store(status_word(attempt_, state), memory_order_relaxed);
   }
   __device__ commit_step finish(tx_result& r, tx_status s) {
     end(kIdle);
