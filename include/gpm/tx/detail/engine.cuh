@@ -424,11 +424,15 @@ class transaction {
   // the record it needs (then the caller orders it and calls publish()).
   __device__ commit_step prepare(tx_result& r, std::uint64_t& chunks) {
     if (Versioned && state_ == running) validate_reads();
+    // Relaxed: whether this CAS or a stealer's ACTIVE -> ABORTED comes first on the status word
+    // decides the race, whatever the orders around it; what follows is ordered by end()'s fence,
+    // and with versioned reads by apply()'s release of each version (which orders this CAS before
+    // it, so a reader that sees a raised version sees the owner COMMITTING).
     std::uint64_t expected = status_word(attempt_, kActive);
     if (state_ == conflict ||
         !dev64(v_.status[slot_])
              .compare_exchange_strong(expected, status_word(attempt_, kCommitting),
-                                      memory_order_acq_rel)) {
+                                      memory_order_relaxed)) {
       end(kAborted);
       ++v_.counters[kCounters * slot_ + 1];
       return commit_step::retry;
