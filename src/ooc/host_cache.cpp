@@ -53,17 +53,17 @@ bool host_cache::grow(std::unique_lock<std::mutex>& lock) {
   const std::uint64_t n = std::min(per_segment_, cap_ - first);
   growing_ = true;
   lock.unlock();
-  pinned_buffer<std::byte> memory;
-  bool pinned = true;
+  std::unique_ptr<staging_buffer> memory;
   try {
-    memory = pinned_buffer<std::byte>::for_io(n * config_.line_bytes);
+    memory = std::make_unique<staging_buffer>(n * config_.line_bytes, true);
   } catch (const gpm::error&) {
-    pinned = false;  // host memory cannot be pinned now: the cache works at the size it has
+    // host memory cannot be pinned now (memory stays null): the cache works at the size it has
   }
+  const bool pinned = memory != nullptr;
   lock.lock();
   growing_ = false;
   if (pinned) {
-    segment_[first / per_segment_] = memory.data();
+    segment_[first / per_segment_] = memory->data();
     pinned_.push_back(std::move(memory));
     allocated_ = first + n;
     free_ += n;

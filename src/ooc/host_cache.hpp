@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -29,7 +30,7 @@
 #include <gpm/ooc/detail/file.hpp>
 #include <gpm/ooc/detail/protocol.hpp>
 #include <gpm/ooc/status.hpp>
-#include <gpm/platform/pinned_buffer.hpp>
+#include "staging.hpp"
 
 namespace gpm::detail::ooc {
 
@@ -218,7 +219,10 @@ class host_cache {
   // under m_ before any of them is handed out and never moved (the array is sized at
   // construction), so data() reads it without the lock.
   std::vector<std::byte*> segment_;
-  std::vector<pinned_buffer<std::byte>> pinned_;  // owns segment_'s memory
+  // Owns segment_'s memory, lent by the process's pool of pinned memory (staging.hpp), which it
+  // goes back to with the cache: pinned per mapping, a mapping of a few lines paid as much to pin
+  // and unpin its first segment as to read its data.
+  std::vector<std::unique_ptr<staging_buffer>> pinned_;
 
   mutable std::mutex m_;
   std::condition_variable cv_;

@@ -36,7 +36,7 @@ std::uint64_t buffer_size(std::uint64_t bytes) {
 
 }  // namespace
 
-staging_buffer::staging_buffer(std::uint64_t bytes) {
+staging_buffer::staging_buffer(std::uint64_t bytes, bool exact) {
   pool& p = the_pool();
   {
     std::lock_guard lock(p.m);
@@ -49,13 +49,13 @@ staging_buffer::staging_buffer(std::uint64_t bytes) {
       }
     }
   }
-  const std::uint64_t size = buffer_size(bytes);
+  const std::uint64_t size = exact ? bytes : buffer_size(bytes);
   try {
     memory_ = pinned_buffer<std::byte>::for_io(size);
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory,
                 "gpm::ooc: cannot pin " + std::to_string(size) +
-                    " bytes of staging memory for a resident mapping: " + e.what());
+                    " bytes of host memory for a mapping's transfers: " + e.what());
   }
   std::lock_guard lock(p.m);
   p.pinned += size;
@@ -80,6 +80,14 @@ std::uint64_t staging_buffer::pinned_bytes() {
   pool& p = the_pool();
   std::lock_guard lock(p.m);
   return p.pinned;
+}
+
+std::uint64_t staging_buffer::lent_bytes() {
+  pool& p = the_pool();
+  std::lock_guard lock(p.m);
+  std::uint64_t idle = 0;
+  for (const auto& b : p.idle) idle += b.bytes();
+  return p.pinned - idle;
 }
 
 }  // namespace gpm::detail::ooc

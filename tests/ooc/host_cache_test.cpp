@@ -239,6 +239,28 @@ TEST(OocHostCache, LinesPastWhatTheFileHeldAreZerosWithoutARead) {
   EXPECT_EQ(again.counters().file_bytes_read.load(), kLineBytes);
 }
 
+// A host cache's pinned segments are lent by the process's pool and go back to it with the
+// cache, so the next mapping's cache takes them instead of pinning its own (pinning and unpinning
+// per mapping cost small mappings as much as reading their data).
+TEST(OocHostCache, SegmentsAreLentByThePinnedPoolAndGoBack) {
+  const std::uint64_t lent = staging_buffer::lent_bytes();
+  std::uint64_t pinned = 0;
+  {
+    growing_cache c(gpm::ooc::mode::read);
+    c.fetch(0, 16);
+    c.fetch(0, 16);  // grows to its cap: 4 segments of 4 lines
+    EXPECT_EQ(c.cache.allocated_entries(), 16u);
+    EXPECT_GE(staging_buffer::lent_bytes(), lent + 16 * kLineBytes);
+    pinned = staging_buffer::pinned_bytes();
+  }
+  EXPECT_EQ(staging_buffer::lent_bytes(), lent);
+  growing_cache again(gpm::ooc::mode::read);
+  again.fetch(0, 16);
+  again.fetch(0, 16);
+  EXPECT_EQ(again.cache.allocated_entries(), 16u);
+  EXPECT_EQ(staging_buffer::pinned_bytes(), pinned);  // nothing pinned anew
+}
+
 TEST(OocHostCache, VolatileDataGrowsBeforeItEvicts) {
   growing_cache c(gpm::ooc::mode::volatile_data);
   c.fetch(0, 12);
