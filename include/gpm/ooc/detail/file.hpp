@@ -78,6 +78,11 @@ class backing_file {
   void datasync() const;
   // The fdatasync calls datasync() made.
   std::uint64_t datasyncs() const { return datasyncs_.load(std::memory_order_relaxed); }
+  // Starts writing bytes [at, at + bytes) of the range to the disk without waiting (write-behind,
+  // sync_file_range): for writes a datasync() will follow, so that the disk works while the
+  // caller goes on writing and the datasync finds less to do. A hint: it makes nothing durable
+  // and reports nothing (the datasync does).
+  void start_writeback(std::uint64_t at, std::uint64_t bytes) const;
   // Sets the file's length (a temporary file's: its holes read as zeros). Throws io.
   void resize(std::uint64_t bytes) const;
   // Gives back the blocks of bytes [at, at + bytes) of the range, which read as zeros from then
