@@ -19,6 +19,12 @@ struct pool {
   std::mutex m;
   std::vector<pinned_buffer<std::byte>> idle;  // largest first
   std::uint64_t pinned = 0;                    // idle and lent
+
+  std::uint64_t idle_bytes() const {  // m held
+    std::uint64_t n = 0;
+    for (const auto& b : idle) n += b.bytes();
+    return n;
+  }
 };
 
 // Never destroyed: its memory goes with the process. Unpinning it during static destruction could
@@ -67,8 +73,7 @@ staging_buffer::~staging_buffer() {
   const auto at = std::find_if(p.idle.begin(), p.idle.end(),
                                [&](const auto& b) { return b.bytes() <= memory_.bytes(); });
   p.idle.insert(at, std::move(memory_));
-  std::uint64_t idle = 0;
-  for (const auto& b : p.idle) idle += b.bytes();
+  std::uint64_t idle = p.idle_bytes();
   while (idle > kStagingKeptBytes) {
     idle -= p.idle.back().bytes();
     p.pinned -= p.idle.back().bytes();
@@ -85,9 +90,7 @@ std::uint64_t staging_buffer::pinned_bytes() {
 std::uint64_t staging_buffer::lent_bytes() {
   pool& p = the_pool();
   std::lock_guard lock(p.m);
-  std::uint64_t idle = 0;
-  for (const auto& b : p.idle) idle += b.bytes();
-  return p.pinned - idle;
+  return p.pinned - p.idle_bytes();
 }
 
 }  // namespace gpm::detail::ooc
