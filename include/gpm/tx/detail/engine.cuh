@@ -538,7 +538,11 @@ class transaction {
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
     for (int tries = 0; tries < 4; ++tries) {
-      if (cur != 0 && !owner_yields(cur)) break;
+      if (cur != 0 && !owner_yields(cur)) {
+        if (!owner_unseen(cur)) break;
+        cur = orec.load(memory_order_acquire);  // its status is on its way: look again
+        continue;
+      }
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {
         if (read_at == MaxLocks) {
           held_[locks_++] = o;
@@ -646,7 +650,7 @@ class transaction {
     if (owner >= v_.max_threads) return true;  // not a live owner's record
     dev64 st(v_.status[owner]);
     std::uint64_t s = st.load(memory_order_acquire);
-    if (status_behind(s, rec)) return false;
+    if (status_behind(s, rec)) return false;  // owner_unseen
     for (;;) {
       const bool same_attempt = attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec);
       if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return true;
@@ -655,6 +659,13 @@ class transaction {
         return true;
       }
     }
+  }
+
+  // Whether owner_yields said no only because the owner's status is not visible yet, and this
+  // attempt outranks the owner: it may abort it once its status is seen ACTIVE.
+  __device__ bool owner_unseen(std::uint64_t rec) const {
+    const std::uint64_t owner = (rec >> 32) - 1;
+    return owner > slot_ && status_behind(dev64(v_.status[owner]).load(memory_order_relaxed), rec);
   }
 
   __device__ std::uint32_t value_of(std::uint32_t word) const {
