@@ -537,12 +537,15 @@ class transaction {
     }
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
-    for (int tries = 0; tries < 4; ++tries) {
+    // Four CASes at most; an owner whose status is on its way (owner_unseen) is looked at again
+    // until it is seen, without counting.
+    for (int tries = 0; tries < 4;) {
       if (cur != 0 && !owner_yields(cur)) {
         if (!owner_unseen(cur)) break;
-        cur = orec.load(memory_order_acquire);  // its status is on its way: look again
+        cur = orec.load(memory_order_acquire);
         continue;
       }
+      ++tries;
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {
         if (read_at == MaxLocks) {
           held_[locks_++] = o;
@@ -662,7 +665,8 @@ class transaction {
   }
 
   // Whether owner_yields said no only because the owner's status is not visible yet, and this
-  // attempt outranks the owner: it may abort it once its status is seen ACTIVE.
+  // attempt outranks the owner: it may abort it once its status is seen ACTIVE, which it will be
+  // (the owner stored it before it took the orec).
   __device__ bool owner_unseen(std::uint64_t rec) const {
     const std::uint64_t owner = (rec >> 32) - 1;
     return owner > slot_ && status_behind(dev64(v_.status[owner]).load(memory_order_relaxed), rec);
