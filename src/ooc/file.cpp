@@ -26,6 +26,17 @@ constexpr std::size_t kMaxRunWrites = 8;
 
 std::string sys_reason(int err) { return std::strerror(err); }
 
+// After a vectored read or write moved `moved` bytes: skips them in iov from iov[next] on.
+void advance(std::vector<iovec>& iov, std::size_t& next, std::size_t moved) {
+  while (moved > 0) {
+    const std::size_t take = std::min(moved, iov[next].iov_len);
+    iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + take;
+    iov[next].iov_len -= take;
+    moved -= take;
+    if (iov[next].iov_len == 0) ++next;
+  }
+}
+
 std::string range_text(std::uint64_t offset, std::uint64_t size) {
   return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) + ")";
 }
@@ -223,30 +234,41 @@ void backing_file::read_scattered(std::uint64_t at, std::byte* const* dst, std::
                                 ": it was truncated while mapped");
     }
     done += static_cast<std::uint64_t>(r);
-    for (std::size_t left = static_cast<std::size_t>(r); left > 0;) {  // skip what was filled
-      const std::size_t take = std::min(left, iov[next].iov_len);
-      iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + take;
-      iov[next].iov_len -= take;
-      left -= take;
-      if (iov[next].iov_len == 0) ++next;
-    }
+    advance(iov, next, static_cast<std::size_t>(r));
   }
 }
 
 void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) const {
-  const bool direct = direct_ok(at, buf, bytes);
+  const auto* const src = static_cast<const std::byte*>(buf);
+  write_gathered(at, &src, 1, bytes, bytes);
+}
+
+void backing_file::write_gathered(std::uint64_t at, const std::byte* const* src, std::size_t n,
+                                  std::size_t line, std::uint64_t bytes) const {
+  // Every buffer but the last is written whole, so those must be whole aligned blocks.
+  bool direct = (n == 1 || line % kDirectAlign == 0) && direct_ok(at, src[0], bytes);
+  for (std::size_t k = 1; k < n && direct; ++k) {
+    direct = reinterpret_cast<std::uintptr_t>(src[k]) % kDirectAlign == 0;
+  }
   const int fd = direct ? direct_fd_ : fd_;
-  std::size_t done = 0;
+  std::vector<iovec> iov;
+  for (std::size_t k = 0; k < n && k * std::uint64_t{line} < bytes; ++k) {
+    iov.push_back({const_cast<std::byte*>(src[k]),
+                   static_cast<std::size_t>(std::min<std::uint64_t>(line, bytes - k * line))});
+  }
+  std::size_t next = 0;  // the first iovec not written yet
+  std::uint64_t done = 0;
   while (done < bytes) {
-    const ssize_t n = ::pwrite(fd, static_cast<const char*>(buf) + done, bytes - done,
-                               static_cast<off_t>(offset_ + at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EINVAL && direct && done == 0) {
+    const int count = static_cast<int>(std::min<std::size_t>(iov.size() - next, IOV_MAX));
+    const ssize_t r =
+        ::pwritev(fd, iov.data() + next, count, static_cast<off_t>(offset_ + at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EINVAL && direct && done == 0) {
       direct_refused_ = true;
-      return write(at, buf, bytes);
+      return write_gathered(at, src, n, line, bytes);
     }
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
+    if (r <= 0) {
+      const int err = r < 0 ? errno : ENOSPC;
       const std::string what = "cannot write " + std::to_string(bytes) + " bytes at " +
                                std::to_string(offset_ + at) + " of " + path_ + ": " +
                                sys_reason(err);
@@ -258,7 +280,8 @@ void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) c
       }
       throw_error(errc::io, what);
     }
-    done += static_cast<std::size_t>(n);
+    done += static_cast<std::uint64_t>(r);
+    advance(iov, next, static_cast<std::size_t>(r));
     unsynced_.store(true, std::memory_order_release);
   }
   // What was written is data now (a line written back, an epoch applied): reads must fetch it.

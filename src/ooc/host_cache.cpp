@@ -202,11 +202,50 @@ void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e
 }
 
 void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
-  entry& x = entries_[e];
-  unlocked_io(
-      lock, e, [&] { write_entry(x, data(e)); }, [] {});
-  x.dirty = false;
-  if (!spilled_.empty()) note_spilled(x);
+  std::vector<std::uint32_t> run{e};
+  // Runs only where whole lines go to the one mapped file: masked lines and spills go alone.
+  if (config_.mode == mode::read_write && !config_.staged && files_.size() == 1) {
+    const std::uint64_t most = std::max<std::uint64_t>(1, kWriteRunBytes / config_.line_bytes);
+    for (std::uint64_t line = entries_[e].line + 1; run.size() < most; ++line) {
+      const auto it = index_.find(line);
+      if (it == index_.end()) break;
+      const entry& y = entries_[it->second];
+      if (!y.dirty || y.busy || y.pins != 0) break;
+      run.push_back(it->second);
+    }
+  }
+  for (const std::uint32_t r : run) entries_[r].busy = true;
+  lock.unlock();
+  try {
+    write_entries(run);
+  } catch (...) {
+    lock.lock();
+    for (const std::uint32_t r : run) entries_[r].busy = false;
+    cv_.notify_all();
+    throw;
+  }
+  lock.lock();
+  for (const std::uint32_t r : run) {
+    entry& x = entries_[r];
+    x.busy = false;
+    x.dirty = false;
+    if (!spilled_.empty()) note_spilled(x);
+  }
+  cv_.notify_all();
+}
+
+void host_cache::write_entries(const std::vector<std::uint32_t>& run) {
+  if (run.size() == 1) return write_entry(entries_[run.front()], data(run.front()));
+  std::vector<const std::byte*> src;
+  std::uint64_t bytes = 0;
+  for (const std::uint32_t r : run) {
+    src.push_back(data(r));
+    bytes += valid_bytes(entries_[r].line);
+  }
+  files_.front()->write_gathered(place(entries_[run.front()].line).second, src.data(), src.size(),
+                                 config_.line_bytes, bytes);
+  counters_.file_bytes_written += bytes;
+  ++counters_.file_writes;
 }
 
 // Under the lock, never in write_entry: I/O threads clean entries at the same time, and
@@ -451,6 +490,7 @@ void host_cache::write_lines(std::uint64_t first, std::uint64_t n, const std::by
       const std::uint64_t valid = valid_bytes(first + k);
       file->write(at, src + k * lb, valid);
       counters_.file_bytes_written += valid;
+      ++counters_.file_writes;
     }
     return;
   }
@@ -458,6 +498,7 @@ void host_cache::write_lines(std::uint64_t first, std::uint64_t n, const std::by
   const std::uint64_t bytes = std::min(n * lb, config_.mapping_bytes - start);
   files_.front()->write(start, src, bytes);
   counters_.file_bytes_written += bytes;
+  ++counters_.file_writes;
 }
 
 void host_cache::write_entry(const entry& x, const std::byte* src) {
@@ -473,6 +514,7 @@ void host_cache::write_entry(const entry& x, const std::byte* src) {
   }
   const auto [file, at] = place(x.line);
   counters_.file_bytes_written += file->write_masked(at, src, valid, mask, mask_words_);
+  ++counters_.file_writes;
 }
 
 void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink emit, void* ctx) {

@@ -59,12 +59,17 @@ struct host_cache_counters {
   std::atomic<std::uint64_t> read_ahead_hits{0};
   std::atomic<std::uint64_t> file_bytes_read{0};
   std::atomic<std::uint64_t> file_bytes_written{0};
+  std::atomic<std::uint64_t> file_writes{0};  // writes of the mapped files (a run is one)
   std::atomic<std::uint64_t> spill_bytes_written{0};
 };
 
 class host_cache {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
+  // Bytes one write-back write takes at most, in whole lines (at least one), as read-ahead reads
+  // runs of 16 MiB: a line at a time, a virtual disk read 1 MiB lines at 1.0 GB/s, large reads at
+  // 1.6 (docs/out-of-core.md, "Read-ahead").
+  static constexpr std::uint64_t kWriteRunBytes = 16ull << 20;
 
   // Why an entry is pinned: to send it to the GPU (filled from the file if absent; counted as a
   // hit or miss), or to receive a line leaving the GPU (never read from the file).
@@ -180,8 +185,13 @@ class host_cache {
   // Runs `io` on entry e outside the lock with e busy; rethrows its failure after `undo`.
   template <class Io, class Undo>
   void unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io, Undo&& undo);
-  // Makes a dirty victim clean by writing it back (lock held on entry and return).
+  // Makes a dirty victim clean by writing it back, with the dirty lines that follow it in the
+  // one mapped file and nobody uses, up to kWriteRunBytes, in one write (lock held on entry and
+  // return; unlocked while writing, the run's entries busy).
   void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
+  // Writes the lines of entries `run` (one, or consecutive lines of the one mapped file) back;
+  // runs outside the lock, so it touches no bookkeeping.
+  void write_entries(const std::vector<std::uint32_t>& run);
   // Records that the spill file holds entry x's line now (lock held).
   void note_spilled(const entry& x);
   // Reads `line` (from the spill file, the files, or zeros for scratch data) into dst, a line of

@@ -190,6 +190,52 @@ TEST(OocHostCache, ReadAheadOfARunReadsEachMissingLineOnceIntoItsOwnEntry) {
   c.fetch(20, 60);
 }
 
+// A dirty victim goes back with the dirty lines after it in one write, as far as a line that is in
+// use (pinned); every line written holds its own bytes in the file, and none is written twice:
+// the lines written with the victim are clean from then on.
+TEST(OocHostCache, DirtyLinesAfterAVictimGoBackWithItInOneWrite) {
+  gpm::test::scratch_dirs dirs{"ooc-host-cache-runs"};
+  constexpr std::uint64_t kLines = 64, kCap = 16;
+  const std::string path = make_file(dirs, kLines * kLineBytes);
+  backing_file data(path, kLines * kLineBytes, 0, true, false, false);
+  // One segment of 16 entries, pinned at construction: entry e takes line e below.
+  host_cache cache(host_cache_config{gpm::ooc::mode::read_write, kLineBytes, kLines * kLineBytes,
+                                     kCap, false, kCap * kLineBytes},
+                   {&data}, nullptr);
+  const auto stored = [](std::uint64_t line, std::uint64_t i) {
+    return static_cast<unsigned char>(line * 7 + i % 251 + 1);
+  };
+  for (std::uint64_t line = 0; line < kCap; ++line) {  // every entry dirty, whole
+    const std::uint32_t e = cache.pin(line, host_cache::purpose::store);
+    for (std::uint64_t i = 0; i < kLineBytes; ++i) {
+      cache.data(e)[i] = static_cast<std::byte>(stored(line, i));
+    }
+    cache.store(e, nullptr, nullptr);
+    cache.unpin(e);
+  }
+  const auto& k = cache.counters();
+  ASSERT_EQ(k.file_writes.load(), 0u);
+  const std::uint32_t in_use = cache.pin(8, host_cache::purpose::fetch);  // a hit; ends a run
+  // Room for line 20: the clock takes line 0 (the second sweep's first unreferenced entry), dirty,
+  // so lines 0-7 go back in one write, then line 0's entry (clean now) takes line 20.
+  cache.unpin(cache.pin(20, host_cache::purpose::fetch));
+  EXPECT_EQ(k.file_writes.load(), 1u);
+  EXPECT_EQ(k.file_bytes_written.load(), 8 * kLineBytes);
+  cache.unpin(in_use);
+  cache.write_back(0, kLines - 1);  // lines 8-15, in one write; 1-7 are clean
+  EXPECT_EQ(k.file_writes.load(), 2u);
+  EXPECT_EQ(k.file_bytes_written.load(), 16 * kLineBytes);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> file(kCap * kLineBytes);
+  in.read(file.data(), static_cast<std::streamsize>(file.size()));
+  for (std::uint64_t line = 0; line < kCap; ++line) {
+    for (std::uint64_t i = 0; i < kLineBytes; i += 97) {
+      ASSERT_EQ(static_cast<unsigned char>(file[line * kLineBytes + i]), stored(line, i))
+          << "line " << line << " byte " << i;
+    }
+  }
+}
+
 // Lines past what the file held before create extended it are zeros that are never read (a fresh
 // output file mapped read_write read every line from its holes), by single misses and by
 // read-ahead runs, including the line that straddles the old end; once a line is written back it

@@ -65,6 +65,12 @@ class backing_file {
                       std::uint64_t bytes) const;
   // Writes `bytes` from `buf` at byte `at` of the range. Throws io (ENOSPC: says the disk is full).
   void write(std::uint64_t at, const void* buf, std::size_t bytes) const;
+  // Writes `bytes` at byte `at` of the range from n buffers of `line` bytes each, in order (bytes
+  // <= n * line; write() is the case of one buffer), with vectored writes: the write-back of a run
+  // of cache entries that are not contiguous in memory. O_DIRECT where the range, `bytes`, `line`
+  // and every buffer are aligned. Throws io as write() does.
+  void write_gathered(std::uint64_t at, const std::byte* const* src, std::size_t n,
+                      std::size_t line, std::uint64_t bytes) const;
   // Writes the bytes of `src` (a line's first `valid` bytes, at byte `at` of the range) that
   // `mask` marks (one bit per kMaskGranule bytes, `mask_words` words; null: all of them) and
   // returns how many that is. A line with more than a few runs goes back as one read-merge-write
