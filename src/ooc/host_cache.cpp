@@ -183,21 +183,21 @@ void host_cache::forget(std::uint32_t e) {
 }
 
 template <class Io, class Undo>
-void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io,
-                             Undo&& undo) {
-  entries_[e].busy = true;
+void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::span<const std::uint32_t> run,
+                             Io&& io, Undo&& undo) {
+  for (const std::uint32_t e : run) entries_[e].busy = true;
   lock.unlock();
   try {
     io();
   } catch (...) {
     lock.lock();
-    entries_[e].busy = false;
+    for (const std::uint32_t e : run) entries_[e].busy = false;
     undo();
     cv_.notify_all();
     throw;
   }
   lock.lock();
-  entries_[e].busy = false;
+  for (const std::uint32_t e : run) entries_[e].busy = false;
   cv_.notify_all();
 }
 
@@ -214,24 +214,12 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
       run.push_back(it->second);
     }
   }
-  for (const std::uint32_t r : run) entries_[r].busy = true;
-  lock.unlock();
-  try {
-    write_entries(run);
-  } catch (...) {
-    lock.lock();
-    for (const std::uint32_t r : run) entries_[r].busy = false;
-    cv_.notify_all();
-    throw;
-  }
-  lock.lock();
+  unlocked_io(
+      lock, run, [&] { write_entries(run); }, [] {});
   for (const std::uint32_t r : run) {
-    entry& x = entries_[r];
-    x.busy = false;
-    x.dirty = false;
-    if (!spilled_.empty()) note_spilled(x);
+    entries_[r].dirty = false;
+    if (!spilled_.empty()) note_spilled(entries_[r]);
   }
-  cv_.notify_all();
 }
 
 void host_cache::write_entries(const std::vector<std::uint32_t>& run) {
@@ -288,7 +276,7 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
     if (fill) {
       ++counters_.misses;
       unlocked_io(
-          lock, e, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
+          lock, {&e, 1}, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
     }
     return e;
   }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -182,9 +183,10 @@ class host_cache {
   void install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead);
   // Makes entry e free, holding no line (lock held).
   void forget(std::uint32_t e);
-  // Runs `io` on entry e outside the lock with e busy; rethrows its failure after `undo`.
+  // Runs `io` on entries `run` outside the lock with them busy; rethrows its failure after `undo`.
   template <class Io, class Undo>
-  void unlocked_io(std::unique_lock<std::mutex>& lock, std::uint32_t e, Io&& io, Undo&& undo);
+  void unlocked_io(std::unique_lock<std::mutex>& lock, std::span<const std::uint32_t> run, Io&& io,
+                   Undo&& undo);
   // Makes a dirty victim clean by writing it back, with the dirty lines that follow it in the
   // one mapped file and nobody uses, up to kWriteRunBytes, in one write (lock held on entry and
   // return; unlocked while writing, the run's entries busy).
