@@ -98,6 +98,13 @@ std::uint64_t host_cache::stored_bytes(const backing_file& file, std::uint64_t a
 
 bool host_cache::in_spill(std::uint64_t line) const { return !spilled_.empty() && spilled_[line]; }
 
+bool host_cache::zeros_only(std::uint64_t line) const {
+  if (in_spill(line)) return false;
+  if (files_.empty()) return true;
+  const auto [file, at] = place(line);
+  return stored_bytes(*file, at, valid_bytes(line)) == 0;
+}
+
 std::uint32_t host_cache::take_free() {
   for (;;) {
     const auto e = static_cast<std::uint32_t>(hand_++ % allocated_);
@@ -267,6 +274,10 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
       x.read_ahead = false;
       return it->second;
     }
+    if (why == purpose::fetch && zeros_only(line)) {
+      ++counters_.misses;
+      return kZeros;
+    }
     const std::uint32_t e = room(lock, false);
     if (index_.count(line) != 0) continue;  // brought in while room() had the lock released
     const bool fill = why == purpose::fetch;
@@ -320,7 +331,7 @@ void host_cache::read_ahead(std::uint64_t first, std::uint64_t n) {
   try {
     for (std::uint64_t line = first; line < first + n; ++line) {
       if (line * config_.line_bytes >= config_.mapping_bytes) break;
-      if (index_.count(line) != 0) {  // present: the run so far ends here
+      if (index_.count(line) != 0 || zeros_only(line)) {  // present, or zeros: the run ends here
         read_run(lock, run);
         continue;
       }
@@ -456,6 +467,10 @@ void host_cache::read_lines(std::uint64_t first, std::uint64_t n, std::byte* dst
 std::uint64_t host_cache::disk() const {
   if (!files_.empty()) return files_.front()->disk();
   return spill_ != nullptr ? spill_->disk() : 0;
+}
+
+bool host_cache::may_fill_zeros() const {
+  return held_lines() < (config_.mapping_bytes + config_.line_bytes - 1) / config_.line_bytes;
 }
 
 std::uint64_t host_cache::held_lines() const {

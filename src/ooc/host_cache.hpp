@@ -67,6 +67,7 @@ struct host_cache_counters {
 class host_cache {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
+  static constexpr std::uint32_t kZeros = 0xfffffffeu;  // pin(): the line is zeros, no entry
   // Bytes one write-back write takes at most, in whole lines (at least one), as read-ahead reads
   // runs of 16 MiB: a line at a time, a virtual disk read 1 MiB lines at 1.0 GB/s, large reads at
   // 1.6 (docs/out-of-core.md, "Read-ahead").
@@ -85,8 +86,10 @@ class host_cache {
 
   // Pins the entry of `line`, making room (writing a dirty entry back if it must) and, for
   // purpose::fetch, filling it; for purpose::store the entry stays busy (no other thread uses its
-  // bytes) until store(), or unpin() with discard. Throws gpm::error (io) if no room can be made
-  // or the read fails: then nothing changed.
+  // bytes) until store(), or unpin() with discard. A fetch of a line that can only be zeros (not
+  // in the cache or the spill file, and past what its file held, or scratch data never stored;
+  // zeros_only) takes no entry and returns kZeros: the caller copies zeros, and unpins nothing.
+  // Throws gpm::error (io) if no room can be made or the read fails: then nothing changed.
   std::uint32_t pin(std::uint64_t line, purpose why);
   // Undoes pin(). `discard`: the entry's contents are unreliable (a copy into it failed): a clean
   // entry is dropped.
@@ -118,6 +121,9 @@ class host_cache {
   // before create extended it, backing_file::held; none for scratch data); the lines after them
   // can only be zeros.
   std::uint64_t held_lines() const;
+  // Whether a fetch may find a line that can only be zeros (pin returns kZeros): scratch data, or
+  // a file that held less than the mapping before create extended it.
+  bool may_fill_zeros() const;
   // The disk (st_dev) read-ahead reads from: the first file's, the spill file's for scratch data,
   // 0 for neither.
   std::uint64_t disk() const;
@@ -211,6 +217,9 @@ class host_cache {
   void emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, epoch_sink emit,
                   void* ctx) const;
   bool in_spill(std::uint64_t line) const;
+  // Whether `line`, absent from the cache, can only be zeros: not in the spill file, and scratch
+  // data or past what its file held (lock held).
+  bool zeros_only(std::uint64_t line) const;
   // The bytes of `line` inside the mapping (the last line may be partial).
   std::uint64_t valid_bytes(std::uint64_t line) const;
   // Of `bytes` bytes at byte `at` of `file`'s range, how many from `at` on the file may hold data

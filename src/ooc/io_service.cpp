@@ -75,6 +75,8 @@ io_service::channel io_service::make_channel() const {
   if (gpu_.mode == gpm::ooc::mode::write) {
     ch.staging =
         pinned_buffer<std::byte>(gpu_.line_bytes + gpu_.mask_words * sizeof(std::uint32_t));
+  }
+  if (gpu_.mode == gpm::ooc::mode::write || cache_.may_fill_zeros()) {
     ch.zeros = pinned_buffer<std::byte>(gpu_.line_bytes);  // a mask is line_bytes / 32 bytes
     std::memset(static_cast<void*>(ch.zeros.data()), 0, ch.zeros.bytes());
   }
@@ -170,8 +172,13 @@ void io_service::begin(channel& ch, flights& fl, std::uint32_t k, std::uint64_t 
       f.fetch = true;
       f.line = r.fill_line;
       f.entry = cache_.pin(r.fill_line, host_cache::purpose::fetch);
-      check_cuda(cudaMemcpyAsync(dst, cache_.data(f.entry), gpu_.line_bytes,
-                                 cudaMemcpyHostToDevice, ch.copies),
+      const std::byte* src = ch.zeros.data();  // a line that can only be zeros takes no entry
+      if (f.entry == host_cache::kZeros) {
+        f.entry = host_cache::kNone;
+      } else {
+        src = cache_.data(f.entry);
+      }
+      check_cuda(cudaMemcpyAsync(dst, src, gpu_.line_bytes, cudaMemcpyHostToDevice, ch.copies),
                  "cudaMemcpyAsync");
       fl.copied[at].record(ch.copies);
       f.copying = true;

@@ -29,6 +29,10 @@ struct scenario {
   // A GPU cache that holds every line: the mapping is resident (loaded at map time, accessed
   // directly), and only sync's write-back moves data.
   bool resident = false;
+  // The file holds only its first `held_lines` lines and half of the next; the mapping (create)
+  // extends it with zeros, which the host tier serves without reading (the lines wholly past the
+  // old end, without caching them either).
+  std::uint64_t held_lines = ~0ull;
   std::uint64_t file() const { return lines(file_lines); }
   std::uint64_t offset() const { return lines(offset_lines) + offset_bytes; }
   std::uint64_t size() const { return lines(size_lines) + size_bytes; }
@@ -43,10 +47,16 @@ class OocProperty : public ::testing::TestWithParam<scenario> {
     for (std::uint64_t k = 0; k < s.files; ++k) {
       paths_.push_back(dirs_.snapshot_dir() + "/data" + std::to_string(k));
       initial_.push_back(pattern(s.file(), 31 + k));
-      write_file(paths_.back(), initial_.back());
+      const std::size_t held =
+          s.held_lines == ~0ull ? s.file() : std::min(s.file(), lines(s.held_lines) + lines(1) / 2);
+      std::fill(initial_.back().begin() + static_cast<std::ptrdiff_t>(held), initial_.back().end(),
+                0);
+      write_file(paths_.back(), {initial_.back().begin(),
+                                 initial_.back().begin() + static_cast<std::ptrdiff_t>(held)});
     }
     gpm::ooc::mapping_options o;
     o.mode = s.m;
+    o.create = s.held_lines != ~0ull;
     o.line_bytes = line_size();
     o.gpu_cache_bytes = s.resident ? s.size() + lines(1) : lines(64);  // 64: 256 KiB / 4 MiB
     o.host_cache_bytes = lines(256);  // 1 MiB on the emulator, 16 MiB on a GPU
@@ -173,6 +183,8 @@ INSTANTIATE_TEST_SUITE_P(
         scenario{mode::write, 1, 2048, 0, 0, 2048, 0, "write"},
         scenario{mode::volatile_data, 1, 2048, 0, 0, 2048, 0, "volatile"},
         scenario{mode::read_write, 1, 768, 3, 20, 512, 808, "read_write_unaligned"},
+        scenario{mode::read_write, 1, 2048, 0, 0, 2048, 0, "read_write_half_created", 2, 128, false,
+                 1024},
         scenario{mode::write, 1, 768, 0, 1000, 512, -8, "write_unaligned"},
         scenario{mode::volatile_data, 1, 768, 0, 8, 512, 1024, "volatile_unaligned"},
         // 3 files of 300 lines hold 700 lines from their line 40 on.
