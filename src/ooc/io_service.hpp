@@ -90,7 +90,8 @@ struct io_counters {
 class io_service {
  public:
   // What one thread needs to copy lines: a stream and, for mode::write, a staging area for a line
-  // and its mask, and a line of zeros. Slots and masks are zeroed by copying those zeros, never
+  // and its mask, and a line of zeros (also for mappings with lines that can only be zeros,
+  // host_cache::may_fill_zeros). Slots and masks are zeroed by copying those zeros, never
   // with cudaMemsetAsync: a memset of device memory may run on the SMs, which the kernel that
   // waits for it can occupy entirely, while copies from pinned memory run on the copy engines.
   struct channel {
