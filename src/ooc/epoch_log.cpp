@@ -395,9 +395,8 @@ void epoch_log::append(std::uint64_t at, const std::byte* src, std::uint64_t byt
   std::memcpy(buf_.data(), &h, sizeof h);
   pwrite_all(fd_, buf_.data(), buf_.size(), end_, path_);
   // Write-behind: the disk writes the records while the next ones are made, and commit()'s
-  // fdatasync waits for less (a hint; the fdatasync reports errors).
-  (void)::sync_file_range(fd_, static_cast<off64_t>(end_), static_cast<off64_t>(buf_.size()),
-                          SYNC_FILE_RANGE_WRITE);
+  // fdatasync waits for less.
+  start_writeback(fd_, end_, buf_.size());
   chain_ = checksum64(&h.checksum, sizeof h.checksum, chain_);
   end_ += buf_.size();
   bytes_written_ += buf_.size();

@@ -341,10 +341,14 @@ std::uint64_t backing_file::allocated_bytes() const {
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
 }
 
-void backing_file::start_writeback(std::uint64_t at, std::uint64_t bytes) const {
-  // Errors are the datasync's to report; pages written with O_DIRECT have nothing to write back.
-  (void)::sync_file_range(fd_, static_cast<off64_t>(offset_ + at), static_cast<off64_t>(bytes),
+void start_writeback(int fd, std::uint64_t at, std::uint64_t bytes) {
+  // Errors are the fdatasync's to report; pages written with O_DIRECT have nothing to write back.
+  (void)::sync_file_range(fd, static_cast<off64_t>(at), static_cast<off64_t>(bytes),
                           SYNC_FILE_RANGE_WRITE);
+}
+
+void backing_file::start_writeback(std::uint64_t at, std::uint64_t bytes) const {
+  ooc::start_writeback(fd_, offset_ + at, bytes);
 }
 
 void backing_file::datasync() const {

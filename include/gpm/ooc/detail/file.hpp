@@ -23,6 +23,11 @@ inline constexpr std::uint64_t kDirectAlign = 4096;
 // Throws gpm::error (invalid_argument) naming what `path` is unless `st` is a regular file's.
 void require_regular(const struct stat& st, const std::string& path);
 
+// Starts writing bytes [at, at + bytes) of open file `fd` to the disk without waiting
+// (write-behind, sync_file_range): a hint that makes nothing durable and reports nothing; the
+// fdatasync that follows does both.
+void start_writeback(int fd, std::uint64_t at, std::uint64_t bytes);
+
 // Calls f(first_bit, end_bit) for each run of set bits in `mask` (words of 32 bits).
 template <class F>
 void for_each_run(const std::uint32_t* mask, std::uint32_t words, F&& f) {
@@ -84,10 +89,9 @@ class backing_file {
   void datasync() const;
   // The fdatasync calls datasync() made.
   std::uint64_t datasyncs() const { return datasyncs_.load(std::memory_order_relaxed); }
-  // Starts writing bytes [at, at + bytes) of the range to the disk without waiting (write-behind,
-  // sync_file_range): for writes a datasync() will follow, so that the disk works while the
-  // caller goes on writing and the datasync finds less to do. A hint: it makes nothing durable
-  // and reports nothing (the datasync does).
+  // Starts writing bytes [at, at + bytes) of the range to the disk without waiting (the free
+  // start_writeback): for writes a datasync() will follow, so that the disk works while the
+  // caller goes on writing and the datasync finds less to do.
   void start_writeback(std::uint64_t at, std::uint64_t bytes) const;
   // Sets the file's length (a temporary file's: its holes read as zeros). Throws io.
   void resize(std::uint64_t bytes) const;
