@@ -838,25 +838,6 @@ TEST_F(TxHeap, HclStripesTheRecordsOfLanesThatCommitTogether) {
   EXPECT_EQ(heap.stats().persisted_bytes, 32 * 2 * gpm::detail::tx::kChunkBytes);
 }
 
-// A thread that finds an orec may read its owner's status late (begin() does not order the two):
-// a status of an earlier attempt than the orec's is a live attempt, also where the 32-bit tags
-// wrap; the same attempt's or a later one's is not behind.
-TEST(TxOrecs, AStatusOfAnEarlierAttemptIsBehindTheOrecAcrossTheTagsWrap) {
-  using namespace gpm::detail::tx;
-  const std::uint64_t slot = 7;
-  for (const std::uint64_t attempt : {std::uint64_t{1}, std::uint64_t{1000},
-                                      std::uint64_t{0xffffffff}, std::uint64_t{0x100000000},
-                                      std::uint64_t{0x1ffffffff}}) {
-    const std::uint64_t rec = orec_word(slot, attempt);
-    for (const std::uint64_t state : {kIdle, kActive, kCommitting, kAborted}) {
-      EXPECT_TRUE(status_behind(status_word(attempt - 1, state), rec)) << attempt;
-      EXPECT_TRUE(status_behind(status_word(attempt - 1000, state), rec)) << attempt;
-      EXPECT_FALSE(status_behind(status_word(attempt, state), rec)) << attempt;
-      EXPECT_FALSE(status_behind(status_word(attempt + 1, state), rec)) << attempt;
-    }
-  }
-}
-
 // The crossover must hold at two points in a row (or the last): one noisy point where helpers
 // happen to win neither sets the threshold low nor, losing, pushes it past the real crossover.
 TEST(TxCalibration, ThresholdIsTheFirstPointFromWhichHelpersKeepWinning) {

@@ -186,12 +186,6 @@ GPM_HOST_DEVICE constexpr std::uint32_t attempt_tag(std::uint64_t attempt) {
 GPM_HOST_DEVICE constexpr std::uint64_t orec_word(std::uint64_t slot, std::uint64_t attempt) {
   return (slot + 1) << 32 | attempt_tag(attempt);
 }
-// Whether status word s is of an attempt before the one that took an orec (value `rec`): that
-// attempt has begun, and its ACTIVE status is on its way but not visible here yet (begin() orders
-// it before the orecs the attempt takes only with versioned reads). Tags compare modulo 2^32.
-GPM_HOST_DEVICE constexpr bool status_behind(std::uint64_t s, std::uint64_t rec) {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(rec) - attempt_tag(s >> 2)) > 0;
-}
 
 using dev64 = atomic_ref<std::uint64_t, thread_scope::device>;
 using dev32 = atomic_ref<std::uint32_t, thread_scope::device>;
@@ -400,14 +394,11 @@ class transaction {
     writes_ = 0;
     state_ = running;
     blocker_ = kNoBlocker;
-    // Relaxed: a thread that finds an orec taken by this attempt may read this status late, still
-    // the previous attempt's, and then takes the attempt as live (status_behind in owner_yields
-    // and owner_committing). Each orec's CAS was once a release, a GPU-wide fence per orec taken;
-    // then one fence here stood for them all. Versioned reads keep that fence: a late status makes
-    // a reader take the attempt as committing, and a read of an orec just taken a conflict
-    // (versioned hash lookups ran 0.78x as fast without it on an H100).
+    // One fence orders this status before every orec the attempt takes (a thread that finds one
+    // of them owned by this attempt reads the owner's status next, owner_yields): the orecs' CASes
+    // are then acquires alone, where each was a release too, a GPU-wide fence per orec taken.
     dev64(v_.status[slot_]).store(status_word(attempt, kActive), memory_order_relaxed);
-    if constexpr (Versioned) atomic_thread_fence<thread_scope::device>(memory_order_acq_rel);
+    atomic_thread_fence<thread_scope::device>(memory_order_acq_rel);
   }
 
   // Between a failed attempt and the next: when the attempt met an orec it could not take (its
@@ -537,16 +528,9 @@ class transaction {
     }
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
-    // Four CASes at most; an owner whose status is on its way (owner_unseen) is looked at again
-    // until it is seen, without counting.
-    for (int tries = 0; tries < 4;) {
-      if (cur != 0 && !owner_yields(cur)) {
-        if (!owner_unseen(cur)) break;
-        cur = orec.load(memory_order_acquire);
-        continue;
-      }
-      ++tries;
-      if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {
+    for (int tries = 0; tries < 4; ++tries) {
+      if (cur != 0 && !owner_yields(cur)) break;
+      if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {  // begin() fenced
         if (read_at == MaxLocks) {
           held_[locks_++] = o;
           return true;
@@ -635,25 +619,22 @@ class transaction {
     }
   }
 
-  // Whether the attempt that holds an orec (value `rec`) may be committing: raising the orec's
-  // version and writing its words. Also when its status is not visible yet (status_behind).
+  // Whether the attempt that holds an orec (value `rec`) is committing: it may be raising the
+  // orec's version and writing its words.
   __device__ bool owner_committing(std::uint64_t rec) const {
     const std::uint64_t owner = (rec >> 32) - 1;
     if (owner >= v_.max_threads) return false;
     const std::uint64_t s = dev64(v_.status[owner]).load(memory_order_acquire);
-    if (status_behind(s, rec)) return true;
     return attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec) && state_of(s) == kCommitting;
   }
 
   // Whether the attempt that holds an orec (value `rec`) lets us take it: it is over, or we
-  // aborted it just now. False when it is committing or outranks us, and when its status is not
-  // visible here yet (status_behind): it is live, and cannot be aborted before it is seen ACTIVE.
+  // aborted it just now. False when it is committing or outranks us.
   __device__ bool owner_yields(std::uint64_t rec) const {
     const std::uint64_t owner = (rec >> 32) - 1;
     if (owner >= v_.max_threads) return true;  // not a live owner's record
     dev64 st(v_.status[owner]);
     std::uint64_t s = st.load(memory_order_acquire);
-    if (status_behind(s, rec)) return false;  // owner_unseen
     for (;;) {
       const bool same_attempt = attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec);
       if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return true;
@@ -662,14 +643,6 @@ class transaction {
         return true;
       }
     }
-  }
-
-  // Whether owner_yields said no only because the owner's status is not visible yet, and this
-  // attempt outranks the owner: it may abort it once its status is seen ACTIVE, which it will be
-  // (the owner stored it before it took the orec).
-  __device__ bool owner_unseen(std::uint64_t rec) const {
-    const std::uint64_t owner = (rec >> 32) - 1;
-    return owner > slot_ && status_behind(dev64(v_.status[owner]).load(memory_order_relaxed), rec);
   }
 
   __device__ std::uint32_t value_of(std::uint32_t word) const {
