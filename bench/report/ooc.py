@@ -2,7 +2,8 @@
 
 report.py calls ooc_sections() with every record of a results directory. For each ooc workload and
 each regime (sizes.regime) it takes the newest run (one `gpmbench` invocation, one timestamp) that
-measured the regime (`gpmbench run --cases` measures some regimes only) and shows each mode's time, gpmkit's speedup over chunked-pipeline and over fread-memcpy (time of the
+measured the regime (`gpmbench run --cases` measures some regimes only; an A/B's A side only where
+nothing else measured it) and shows each mode's time, gpmkit's speedup over chunked-pipeline and over fread-memcpy (time of the
 baseline over time of gpmkit, both from that run), and the disk_fraction of gpmkit and of
 chunked-pipeline against the disk's sequential bandwidth measured in the same run. The ablation
 workloads (ooc_ablation_*) get one row per case with the settings their sizes carry; a workload
@@ -23,16 +24,25 @@ def newest_run(records):
     return [r for r in records if r["timestamp"] == stamp]
 
 
+def change_undone(record):
+    """Whether a record is an A/B's A side (scripts/device/gpu-ab.sh names its commit
+    `<commit>-without-<patch>`): the source with the measured change undone."""
+    return "-without-" in record.get("commit", "")
+
+
 def newest_run_per_regime(records):
-    """[(regime, records of the newest run that measured it)], by regime."""
+    """[(regime, records of the newest run that measured it)], by regime. Runs of an A/B's A side
+    are chosen only where no other run measured the regime: an ooc change is measured side by side
+    once it is in the tree (the B side), and one that loses is reverted with its records left out."""
     runs = defaultdict(list)
     for r in records:
         runs[r["timestamp"]].append(r)
     chosen = {}
-    for stamp in sorted(runs, reverse=True):
-        for r in runs[stamp]:
-            if r["mode"] in MODES:
-                chosen.setdefault(r["sizes"].get("regime"), stamp)
+    for undone in (False, True):
+        for stamp in sorted(runs, reverse=True):
+            for r in runs[stamp]:
+                if r["mode"] in MODES and change_undone(r) == undone:
+                    chosen.setdefault(r["sizes"].get("regime"), stamp)
     return [(regime, runs[chosen[regime]]) for regime in sorted(chosen)]
 
 

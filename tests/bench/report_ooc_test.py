@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unit test of the ooc section of the report (bench/report/ooc.py), on records made up here with
 known times: per regime every mode's time, gpmkit's speedups over chunked-pipeline and
-fread-memcpy computed only from the newest run that measured the regime, disk_fraction as recorded, "–" for modes a run
+fread-memcpy computed only from the newest run that measured the regime (an A/B's A side only
+where no other run did), disk_fraction as recorded, "–" for modes a run
 did not record, one row per ablation case, and nothing of a workload that maps no file.
 
 usage: report_ooc_test.py <bench/report directory> <scratch directory>
@@ -17,6 +18,8 @@ from report_records import fail
 
 STAMP = "2026-01-02T00:00:00.000Z"
 OLDER = "2026-01-01T00:00:00.000Z"
+NEWER = "2026-01-03T00:00:00.000Z"
+UNDONE = "0123456789ab-without-change"
 OLD_DISK = {"read_GBps": 3.0, "write_GBps": 2.5, "direct_io": 1.0}
 
 
@@ -47,6 +50,10 @@ def main():
         record("ooc_vectoradd", "managed", 8.0, regime=0),
         record("ooc_vectoradd", "gpmkit", 10.0, regime=2, metrics={"disk_fraction": 0.81}),
         record("ooc_vectoradd", "chunked-pipeline", 9.0, regime=2),
+        # A newer A/B's A side (the change undone): not the out-of-core row while the B side is.
+        {**record("ooc_vectoradd", "gpmkit", 50.0, regime=2, stamp=NEWER), "commit": UNDONE},
+        {**record("ooc_vectoradd", "chunked-pipeline", 40.0, regime=2, stamp=NEWER),
+         "commit": UNDONE},
         record("ooc_ablation_line", "disk-sequential", 0.5, metrics=disk),
         record("ooc_ablation_line", "gpmkit", 4.0, sizes={"line_bytes": 1 << 16, "io_threads": 4},
                metrics={"disk_fraction": 0.25}),
@@ -96,6 +103,8 @@ def main():
             fail(f"report lacks {line!r}:\n{text}")
     if "100 s" in text:
         fail("the ooc section used a record of an older run")
+    if "50 s" in text:
+        fail("the ooc section used an A/B's A side where another run measured the regime")
     if "ooc_ablation_fill" in text:
         fail(f"the ooc section shows a workload that maps no file:\n{text}")
     print("ok")
