@@ -73,12 +73,13 @@ io_service::~io_service() { stop(); }
 io_service::channel io_service::make_channel() const {
   channel ch;
   if (gpu_.mode == gpm::ooc::mode::write) {
-    ch.staging =
-        pinned_buffer<std::byte>(gpu_.line_bytes + gpu_.mask_words * sizeof(std::uint32_t));
+    ch.staging = std::make_unique<staging_buffer>(gpu_.line_bytes +
+                                                  gpu_.mask_words * sizeof(std::uint32_t));
   }
-  if (gpu_.mode == gpm::ooc::mode::write || cache_.may_fill_zeros()) {
-    ch.zeros = pinned_buffer<std::byte>(gpu_.line_bytes);  // a mask is line_bytes / 32 bytes
-    std::memset(static_cast<void*>(ch.zeros.data()), 0, ch.zeros.bytes());
+  // A resident mapping's threads fill nothing (config_.serve is off): only masks need zeros.
+  if (gpu_.mode == gpm::ooc::mode::write || (config_.serve && cache_.may_fill_zeros())) {
+    ch.zeros = std::make_unique<staging_buffer>(gpu_.line_bytes);  // a mask: line_bytes / 32
+    std::memset(static_cast<void*>(ch.zeros->data()), 0, gpu_.line_bytes);
   }
   return ch;
 }
@@ -172,9 +173,10 @@ void io_service::begin(channel& ch, flights& fl, std::uint32_t k, std::uint64_t 
       f.fetch = true;
       f.line = r.fill_line;
       f.entry = cache_.pin(r.fill_line, host_cache::purpose::fetch);
-      const std::byte* src = ch.zeros.data();  // a line that can only be zeros takes no entry
-      if (f.entry == host_cache::kZeros) {
+      const std::byte* src = nullptr;
+      if (f.entry == host_cache::kZeros) {  // a line that can only be zeros takes no entry
         f.entry = host_cache::kNone;
+        src = ch.zeros->data();
       } else {
         src = cache_.data(f.entry);
       }
@@ -184,7 +186,7 @@ void io_service::begin(channel& ch, flights& fl, std::uint32_t k, std::uint64_t 
       f.copying = true;
     } else if ((r.flags & kZero) != 0) {
       check_cuda(
-          cudaMemcpyAsync(dst, ch.zeros.data(), gpu_.line_bytes, cudaMemcpyHostToDevice, ch.copies),
+          cudaMemcpyAsync(dst, ch.zeros->data(), gpu_.line_bytes, cudaMemcpyHostToDevice, ch.copies),
           "cudaMemcpyAsync");
       fl.copied[at].record(ch.copies);
       f.copying = true;
@@ -236,14 +238,14 @@ void io_service::copy_out(channel& ch, std::uint32_t slot, std::uint64_t line, b
       // the mask for the slot's next line, then merge the written bytes into the host entry.
       std::uint32_t* mask = gpu_.mask + static_cast<std::uint64_t>(slot) * gpu_.mask_words;
       const std::size_t mask_bytes = gpu_.mask_words * sizeof(std::uint32_t);
-      std::byte* staged = ch.staging.data();
+      std::byte* staged = ch.staging->data();
       auto* staged_mask = reinterpret_cast<std::uint32_t*>(staged + gpu_.line_bytes);
       check_cuda(cudaMemcpyAsync(staged, src, gpu_.line_bytes, cudaMemcpyDeviceToHost, ch.copies),
                  "cudaMemcpyAsync");
       check_cuda(cudaMemcpyAsync(staged_mask, mask, mask_bytes, cudaMemcpyDeviceToHost, ch.copies),
                  "cudaMemcpyAsync");
       check_cuda(
-          cudaMemcpyAsync(mask, ch.zeros.data(), mask_bytes, cudaMemcpyHostToDevice, ch.copies),
+          cudaMemcpyAsync(mask, ch.zeros->data(), mask_bytes, cudaMemcpyHostToDevice, ch.copies),
           "cudaMemcpyAsync");
       ch.copies.synchronize();
       cache_.store(e, staged, whole ? nullptr : staged_mask);

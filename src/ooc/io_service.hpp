@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,10 +23,10 @@
 
 #include <gpm/ooc/detail/protocol.hpp>
 #include <gpm/ooc/status.hpp>
-#include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/platform/runtime.hpp>
 
 #include "host_cache.hpp"
+#include "staging.hpp"
 
 namespace gpm::detail::ooc {
 
@@ -90,14 +91,16 @@ struct io_counters {
 class io_service {
  public:
   // What one thread needs to copy lines: a stream and, for mode::write, a staging area for a line
-  // and its mask, and a line of zeros (also for mappings with lines that can only be zeros,
+  // and its mask, and a line of zeros (also where the threads fill lines that can only be zeros,
   // host_cache::may_fill_zeros). Slots and masks are zeroed by copying those zeros, never
   // with cudaMemsetAsync: a memset of device memory may run on the SMs, which the kernel that
   // waits for it can occupy entirely, while copies from pinned memory run on the copy engines.
+  // Both buffers come from the process's pool (staging.hpp): pinned and unpinned per mapping, they
+  // cost a small mapping more than its data.
   struct channel {
     stream copies{true};  // non-blocking: never waits for the kernels on the default stream
-    pinned_buffer<std::byte> staging;
-    pinned_buffer<std::byte> zeros;
+    std::unique_ptr<staging_buffer> staging;
+    std::unique_ptr<staging_buffer> zeros;
   };
 
   io_service(const io_config& config, const gpu_cache_geometry& gpu, host_cache& cache,
