@@ -47,13 +47,32 @@ std::string format_site(const std::source_location& where) {
   return std::string(where.file_name()) + ":" + std::to_string(where.line());
 }
 
-void throw_launch_error(cudaError_t status, dim3 grid, dim3 block, std::size_t shared_bytes,
-                        const std::source_location& site) {
+void throw_launch_error(cudaError_t status, const void* kernel, dim3 grid, dim3 block,
+                        std::size_t shared_bytes, const std::source_location& site) {
+  std::string why;
+  // A block larger than the kernel allows fails with "too many resources requested" (its
+  // registers) or an invalid value (past 1024 threads, or its dynamic shared memory): say which.
+  cudaFuncAttributes a{};
+  if (kernel != nullptr && cudaFuncGetAttributes(&a, kernel) == cudaSuccess) {
+    const unsigned long long threads = 1ull * block.x * block.y * block.z;
+    if (threads > static_cast<unsigned long long>(a.maxThreadsPerBlock)) {
+      why = ": this kernel takes at most " + std::to_string(a.maxThreadsPerBlock) +
+            " threads a block (it uses " + std::to_string(a.numRegs) +
+            " registers a thread): launch fewer threads a block";
+    } else if (shared_bytes > static_cast<std::size_t>(a.maxDynamicSharedSizeBytes)) {
+      why = ": this kernel takes at most " + std::to_string(a.maxDynamicSharedSizeBytes) +
+            " bytes of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize)";
+    } else if (status == cudaErrorLaunchOutOfResources) {
+      why = ": this kernel uses " + std::to_string(a.numRegs) + " registers a thread and " +
+            std::to_string(a.sharedSizeBytes) + " bytes of static shared memory";
+    }
+  }
+  (void)cudaGetLastError();  // a failed query's error is not what is reported
   throw_error(errc::cuda,
               "kernel launch at " + format_site(site) + " with grid " + format_dims(grid) +
                   ", block " + format_dims(block) + ", " + std::to_string(shared_bytes) +
                   " bytes of dynamic shared memory failed: " + cudaGetErrorName(status) + " (" +
-                  cudaGetErrorString(status) + ")");
+                  cudaGetErrorString(status) + ")" + why);
 }
 
 unsigned resident_blocks(const void* kernel, unsigned threads, std::size_t shared_bytes) {

@@ -197,6 +197,20 @@ TEST(ConformanceRuntime, InvalidLaunchThrowsAndClearsLastError) {
     const std::string what = e.what();
     EXPECT_NE(what.find("cudaErrorInvalidValue"), std::string::npos) << what;
     EXPECT_NE(what.find("conformance_runtime.cu"), std::string::npos) << what;
+    // Why: the kernel's own limit, from cudaFuncGetAttributes.
+    EXPECT_NE(what.find("this kernel takes at most 1024 threads a block"), std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // More dynamic shared memory than the kernel was allowed (no cudaFuncSetAttribute): the limit
+  // is named.
+  try {
+    gpm::launch(iota, 1, 16, std::size_t{64} << 10, nullptr, d.data(), 16);
+    FAIL() << "64 KiB of dynamic shared memory were accepted without the attribute";
+  } catch (const gpm::error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos)
+        << what;
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_THROW(gpm::launch(iota, 0, 16, 0, nullptr, d.data(), 16), gpm::error);  // empty grid

@@ -66,7 +66,8 @@ void launch(void (*kernel)(Params...), grid_dims grid, dim3 block, std::size_t s
                                  }});
 #endif
   if (status != cudaSuccess)
-    detail::throw_launch_error(status, grid.dims, block, shared_bytes, grid.site);
+    detail::throw_launch_error(status, reinterpret_cast<const void*>(kernel), grid.dims, block,
+                               shared_bytes, grid.site);
 }
 
 // How many blocks of `threads` threads (and `shared_bytes` of dynamic shared memory) of `kernel`

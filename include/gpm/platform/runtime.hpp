@@ -31,9 +31,11 @@ namespace detail {
 std::string format_dims(dim3 d);
 std::string format_site(const std::source_location& where);
 
-// Throws errc::cuda for a failed launch, naming its call site and configuration (gpm::launch).
-[[noreturn]] void throw_launch_error(cudaError_t status, dim3 grid, dim3 block,
-                                     std::size_t shared_bytes, const std::source_location& site);
+// Throws errc::cuda for a failed launch, naming its call site and configuration (gpm::launch),
+// and, where the block is more than `kernel` takes, what it takes and why (its registers).
+[[noreturn]] void throw_launch_error(cudaError_t status, const void* kernel, dim3 grid,
+                                     dim3 block, std::size_t shared_bytes,
+                                     const std::source_location& site);
 }  // namespace detail
 
 // What the current device is: a GPU, or the host SIMT emulator standing in for one.

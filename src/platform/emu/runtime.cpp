@@ -786,6 +786,16 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   return cudaSuccess;
 }
 
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* func) {
+  if (attributes == nullptr || func == nullptr) return fail(cudaErrorInvalidValue);
+  *attributes = cudaFuncAttributes{
+      .numRegs = 0,
+      .maxThreadsPerBlock = 1024,
+      .sharedSizeBytes = 0,
+      .maxDynamicSharedSizeBytes = static_cast<int>(device::get().max_dynamic_shared(func))};
+  return cudaSuccess;
+}
+
 // A worker (the emulator's multiprocessor) runs one block at a time: 1 for a block that can
 // launch with these threads and dynamic shared memory, 0 for one that cannot.
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,

@@ -48,6 +48,15 @@ enum cudaFuncAttribute {
   cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
 };
 
+// What cudaFuncGetAttributes reports of a kernel (the fields gpmkit reads). The emulator's
+// kernels are host functions: no registers, no static shared memory, any block CUDA allows.
+struct cudaFuncAttributes {
+  int numRegs;
+  int maxThreadsPerBlock;
+  std::size_t sharedSizeBytes;
+  int maxDynamicSharedSizeBytes;
+};
+
 enum cudaDeviceAttr {
   cudaDevAttrMaxThreadsPerBlock = 1,
   cudaDevAttrMaxSharedMemoryPerBlock = 8,
@@ -173,6 +182,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* func);
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
                                                           int block_size,
                                                           std::size_t dynamic_shared_bytes);
