@@ -13,6 +13,7 @@
 
 #include <gpm/ooc/detail/file.hpp>
 #include <gpm/platform/detail/file_path.hpp>
+#include <gpm/platform/elapsed.hpp>
 #include <gpm/platform/kernel.cuh>
 
 #include "epoch_log.hpp"
@@ -153,6 +154,7 @@ struct mapping::impl {
   bool resident = false;
   int clock_khz = 0;
   epoch_recovery recovery;
+  double map_seconds = 0, map_allocate_seconds = 0, map_load_seconds = 0;  // mapping_stats
   std::unique_ptr<live_state> live;
 
   live_state& state() const {
@@ -438,6 +440,7 @@ mapping::mapping(const std::string& path, std::uint64_t size, std::uint64_t offs
 mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std::uint64_t offset,
                  const mapping_options& options)
     : impl_(std::make_unique<impl>()) {
+  const auto map_start = std::chrono::steady_clock::now();
   impl& m = *impl_;
   m.paths = paths;
   m.name = describe(paths);
@@ -498,6 +501,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
         std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
   }
 
+  const auto allocate_start = std::chrono::steady_clock::now();
   allocate_gpu_cache(*s, m, free_bytes);
 
   const std::uint64_t lb = options.line_bytes;
@@ -524,8 +528,14 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
                 std::chrono::microseconds(options.idle_poll_us)},
       geometry, *s->cache, s->requests.data(), s->responses.data(), options.queue_slots);
   s->sync_channel = std::make_unique<io_service::channel>(s->io->make_channel());
-  if (m.resident) make_resident(*s, m);
+  m.map_allocate_seconds = seconds_since(allocate_start);
+  if (m.resident) {
+    const auto load_start = std::chrono::steady_clock::now();
+    make_resident(*s, m);
+    m.map_load_seconds = seconds_since(load_start);
+  }
   m.live = std::move(s);
+  m.map_seconds = seconds_since(map_start);
 }
 
 mapping::~mapping() {
@@ -711,6 +721,9 @@ mapping_stats mapping::stats() const {
   r.resident_read_seconds = static_cast<double>(io.resident_read_ns) * 1e-9;
   r.fills = io.fills;
   r.fill_seconds = static_cast<double>(io.fill_ns) * 1e-9;
+  r.map_seconds = m.map_seconds;
+  r.map_allocate_seconds = m.map_allocate_seconds;
+  r.map_load_seconds = m.map_load_seconds;
   const host_cache_counters& h = s.cache->counters();
   r.host_hits = h.hits;
   r.host_misses = h.misses;

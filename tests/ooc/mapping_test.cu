@@ -116,6 +116,7 @@ TEST(OocMapping, SyncFdatasyncsOnlyAfterSomethingWasWritten) {
     mapping m(path, lines(16), 0, tiny(mode::read_write, resident ? 16 : 4, 6));
     ASSERT_EQ(m.resident(), resident);
     EXPECT_EQ(m.stats().resident_reads > 0, resident);  // only a resident mapping loads at map
+    EXPECT_EQ(m.stats().map_load_seconds > 0, resident);
     auto a = m.ref<std::uint32_t>();
     m.sync();  // nothing stored
     EXPECT_EQ(m.stats().file_datasyncs, 0u);
@@ -874,6 +875,10 @@ TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
     EXPECT_EQ(s.file_bytes_read, size);
     EXPECT_GE(s.resident_reads, 1u);  // the load's reads, timed
     EXPECT_GT(s.resident_read_seconds, 0.0);
+    // Map time and its parts: the load holds the reads, and the whole holds the parts.
+    EXPECT_GE(s.map_load_seconds, s.resident_read_seconds);
+    EXPECT_GT(s.map_allocate_seconds, 0.0);
+    EXPECT_GE(s.map_seconds, s.map_allocate_seconds + s.map_load_seconds);
     auto a = m.ref<std::uint32_t>();
     const auto r = read_lines<32>(a);
     expect_all(r.st, status::ok);

@@ -711,6 +711,7 @@ TEST_F(GpmkitCli, OocStatShowsTheEpochLogAndScanTelemetry) {
   EXPECT_TRUE(is_json(r.out)) << r.out;
   EXPECT_CONTAINS(r.out, "\"misses\": 16");  // 16 lines of 64 KiB, each missed once
   EXPECT_CONTAINS(r.out, "\"bytes_read\": 1048576");
+  EXPECT_CONTAINS(r.out, "\"map_seconds\": ");
   r = run({"ooc", "recover", data});
   EXPECT_OK(r);
   EXPECT_CONTAINS(r.out, "replayed:        no");

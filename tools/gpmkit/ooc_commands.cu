@@ -110,6 +110,7 @@ json::object scan(const std::string& path, std::uint64_t offset, std::uint64_t b
   r.add("bytes", bytes);
   r.add("line_bytes", m.options().line_bytes);
   r.add("seconds", took.count());
+  r.add("map_seconds", s.map_seconds);  // of it, making the mapping
   r.add("gigabytes_per_second", took.count() > 0 ? static_cast<double>(bytes) / took.count() / 1e9
                                                  : 0.0);
   r.add("gpu", std::move(gpu));

@@ -132,6 +132,13 @@ struct mapping_stats {
   // copy to the GPU; a thread has up to 8 under way at once, whose times overlap).
   std::uint64_t fills = 0;
   double fill_seconds = 0;
+  // Where the mapping's construction (map time) went: its whole wall time and, of it, making its
+  // caches and queue (GPU memory, pinned memory, the I/O service and its threads) and a resident
+  // mapping's load (reads, copies to the GPU, zeroing what the files do not hold). The rest is
+  // opening the files (and a spill file), recovering a file's epoch log and checking the options.
+  double map_seconds = 0;
+  double map_allocate_seconds = 0;
+  double map_load_seconds = 0;
 };
 
 class mapping {
