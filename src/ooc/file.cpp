@@ -26,6 +26,17 @@ constexpr std::size_t kMaxRunWrites = 8;
 
 std::string sys_reason(int err) { return std::strerror(err); }
 
+// The iovecs of `bytes` in n buffers of `line` bytes each, in order (the last may be partial).
+std::vector<iovec> line_iovecs(const std::byte* const* bufs, std::size_t n, std::size_t line,
+                               std::uint64_t bytes) {
+  std::vector<iovec> iov;
+  for (std::size_t k = 0; k < n && k * std::uint64_t{line} < bytes; ++k) {
+    iov.push_back({const_cast<std::byte*>(bufs[k]),
+                   static_cast<std::size_t>(std::min<std::uint64_t>(line, bytes - k * line))});
+  }
+  return iov;
+}
+
 // After a vectored read or write moved `moved` bytes: skips them in iov from iov[next] on.
 void advance(std::vector<iovec>& iov, std::size_t& next, std::size_t moved) {
   while (moved > 0) {
@@ -186,9 +197,15 @@ std::uint64_t backing_file::disk() const {
   return ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_dev) : 0;
 }
 
-bool backing_file::direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const {
-  return direct() && (offset_ + at) % kDirectAlign == 0 && bytes % kDirectAlign == 0 &&
-         reinterpret_cast<std::uintptr_t>(buf) % kDirectAlign == 0;
+bool backing_file::direct_ok(std::uint64_t at, const std::byte* const* bufs, std::size_t n,
+                             std::size_t line, std::uint64_t bytes) const {
+  if (!direct() || (offset_ + at) % kDirectAlign != 0 || bytes % kDirectAlign != 0 ||
+      (n > 1 && line % kDirectAlign != 0)) {
+    return false;
+  }
+  return std::all_of(bufs, bufs + n, [](const std::byte* b) {
+    return reinterpret_cast<std::uintptr_t>(b) % kDirectAlign == 0;
+  });
 }
 
 void backing_file::read(std::uint64_t at, void* buf, std::size_t bytes,
@@ -200,19 +217,9 @@ void backing_file::read(std::uint64_t at, void* buf, std::size_t bytes,
 void backing_file::read_scattered(std::uint64_t at, std::byte* const* dst, std::size_t n,
                                   std::size_t line, std::uint64_t bytes) const {
   const std::uint64_t rounded = (bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  // Every buffer but the last is filled whole, so those must be whole aligned blocks.
-  bool direct = rounded <= std::uint64_t{n} * line && (n == 1 || line % kDirectAlign == 0) &&
-                direct_ok(at, dst[0], rounded);
-  for (std::size_t k = 1; k < n && direct; ++k) {
-    direct = reinterpret_cast<std::uintptr_t>(dst[k]) % kDirectAlign == 0;
-  }
+  const bool direct = rounded <= std::uint64_t{n} * line && direct_ok(at, dst, n, line, rounded);
   const int fd = direct ? direct_fd_ : fd_;
-  const std::uint64_t want = direct ? rounded : bytes;
-  std::vector<iovec> iov;
-  for (std::size_t k = 0; k < n && k * std::uint64_t{line} < want; ++k) {
-    iov.push_back(
-        {dst[k], static_cast<std::size_t>(std::min<std::uint64_t>(line, want - k * line))});
-  }
+  std::vector<iovec> iov = line_iovecs(dst, n, line, direct ? rounded : bytes);
   std::size_t next = 0;  // the first iovec not filled yet
   std::uint64_t done = 0;
   while (done < bytes) {
@@ -245,17 +252,9 @@ void backing_file::write(std::uint64_t at, const void* buf, std::size_t bytes) c
 
 void backing_file::write_gathered(std::uint64_t at, const std::byte* const* src, std::size_t n,
                                   std::size_t line, std::uint64_t bytes) const {
-  // Every buffer but the last is written whole, so those must be whole aligned blocks.
-  bool direct = (n == 1 || line % kDirectAlign == 0) && direct_ok(at, src[0], bytes);
-  for (std::size_t k = 1; k < n && direct; ++k) {
-    direct = reinterpret_cast<std::uintptr_t>(src[k]) % kDirectAlign == 0;
-  }
+  const bool direct = direct_ok(at, src, n, line, bytes);
   const int fd = direct ? direct_fd_ : fd_;
-  std::vector<iovec> iov;
-  for (std::size_t k = 0; k < n && k * std::uint64_t{line} < bytes; ++k) {
-    iov.push_back({const_cast<std::byte*>(src[k]),
-                   static_cast<std::size_t>(std::min<std::uint64_t>(line, bytes - k * line))});
-  }
+  std::vector<iovec> iov = line_iovecs(src, n, line, bytes);
   std::size_t next = 0;  // the first iovec not written yet
   std::uint64_t done = 0;
   while (done < bytes) {

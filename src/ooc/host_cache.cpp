@@ -229,7 +229,7 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
   }
 }
 
-void host_cache::write_entries(const std::vector<std::uint32_t>& run) {
+void host_cache::write_entries(std::span<const std::uint32_t> run) {
   if (run.size() == 1) return write_entry(entries_[run.front()], data(run.front()));
   std::vector<const std::byte*> src;
   std::uint64_t bytes = 0;

@@ -199,7 +199,7 @@ class host_cache {
   void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
   // Writes the lines of entries `run` (one, or consecutive lines of the one mapped file) back;
   // runs outside the lock, so it touches no bookkeeping.
-  void write_entries(const std::vector<std::uint32_t>& run);
+  void write_entries(std::span<const std::uint32_t> run);
   // Records that the spill file holds entry x's line now (lock held).
   void note_spilled(const entry& x);
   // Reads `line` (from the spill file, the files, or zeros for scratch data) into dst, a line of

@@ -119,7 +119,11 @@ class backing_file {
 
  private:
   backing_file() = default;
-  bool direct_ok(std::uint64_t at, const void* buf, std::size_t bytes) const;
+  // Whether `bytes` at byte `at` of the range may move with O_DIRECT from or to n buffers of
+  // `line` bytes each (every buffer but the last moves whole, so those must be whole aligned
+  // blocks): the range, `bytes` and every buffer aligned.
+  bool direct_ok(std::uint64_t at, const std::byte* const* bufs, std::size_t n, std::size_t line,
+                 std::uint64_t bytes) const;
 
   std::string path_;
   std::uint64_t offset_ = 0;
