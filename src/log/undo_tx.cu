@@ -38,9 +38,11 @@ namespace L = detail::log;
 
 std::string log_name(std::string_view name) { return std::string(name) + ".log"; }
 
-// Rolls the log back (basic_undo_tx_ref::roll_back); with a copy, each warp first copies its own
-// streams' used lines into it (undo_streams::copy_own) and then reads them there, so that copying
-// and restoring overlap across warps.
+// Rolls the log back (basic_undo_tx_ref::roll_back); with a copy, each warp copies its own
+// streams' used chunks into it a step at a time, newest first (undo_streams::copy_own), and its
+// lanes restore the entries each step completes before the warp copies the next: the restores
+// (posted stores to the pool) go out while the next step's lines come in. Copying the whole of a
+// warp's lines first made every warp of a resident grid read at once, then restore at once.
 template <class Log>
 __global__ void recover_kernel(basic_undo_tx_ref<Log> tx, basic_undo_tx_ref<Log> from_copy,
                                char* copy) {
@@ -48,10 +50,22 @@ __global__ void recover_kernel(basic_undo_tx_ref<Log> tx, basic_undo_tx_ref<Log>
     tx.roll_back();
     return;
   }
+  using streams = L::undo_streams<Log>;
   const unsigned active = __activemask();
-  L::undo_streams<Log>::copy_own(tx.log(), copy, active);
-  __syncwarp(active);
-  from_copy.roll_back();
+  const std::uint64_t used = streams::own_chunks(tx.log());
+  std::uint64_t hi = used;  // the warp's highest used chunk: what is left to copy lies below
+  for (unsigned m = active; m != 0; m &= m - 1) {
+    hi = std::max(hi, __shfl_sync(active, used, __ffs(static_cast<int>(m)) - 1));
+  }
+  L::roll_back_cursor cursor;
+  cursor.done = used == 0;  // nothing to restore (or no stream: a conv_undo_tx thread past them)
+  while (hi != 0) {
+    const std::uint64_t lo = hi > streams::copy_step_chunks ? hi - streams::copy_step_chunks : 0;
+    streams::copy_own(tx.log(), copy, lo, hi, used, active);
+    __syncwarp(active);
+    from_copy.roll_back(lo, cursor);
+    hi = __any_sync(active, !cursor.done) ? lo : 0;
+  }
 }
 
 }  // namespace

@@ -119,17 +119,21 @@ struct undo_streams<hcl_log> : log_data<hcl_log_ref> {
   static dim3 grid(const hcl_log& log) { return log.grid(); }
   static dim3 block(const hcl_log& log) { return log.block(); }
 
-  // Recovery reads the log from a copy in GPU memory (basic_undo_tx::recover): in the recovery
-  // kernel, each warp first copies its own rows, those below the highest tail of its lanes (the
-  // `active` ones: a block's last warp may be partial). Called in every thread of the warp.
-  __device__ static void copy_own(const hcl_log_ref& log, char* copy, unsigned active) {
-    const hcl_log_ref::position p = log.where();
-    const stream_ref s = log.stream_of(p.stream);
-    std::uint64_t rows = std::min(load_used(s), s.capacity);
-    for (unsigned m = active; m != 0; m &= m - 1) {
-      rows = std::max(rows, __shfl_sync(active, rows, __ffs(static_cast<int>(m)) - 1));
-    }
-    copy_span(log, copy, p.warp * log.region_bytes(), rows * line_bytes, active);
+  // Recovery reads the log from a copy in GPU memory (basic_undo_tx::recover), which each warp
+  // of the recovery kernel makes of its own streams piece by piece, newest chunks first, rolling
+  // back what each piece completes before copying the next (so that its restores, posted stores
+  // to the pool, overlap the reads of the next piece). The calling thread's stream's used chunks,
+  // and the warp's chunks [lo, hi) copied by its `active` lanes (every thread of the warp calls
+  // it): HCL rows [lo, hi) of the warp's region, whatever each lane uses of them.
+  static constexpr std::uint64_t copy_step_chunks = 16;  // rows: 2 KiB a warp
+  __device__ static std::uint64_t own_chunks(const hcl_log_ref& log) {
+    const stream_ref s = log.stream_of(log.where().stream);
+    return std::min(load_used(s), s.capacity);
+  }
+  __device__ static void copy_own(const hcl_log_ref& log, char* copy, std::uint64_t lo,
+                                  std::uint64_t hi, std::uint64_t, unsigned active) {
+    copy_span(log, copy, log.where().warp * log.region_bytes() + lo * line_bytes,
+              (hi - lo) * line_bytes, active);
   }
 };
 
@@ -170,22 +174,30 @@ struct undo_streams<conv_log> : log_data<conv_log_ref> {
     return dim3(std::min(log.partitions(), recovery_threads));
   }
 
-  // As for hcl_log; the recovery kernel's thread i rolls back partition i, so a warp copies its
-  // lanes' partitions one after another, each up to its tail.
-  __device__ static void copy_own(const conv_log_ref& log, char* copy, unsigned active) {
+  // As for hcl_log; the recovery kernel's thread i rolls back partition i, so a warp copies
+  // chunks [lo, hi) of its lanes' partitions one after another, each below its own tail (`used`,
+  // the lane's own_chunks). A partition is long and a warp's lanes copy one at a time: a bigger
+  // step than HCL's.
+  static constexpr std::uint64_t copy_step_chunks = 1024;  // 4 KiB a lane
+  __device__ static std::uint64_t own_chunks(const conv_log_ref& log) {
     const std::uint64_t mine = tile_index();
-    std::uint64_t used = 0;
-    if (mine < log.partitions()) {
-      auto* control = reinterpret_cast<partition_control*>(log.v_.control(mine));
-      const stream_ref s{&control->tail, log.v_.stream_chunks, log.v_.generation(), mine};
-      used = std::min(load_used(s), s.capacity) * chunk_bytes;
-    }
-    const std::uint64_t partition_bytes = log.v_.stream_chunks * chunk_bytes;
+    if (mine >= log.partitions()) return 0;
+    auto* control = reinterpret_cast<partition_control*>(log.v_.control(mine));
+    const stream_ref s{&control->tail, log.v_.stream_chunks, log.v_.generation(), mine};
+    return std::min(load_used(s), s.capacity);
+  }
+  __device__ static void copy_own(const conv_log_ref& log, char* copy, std::uint64_t lo,
+                                  std::uint64_t hi, std::uint64_t used, unsigned active) {
+    const std::uint64_t mine = tile_index();
+    const std::uint64_t partition_chunks = log.v_.stream_chunks;
     for (unsigned m = active; m != 0; m &= m - 1) {
       const int lane = __ffs(static_cast<int>(m)) - 1;
       const std::uint64_t p = __shfl_sync(active, mine, lane);
-      const std::uint64_t bytes = __shfl_sync(active, used, lane);
-      if (bytes != 0) copy_span(log, copy, p * partition_bytes, bytes, active);
+      const std::uint64_t end = std::min(hi, __shfl_sync(active, used, lane));
+      if (end > lo) {
+        copy_span(log, copy, (p * partition_chunks + lo) * chunk_bytes, (end - lo) * chunk_bytes,
+                  active);
+      }
     }
   }
 };
@@ -248,25 +260,42 @@ struct restore_writer {
   }
 };
 
+// Where a stream's roll-back stands between the steps of roll_back_step.
+struct roll_back_cursor {
+  std::uint64_t end = 0;  // the newest entry not yet restored ends before chunk `end`
+  bool started = false;   // `end` was read from the stream's tail
+  bool done = false;      // every entry is restored, or the stream stopped at a damaged one
+};
+
 // Rolls back one stream, newest entry first, restoring each entry's old bytes into the pool
 // and persisting them (each entry's range, which is what recover() relies on before it clears
 // the mark; on a GPU one __threadfence_system after the stream's last entry: a fence per entry
 // made each thread wait a PCIe round trip per entry); the stream itself is left as it is. A word
 // saved by two entries of the stream ends with the older entry's bytes: the thread's stores to
 // one address reach memory in program order, so no fence is needed between them.
+// In steps: a step restores the entries that lie at or above chunk `lo` and returns, leaving the
+// cursor at the first entry that does not (lo 0: every entry; the recovery kernel lowers lo as it
+// copies the log); it returns ok until the step that finishes the stream.
 // corrupt: an entry failed its checksum or names bytes outside the pool (the stream stops before
 // applying it).
 template <class Layout>
-__device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
-                                       const pool_ref& pool) {
+__device__ log_status roll_back_step(const Layout& at, const stream_ref& s, const pool_ref& pool,
+                                     std::uint64_t lo, roll_back_cursor& c) {
+  if (c.done) return log_status::ok;
+  if (!c.started) {
+    c.end = load_used(s);
+    c.started = true;
+  }
   log_status result = log_status::ok;
-  for (std::uint64_t end = load_used(s); end != 0;) {
-    const entry e = entry_ending_at(at, s, end);
+  while (c.end != 0) {
+    if (lo != 0 && c.end < lo + trailer_chunks) return log_status::ok;  // trailer not there yet
+    const entry e = entry_ending_at(at, s, c.end);
     const std::uint64_t head_bytes = undo_record_chunks * chunk_bytes;
     if (e.status != log_status::ok || e.bytes < head_bytes) {
       result = e.status != log_status::ok ? e.status : log_status::corrupt;
       break;
     }
+    if (e.begin < lo) return log_status::ok;
     // First pass: checksum and the record; nothing is written unless the entry is intact.
     std::uint32_t head[undo_record_chunks] = {};
     result = walk(at, s, e, [&](std::uint64_t k, std::uint32_t c) {
@@ -289,8 +318,9 @@ __device__ log_status roll_back_stream(const Layout& at, const stream_ref& s,
     }
     out.flush();
     gpm::persist_later_at("undo_tx.roll_back.data", target, bytes);
-    end = e.begin;
+    c.end = e.begin;
   }
+  c.done = true;
   gpm::persist_named_at("undo_tx.roll_back.data");  // the entries restored before any failure
   return result;
 }
@@ -341,9 +371,17 @@ class basic_undo_tx_ref {
   // it again restores the same bytes. corrupt: an entry failed its checksum or names bytes
   // outside the pool; the stream then stops before applying it.
   __device__ log_status roll_back() const {
+    detail::log::roll_back_cursor c;
+    return roll_back(0, c);
+  }
+  // The same in steps, as recovery runs it while it copies the log piece by piece: restores the
+  // entries at or above chunk `lo` of the thread's stream from where `c` stands (a new cursor:
+  // the newest entry), then returns, `c` marking where to go on. ok until the step that ends the
+  // stream (c.done), which returns what roll_back() would.
+  __device__ log_status roll_back(std::uint64_t lo, detail::log::roll_back_cursor& c) const {
     const pool_ref pool = pool_;
     return streams::rolling_back(log_, [&](const auto& at, const auto& s) {
-      return detail::log::roll_back_stream(at, s, pool);
+      return detail::log::roll_back_step(at, s, pool, lo, c);
     });
   }
 
