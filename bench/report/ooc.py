@@ -12,6 +12,8 @@ run did not record are shown as "–", never filled in from another run.
 """
 from collections import defaultdict
 
+from suite import change_undone
+
 REGIMES = {0: "in-gpu", 1: "in-host", 2: "out-of-core"}
 MODES = ["gpmkit", "chunked-pipeline", "fread-memcpy", "managed"]
 ABLATION_PREFIX = "ooc_ablation_"
@@ -22,12 +24,6 @@ def newest_run(records):
         return []
     stamp = max(r["timestamp"] for r in records)
     return [r for r in records if r["timestamp"] == stamp]
-
-
-def change_undone(record):
-    """Whether a record is an A/B's A side (scripts/device/gpu-ab.sh names its commit
-    `<commit>-without-<patch>`): the source with the measured change undone."""
-    return "-without-" in record.get("commit", "")
 
 
 def newest_run_per_regime(records):

@@ -13,12 +13,26 @@ from collections import defaultdict
 BASELINE = "cap-fs"
 
 
+def change_undone(record):
+    """Whether a record is an A/B's A side (scripts/device/gpu-ab.sh names its commit
+    `<commit>-without-<patch>`): the source with the measured change undone."""
+    return "-without-" in record.get("commit", "")
+
+
+def recency(record):
+    """The order in which records stand for the tree: newest first, but an A/B's A side behind
+    every other run (a change is measured once it is in the tree, its B side; one that loses is
+    reverted and its B side's records left out), so that a kept change's figures are not those
+    of its A side, run after it."""
+    return (not change_undone(record), record["timestamp"])
+
+
 def _newest(records):
-    """{workload: {mode: newest record}}."""
+    """{workload: {mode: newest record}} (by recency)."""
     table = defaultdict(dict)
     for r in records:
         old = table[r["workload"]].get(r["mode"])
-        if old is None or r["timestamp"] >= old["timestamp"]:
+        if old is None or recency(r) >= recency(old):
             table[r["workload"]][r["mode"]] = r
     return table
 
@@ -43,7 +57,8 @@ def _pair(runs, workload, mode, over):
     with None (a ratio needs both sides from one run, and a later run of one mode alone must not
     take the figure's cell away); else, from two runs of a resumed suite, with the link between
     them (_linked_pair); None if neither exists."""
-    for stamp in sorted(runs[workload], reverse=True):
+    for stamp in sorted(runs[workload], reverse=True,
+                        key=lambda t: recency(next(iter(runs[workload][t].values())))):
         run = runs[workload][stamp]
         if mode in run and over in run:
             return run[mode], run[over], None
@@ -317,13 +332,13 @@ def _write_amplification(runs, describe_machine):
 
 
 def _restoration(records, describe_machine):
-    """From each workload's newest `gpm` record that timed a recovery (a later run that did not
-    must not take the row away)."""
+    """From each workload's newest `gpm` record (by recency) that timed a recovery (a later run
+    that did not must not take the row away)."""
     newest = {}
     for r in records:
         if r["mode"] == "gpm" and "restore_s" in r.get("metrics", {}):
             old = newest.get(r["workload"])
-            if old is None or r["timestamp"] >= old["timestamp"]:
+            if old is None or recency(r) >= recency(old):
                 newest[r["workload"]] = r
     rows, used = [], []
     for w in sorted(newest):

@@ -23,6 +23,9 @@ if pack_current .deps/prebuilt/tests.tar.gz; then
   tar -xzf .deps/prebuilt/tests.tar.gz -C "$bin"
   export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "== .deps/prebuilt/tests.tar.gz (prebuilt at $(cat .deps/commit)): not built" | tee "$out/tests.txt"
+  # tools_gpmkit_cli_test runs the CLI where a build puts it: the b pack's (prebuild.sh packs it)
+  use_prebuilt .deps/prebuilt/b.tar.gz build/cuda > /dev/null ||
+    echo "== no current .deps/prebuilt/b.tar.gz: the CLI test will find no gpmkit" | tee -a "$out/tests.txt"
 else
   log=/tmp/gpmkit-tests-build.$$.log
   if ! cmake --preset cuda > "$log" 2>&1 ||

@@ -62,6 +62,13 @@ def main():
         record("resized", "gpm", 8.0),
         record("resized", "d2h_memcpy", 25.0, stamp=OTHER_RUN),
         record("resized", "cap-fs", 1.0, stamp=OTHER_RUN, size=8192),
+        # An A/B of a kept change (scripts/device/gpu-ab.sh): its B side (the tree) ran first,
+        # its A side (the change undone) after; Table 5 and Figure 11 show the B side.
+        dict(record("ab", "gpm", 8.0, metrics={"restore_s": 0.025}), commit="0123456789ab"),
+        dict(record("ab", "gpm-conv", 2.0), commit="0123456789ab"),
+        dict(record("ab", "gpm", 4.0, metrics={"restore_s": 0.05}, stamp=OTHER_RUN),
+             commit="0123456789ab-without-change"),
+        dict(record("ab", "gpm-conv", 2.0, stamp=OTHER_RUN), commit="0123456789ab-without-change"),
         # One repeat whose throughput at its p25 time rounds below the throughput itself (7.565...
         # * 0.30398 / 0.30398 < 7.565...): the plot's whisker must not come out negative (a
         # negative one made matplotlib refuse the plot, and the quick suite failed now and then).
@@ -97,6 +104,8 @@ def main():
         "| resumed | 4.00× | 4.00×‡ |",                     # Table 4: bytes, no correction
         "| resumed | 8e-07 | 40 | 0.000 |",                 # Figure 12: gpm's own run's D2H
         "| later | 25 ms | 10.00% | 10 ms | 4.00% |",       # Table 5: 25 ms of 250 ms, 10 in kernels
+        "| ab | 4.00× |",                                   # Figure 11: the B side's run
+        "| ab | 25 ms | 20.00% |",                           # Table 5: the B side's recovery
     ]
     expected += [
         f"| {STAMP} | C | 40 | clevel-gpm 4×, cpu-assisted 0.5× |",  # gphash over each
