@@ -42,7 +42,8 @@ std::string log_name(std::string_view name) { return std::string(name) + ".log";
 // streams' used chunks into it a step at a time, newest first (undo_streams::copy_own), and its
 // lanes restore the entries each step completes before the warp copies the next: the restores
 // (posted stores to the pool) go out while the next step's lines come in. Copying the whole of a
-// warp's lines first made every warp of a resident grid read at once, then restore at once.
+// warp's lines first made the warps resident together (the kernel's blocks run in waves) read
+// together, then restore together.
 template <class Log>
 __global__ void recover_kernel(basic_undo_tx_ref<Log> tx, basic_undo_tx_ref<Log> from_copy,
                                char* copy) {
