@@ -58,7 +58,7 @@ __global__ void recover_kernel(basic_undo_tx_ref<Log> tx, basic_undo_tx_ref<Log>
   for (unsigned m = active; m != 0; m &= m - 1) {
     hi = std::max(hi, __shfl_sync(active, used, __ffs(static_cast<int>(m)) - 1));
   }
-  L::roll_back_cursor cursor;
+  typename basic_undo_tx_ref<Log>::roll_back_cursor cursor;
   cursor.done = used == 0;  // nothing to restore (or no stream: a conv_undo_tx thread past them)
   while (hi != 0) {
     const std::uint64_t lo = hi > streams::copy_step_chunks ? hi - streams::copy_step_chunks : 0;

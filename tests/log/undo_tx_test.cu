@@ -75,6 +75,33 @@ __global__ void update_span(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool, 
   }
 }
 
+// Thread t saves and rewrites, in its own 320 bytes, a 300-byte range, a word inside it, the
+// range again and its last word: entries longer than one of recovery's copy steps (16 HCL rows,
+// 1024 chunks of a partition; undo_tx.cu) between short ones, bytes saved by several entries.
+GPM_HOST_DEVICE inline std::uint64_t large_start(std::uint32_t t) { return 320 * t; }
+
+template <class Log>
+__global__ void update_large(gpm::basic_undo_tx_ref<Log> tx, gpm::pool_ref pool,
+                             std::uint64_t off, std::uint32_t* status) {
+  const auto t = static_cast<std::uint32_t>(gpm::tile_index());
+  unsigned char* base = pool.ptr<unsigned char>(off) + large_start(t);
+  const struct {
+    std::uint32_t at, bytes;
+  } steps[] = {{0, 300}, {100, 4}, {0, 300}, {296, 4}};
+  status[t] = 0;
+  for (std::uint32_t k = 0; k < 4; ++k) {
+    const log_status st = tx.save(base + steps[k].at, steps[k].bytes);
+    if (st != log_status::ok) {
+      status[t] = static_cast<std::uint32_t>(st);
+      return;
+    }
+    for (std::uint32_t i = 0; i < steps[k].bytes; ++i) {
+      base[steps[k].at + i] = static_cast<unsigned char>(0x40 * (k + 1) + i);
+    }
+    gpm::persist();
+  }
+}
+
 template <class Log>
 __global__ void save_outside(gpm::basic_undo_tx_ref<Log> tx, std::uint64_t* local,
                              std::uint32_t* status) {
@@ -263,6 +290,25 @@ TYPED_TEST(UndoTx, RangesOfEveryAlignmentAndLength) {
   EXPECT_TRUE(this->tx().recover());
   for (std::uint64_t i = 0; i < bytes_total; ++i) {
     ASSERT_EQ(bytes[i], before[i]) << "byte " << i << " of thread " << i / 64 << "'s span";
+  }
+}
+
+TYPED_TEST(UndoTx, EntriesLongerThanACopyStep) {
+  gpm::pool& pool = this->pool();
+  const std::uint64_t bytes_total = large_start(kBlocks * kThreads);
+  const std::uint64_t off = pool.allocate("large", bytes_total);
+  unsigned char* bytes = pool.host_ptr<unsigned char>(off);
+  for (std::uint64_t i = 0; i < bytes_total; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);
+  std::vector<unsigned char> before(bytes, bytes + bytes_total);
+  this->tx().begin();
+  gpm::launch(update_large<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
+              this->pool().ref(), off, this->status_.data());
+  for (std::uint32_t s : gpm::test::statuses(this->status_)) ASSERT_EQ(s, 0u);
+  ASSERT_EQ(bytes[large_start(7) + 296], 0x00);  // the last step's byte 0: 0x40 * 4, as a char
+  ASSERT_EQ(bytes[large_start(7) + 100], 0xc0 + 100 - 256);  // the range's second write
+  EXPECT_TRUE(this->tx().recover());
+  for (std::uint64_t i = 0; i < bytes_total; ++i) {
+    ASSERT_EQ(bytes[i], before[i]) << "byte " << i << " of thread " << i / 320 << "'s range";
   }
 }
 

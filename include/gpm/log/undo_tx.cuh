@@ -364,6 +364,8 @@ class basic_undo_tx_ref {
     return log_status::ok;
   }
 
+  using roll_back_cursor = detail::log::roll_back_cursor;  // where roll_back(lo, c) stands
+
   // In a kernel launched with the transaction's grid() and block(): rolls back the calling
   // thread's share of the log (undo_tx: its own stream; conv_undo_tx: partition
   // gpm::tile_index(), if there is one), newest entry first, and persists what it restored. The
@@ -371,14 +373,14 @@ class basic_undo_tx_ref {
   // it again restores the same bytes. corrupt: an entry failed its checksum or names bytes
   // outside the pool; the stream then stops before applying it.
   __device__ log_status roll_back() const {
-    detail::log::roll_back_cursor c;
+    roll_back_cursor c;
     return roll_back(0, c);
   }
   // The same in steps, as recovery runs it while it copies the log piece by piece: restores the
   // entries at or above chunk `lo` of the thread's stream from where `c` stands (a new cursor:
   // the newest entry), then returns, `c` marking where to go on. ok until the step that ends the
   // stream (c.done), which returns what roll_back() would.
-  __device__ log_status roll_back(std::uint64_t lo, detail::log::roll_back_cursor& c) const {
+  __device__ log_status roll_back(std::uint64_t lo, roll_back_cursor& c) const {
     const pool_ref pool = pool_;
     return streams::rolling_back(log_, [&](const auto& at, const auto& s) {
       return detail::log::roll_back_step(at, s, pool, lo, c);
