@@ -154,7 +154,8 @@ struct mapping::impl {
   bool resident = false;
   int clock_khz = 0;
   epoch_recovery recovery;
-  double map_seconds = 0, map_allocate_seconds = 0, map_load_seconds = 0;  // mapping_stats
+  double map_seconds = 0, map_allocate_seconds = 0, map_gpu_cache_seconds = 0,
+         map_host_cache_seconds = 0, map_load_seconds = 0;  // mapping_stats
   std::unique_ptr<live_state> live;
 
   live_state& state() const {
@@ -503,10 +504,12 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
 
   const auto allocate_start = std::chrono::steady_clock::now();
   allocate_gpu_cache(*s, m, free_bytes);
+  m.map_gpu_cache_seconds = seconds_since(allocate_start);
 
   const std::uint64_t lb = options.line_bytes;
   std::vector<const backing_file*> files;
   for (const auto& f : s->files) files.push_back(f.get());
+  const auto host_cache_start = std::chrono::steady_clock::now();
   try {
     const std::uint64_t segment =
         std::max<std::uint64_t>(kHostCacheSegmentBytes, (2ull * options.io_threads + 2) * lb);
@@ -519,6 +522,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
                                          mib(m.host_lines * lb) + " of pinned host cache (" +
                                          e.what() + "): lower host_cache_bytes");
   }
+  m.map_host_cache_seconds = seconds_since(host_cache_start);
   const cache_view& v = s->view;
   const gpu_cache_geometry geometry{v.lines, v.mask, lb, v.mask_words, md};
   const bool read_ahead = options.hint == access_hint::sequential && md != mode::write;
@@ -723,6 +727,8 @@ mapping_stats mapping::stats() const {
   r.fill_seconds = static_cast<double>(io.fill_ns) * 1e-9;
   r.map_seconds = m.map_seconds;
   r.map_allocate_seconds = m.map_allocate_seconds;
+  r.map_gpu_cache_seconds = m.map_gpu_cache_seconds;
+  r.map_host_cache_seconds = m.map_host_cache_seconds;
   r.map_load_seconds = m.map_load_seconds;
   const host_cache_counters& h = s.cache->counters();
   r.host_hits = h.hits;

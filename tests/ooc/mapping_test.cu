@@ -878,6 +878,9 @@ TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
     // Map time and its parts: the load holds the reads, and the whole holds the parts.
     EXPECT_GE(s.map_load_seconds, s.resident_read_seconds);
     EXPECT_GT(s.map_allocate_seconds, 0.0);
+    EXPECT_GT(s.map_gpu_cache_seconds, 0.0);
+    EXPECT_GT(s.map_host_cache_seconds, 0.0);
+    EXPECT_GE(s.map_allocate_seconds, s.map_gpu_cache_seconds + s.map_host_cache_seconds);
     EXPECT_GE(s.map_seconds, s.map_allocate_seconds + s.map_load_seconds);
     auto a = m.ref<std::uint32_t>();
     const auto r = read_lines<32>(a);

@@ -277,7 +277,7 @@ class runner {
                   ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0, load_reads = 0,
                   epochs = 0, log_bytes = 0;
     double wait = 0, load_read_s = 0, ahead_read_s = 0, fill_s = 0, map_allocate_s = 0,
-           map_load_s = 0;
+           map_gpu_cache_s = 0, map_host_cache_s = 0, map_load_s = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
       const gpm::ooc::mapping_stats x = m.stats();
@@ -301,6 +301,8 @@ class runner {
       load_reads += x.resident_reads;
       load_read_s += x.resident_read_seconds;
       map_allocate_s += x.map_allocate_seconds;
+      map_gpu_cache_s += x.map_gpu_cache_seconds;
+      map_host_cache_s += x.map_host_cache_seconds;
       map_load_s += x.map_load_seconds;
       epochs += x.epochs_committed;
       log_bytes += x.log_bytes_written;
@@ -327,6 +329,8 @@ class runner {
                {"log_bytes_written", static_cast<double>(log_bytes)},
                {"map_s", map_s},
                {"map_allocate_s", map_allocate_s},
+               {"map_gpu_cache_s", map_gpu_cache_s},
+               {"map_host_cache_s", map_host_cache_s},
                {"map_load_s", map_load_s},
                {"passes_s", passes_s},
                {"sync_s", sync_s},

@@ -136,8 +136,13 @@ struct mapping_stats {
   // caches and queue (GPU memory, pinned memory, the I/O service and its threads) and a resident
   // mapping's load (reads, copies to the GPU, zeroing what the files do not hold). The rest is
   // opening the files (and a spill file), recovering a file's epoch log and checking the options.
+  // Of the making, the GPU cache and the queue's GPU and pinned memory (map_gpu_cache_seconds) and
+  // the host cache (map_host_cache_seconds); the rest of it is the I/O service: its threads and
+  // channels.
   double map_seconds = 0;
   double map_allocate_seconds = 0;
+  double map_gpu_cache_seconds = 0;
+  double map_host_cache_seconds = 0;
   double map_load_seconds = 0;
 };
 
