@@ -174,6 +174,25 @@ class UndoTx : public ::testing::Test {
     launch_update(tx(), salt);
     for (std::uint32_t s : gpm::test::statuses(status_)) ASSERT_EQ(s, 0u);
   }
+  // A new object of `size` patterned bytes (`seed`), a batch that changes it (`batch(offset)`:
+  // kernels leaving their statuses in status_, all of which must be ok; then `changed(bytes)`
+  // checks the change), recover(): the bytes are the pattern again.
+  template <class Batch, class Changed>
+  void expect_undone(const char* name, std::uint64_t size, unsigned seed, Batch&& batch,
+                     Changed&& changed) {
+    const std::uint64_t off = pool().allocate(name, size);
+    unsigned char* bytes = pool().template host_ptr<unsigned char>(off);
+    for (std::uint64_t i = 0; i < size; ++i) bytes[i] = static_cast<unsigned char>(i * seed + 7);
+    const std::vector<unsigned char> before(bytes, bytes + size);
+    tx().begin();
+    batch(off);
+    for (std::uint32_t s : gpm::test::statuses(status_)) ASSERT_EQ(s, 0u);
+    changed(bytes);
+    EXPECT_TRUE(tx().recover());
+    for (std::uint64_t i = 0; i < size; ++i) {
+      ASSERT_EQ(bytes[i], before[i]) << "byte " << i << " of '" << name << "'";
+    }
+  }
 
   gpm::test::scratch_pool sp_;
   std::optional<tx_type> tx_;
@@ -259,57 +278,39 @@ TYPED_TEST(UndoTx, SurvivesReopen) {
 }
 
 TYPED_TEST(UndoTx, UnalignedOddSizedRanges) {
-  gpm::pool& pool = this->pool();
-  const std::uint64_t off = pool.allocate("odd", 1 + 13 * kBlocks * kThreads + 3);
-  unsigned char* bytes = pool.host_ptr<unsigned char>(off);
-  for (std::uint32_t i = 0; i < 1 + 13 * kBlocks * kThreads + 3; ++i) bytes[i] = i * 29 + 1;
-  std::vector<unsigned char> before(bytes, bytes + 1 + 13 * kBlocks * kThreads + 3);
-  this->tx().begin();
-  for (unsigned char fill : {0x10, 0x80}) {
-    gpm::launch(update_odd<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
-                this->pool().ref(), off, fill, this->status_.data());
-    for (std::uint32_t s : gpm::test::statuses(this->status_)) ASSERT_EQ(s, 0u);
-  }
-  EXPECT_EQ(bytes[1], 0x80);
-  EXPECT_TRUE(this->tx().recover());
-  EXPECT_EQ(std::memcmp(bytes, before.data(), before.size()), 0);
+  this->expect_undone(
+      "odd", 1 + 13 * kBlocks * kThreads + 3, 29,
+      [&](std::uint64_t off) {
+        for (unsigned char fill : {0x10, 0x80}) {
+          gpm::launch(update_odd<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
+                      this->pool().ref(), off, fill, this->status_.data());
+          for (std::uint32_t s : gpm::test::statuses(this->status_)) ASSERT_EQ(s, 0u);
+        }
+      },
+      [](const unsigned char* bytes) { EXPECT_EQ(bytes[1], 0x80); });
 }
 
 TYPED_TEST(UndoTx, RangesOfEveryAlignmentAndLength) {
-  gpm::pool& pool = this->pool();
-  const std::uint64_t bytes_total = 64 * std::uint64_t{kBlocks} * kThreads;
-  const std::uint64_t off = pool.allocate("spans", bytes_total);
-  unsigned char* bytes = pool.host_ptr<unsigned char>(off);
-  for (std::uint64_t i = 0; i < bytes_total; ++i) bytes[i] = static_cast<unsigned char>(i * 31 + 7);
-  std::vector<unsigned char> before(bytes, bytes + bytes_total);
-  this->tx().begin();
-  gpm::launch(update_span<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
-              this->pool().ref(), off, 0xa0, this->status_.data());
-  for (std::uint32_t s : gpm::test::statuses(this->status_)) ASSERT_EQ(s, 0u);
-  ASSERT_EQ(bytes[span_start(5)], 0xa0);
-  EXPECT_TRUE(this->tx().recover());
-  for (std::uint64_t i = 0; i < bytes_total; ++i) {
-    ASSERT_EQ(bytes[i], before[i]) << "byte " << i << " of thread " << i / 64 << "'s span";
-  }
+  this->expect_undone(
+      "spans", 64 * std::uint64_t{kBlocks} * kThreads, 31,
+      [&](std::uint64_t off) {
+        gpm::launch(update_span<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
+                    this->pool().ref(), off, 0xa0, this->status_.data());
+      },
+      [](const unsigned char* bytes) { ASSERT_EQ(bytes[span_start(5)], 0xa0); });
 }
 
 TYPED_TEST(UndoTx, EntriesLongerThanACopyStep) {
-  gpm::pool& pool = this->pool();
-  const std::uint64_t bytes_total = large_start(kBlocks * kThreads);
-  const std::uint64_t off = pool.allocate("large", bytes_total);
-  unsigned char* bytes = pool.host_ptr<unsigned char>(off);
-  for (std::uint64_t i = 0; i < bytes_total; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);
-  std::vector<unsigned char> before(bytes, bytes + bytes_total);
-  this->tx().begin();
-  gpm::launch(update_large<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
-              this->pool().ref(), off, this->status_.data());
-  for (std::uint32_t s : gpm::test::statuses(this->status_)) ASSERT_EQ(s, 0u);
-  ASSERT_EQ(bytes[large_start(7) + 296], 0x00);  // the last step's byte 0: 0x40 * 4, as a char
-  ASSERT_EQ(bytes[large_start(7) + 100], 0xc0 + 100 - 256);  // the range's second write
-  EXPECT_TRUE(this->tx().recover());
-  for (std::uint64_t i = 0; i < bytes_total; ++i) {
-    ASSERT_EQ(bytes[i], before[i]) << "byte " << i << " of thread " << i / 320 << "'s range";
-  }
+  this->expect_undone(
+      "large", large_start(kBlocks * kThreads), 7,
+      [&](std::uint64_t off) {
+        gpm::launch(update_large<TypeParam>, kBlocks, kThreads, 0, nullptr, this->tx().ref(),
+                    this->pool().ref(), off, this->status_.data());
+      },
+      [](const unsigned char* bytes) {
+        ASSERT_EQ(bytes[large_start(7) + 296], 0x00);  // the last step's byte 0: 0x40 * 4
+        ASSERT_EQ(bytes[large_start(7) + 100], 0xc0 + 100 - 256);  // the range's second write
+      });
 }
 
 TYPED_TEST(UndoTx, MisuseIsAnError) {
