@@ -23,7 +23,7 @@ def recency(record):
     """The order in which records stand for the tree: newest first, but an A/B's A side behind
     every other run (a change is measured once it is in the tree, its B side; one that loses is
     reverted and its B side's records left out), so that a kept change's figures are not those
-    of its A side, run after it."""
+    of its A side when that ran last."""
     return (not change_undone(record), record["timestamp"])
 
 

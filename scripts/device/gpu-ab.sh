@@ -6,9 +6,9 @@
 # `git show <commit> -- <files>`, and leave it untracked so that it travels with the tree. Both
 # trees are built once, side by side, before any run (a patch that touches a header every
 # workload includes no longer rebuilds gpmbench at each switch; scripts/device/prebuild.sh PATCH,
-# run on the developer's machine, builds both there instead); then AB_ROUNDS (1) rounds of B
-# then A, each a scripts/device/gpu-bench.sh runs call with the same arguments (RUNS_BUDGET_S
-# each, for runs only). A's records name the commit with "-without-<PATCH's name>" appended.
+# run on the developer's machine, builds both there instead); then AB_ROUNDS (1) rounds of both
+# sides, B first in odd rounds and A first in even ones, each side a scripts/device/gpu-bench.sh
+# runs call with the same arguments (RUNS_BUDGET_S each, for runs only). A's records name the commit with "-without-<PATCH's name>" appended.
 # Everything comes back as two files (the device returns at most 8): $OUT/ab.txt, the runs'
 # summary lines, and $OUT/ab.tar.gz, each side's and round's runs.txt and results.tar.gz.
 set -uo pipefail
@@ -44,11 +44,23 @@ if [ $a_status -ne 0 ] || [ $b_status -ne 0 ]; then
 fi
 echo "== built both sides, ${SECONDS} s" | tee "$out/ab.txt"
 status=0
+# run_b ROUND ARGS..., run_a ROUND ARGS...: one side's runs (b: the tree as it came; a: the
+# change undone).
+run_b() { OUT=$work/b$1 GPMKIT_COMMIT=$commit scripts/device/gpu-bench.sh runs "${@:2}"; }
+run_a() {
+  (cd "$tree_a" && OUT=$work/a$1 GPMKIT_COMMIT=$undone GPMKIT_PREBUILT_SIDE=a \
+    scripts/device/gpu-bench.sh runs "${@:2}")
+}
 for round in $(seq 1 "${AB_ROUNDS:-1}"); do
-  OUT=$work/b$round GPMKIT_COMMIT=$commit scripts/device/gpu-bench.sh runs "$@" || status=1
-  (cd "$tree_a" && OUT=$work/a$round GPMKIT_COMMIT=$undone GPMKIT_PREBUILT_SIDE=a \
-    scripts/device/gpu-bench.sh runs "$@") ||
-    status=1
+  # Odd rounds run B first, even rounds A first, so that neither side always runs second (a
+  # machine that warms up or fills its page cache over a call favours the later runs).
+  if [ $((round % 2)) -eq 1 ]; then
+    run_b "$round" "$@" || status=1
+    run_a "$round" "$@" || status=1
+  else
+    run_a "$round" "$@" || status=1
+    run_b "$round" "$@" || status=1
+  fi
   for side in b a; do sed "s/^==/== $side$round:/" "$work/$side$round/runs.txt"; done |
     grep "^==" | tee -a "$out/ab.txt"
 done
