@@ -21,12 +21,21 @@ using gpm::mix64;
 // A per-call seed: nonzero, and different in every call.
 std::uint64_t call_seed(int call) { return mix64(static_cast<std::uint64_t>(call) + 1) | 1; }
 
-__global__ void random_stores(std::uint64_t* words, std::uint64_t mask, std::uint64_t stores,
+// Stores `seed` into random elements of T (8 or 16 bytes): each persisted (EachPersisted), or
+// posted, with one persist per thread after its last (as undo recovery restores a stream).
+template <class T, bool EachPersisted>
+__global__ void random_stores(T* elements, std::uint64_t mask, std::uint64_t stores,
                               std::uint64_t seed) {
   for (std::uint64_t i : gpm::grid_stride(stores)) {
-    words[mix64(i ^ seed) & mask] = seed;
-    gpm::persist();
+    T& e = elements[mix64(i ^ seed) & mask];
+    if constexpr (sizeof(T) == 16) {
+      e = T{seed, seed};
+    } else {
+      e = seed;
+    }
+    if constexpr (EachPersisted) gpm::persist();
   }
+  if constexpr (!EachPersisted) gpm::persist();
 }
 
 // A collision costs a retry with the value the CAS returned.
@@ -67,12 +76,12 @@ named_counts shape(std::uint64_t span, const char* count_name, std::uint64_t cou
           {"threads_per_block", g.threads}};
 }
 
-}  // namespace
-
-measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t stores,
-                            const char* what) {
+// random_stores<T, EachPersisted> over the object, every store of the last call checked.
+template <class T, bool EachPersisted>
+measurement random_store_rate(const mode_context& ctx, const bench_pool& p, std::uint64_t stores,
+                              const char* what) {
   const std::uint64_t span = p.object_bytes();
-  const std::uint64_t mask = span / sizeof(std::uint64_t) - 1;
+  const std::uint64_t mask = span / sizeof(T) - 1;
   const geometry g = filling_geometry(ctx);
   const gpm::stream s;
   std::uint64_t seed = 0;
@@ -80,21 +89,30 @@ measurement random_persists(const mode_context& ctx, const bench_pool& p, std::u
   m.times_s = ctx.repeat([&](int call) {
     seed = call_seed(call);
     return seconds_on_stream(s, [&] {
-      gpm::launch(random_stores, g.blocks, g.threads, 0, s, p.device<std::uint64_t>(), mask, stores,
-                  seed);
+      gpm::launch(random_stores<T, EachPersisted>, g.blocks, g.threads, 0, s, p.device<T>(), mask,
+                  stores, seed);
     });
   });
-  const std::uint64_t* words = p.host<std::uint64_t>();
+  const auto* words = p.host<std::uint64_t>();
+  constexpr std::uint64_t per = sizeof(T) / sizeof(std::uint64_t);
   for (std::uint64_t i = 0; i < stores; ++i) {
-    if (words[mix64(i ^ seed) & mask] != seed) {
+    const std::uint64_t at = (mix64(i ^ seed) & mask) * per;
+    if (words[at] != seed || words[at + per - 1] != seed) {
       check_failed(std::string(what) + ": store " + std::to_string(i) +
                    " of the last call is missing");
     }
   }
   m.sizes = shape(span, "stores", stores, g);
   m.throughput = mega_operations(stores);
-  m.bytes_persisted = stores * sizeof(std::uint64_t);
+  m.bytes_persisted = stores * sizeof(T);
   return m;
+}
+
+}  // namespace
+
+measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t stores,
+                            const char* what) {
+  return random_store_rate<std::uint64_t, true>(ctx, p, stores, what);
 }
 
 measurement random_cas(const mode_context& ctx, const bench_pool& p, std::uint64_t increments,
@@ -196,7 +214,8 @@ mode span_mode(const char* name, const char* summary, Measure measure) {
 
 workload random_span_workload() {
   return {"random_span",
-          "random persisted 8-byte stores, system-scope CAS and 128-byte line reads over pool "
+          "random persisted 8-byte stores, posted 16-byte stores, system-scope CAS and 128-byte "
+          "line reads over pool "
           "objects of 256 MiB, 1 GiB and 4 GiB (1/64 of that on the emulator): the ceilings for "
           "random work at the spans of the benchmarks' tables",
           {
@@ -204,6 +223,13 @@ workload random_span_workload() {
                         "random 8-byte stores into the object, each persisted (M stores/s)",
                         [](const mode_context& ctx, const bench_pool& p, span_counts c,
                            const char* name) { return random_persists(ctx, p, c.stores, name); }),
+              span_mode("store_random16",
+                        "random 16-byte stores into the object, posted, one persist per thread "
+                        "after its last, as undo recovery restores (M stores/s)",
+                        [](const mode_context& ctx, const bench_pool& p, span_counts c,
+                           const char* name) {
+                          return random_store_rate<ulonglong2, false>(ctx, p, c.stores, name);
+                        }),
               span_mode("cas_rate", "system-scope CAS increments of random words (M CAS/s)",
                         [](const mode_context& ctx, const bench_pool& p, span_counts c,
                            const char* name) {

@@ -16,7 +16,8 @@ namespace gpmbench {
 
 // Each works on p's object, whose size (a power of two) is the span.
 
-// `stores` 8-byte stores to hashed words of the object, each persisted.
+// `stores` 8-byte stores to hashed words of the object, each persisted (random_span also measures
+// posted 16-byte stores, store_random16).
 measurement random_persists(const mode_context& ctx, const bench_pool& p, std::uint64_t stores,
                             const char* what);
 
