@@ -41,7 +41,7 @@ const std::vector<workload>& workloads() {
       ooc::ablation_cache_workload(), ooc::ablation_output_workload(),
       ooc::ablation_io_threads_workload(), ooc::ablation_readahead_run_workload(),
       ooc::ablation_io_poll_workload(), ooc::ablation_sync_workload(),
-      ooc::ablation_fill_workload(),
+      ooc::ablation_fill_workload(), ooc::ablation_write_behind_workload(),
   };
   // clang-format on
   return all;

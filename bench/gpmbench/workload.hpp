@@ -131,7 +131,7 @@ workload pathfinder_workload(), hotspot_workload(), lavamd_workload(), srad_work
 workload ablation_readahead_workload(), ablation_line_workload(), ablation_cache_workload();
 workload ablation_output_workload(), ablation_io_threads_workload(),
     ablation_readahead_run_workload(), ablation_io_poll_workload(), ablation_sync_workload();
-workload ablation_fill_workload();
+workload ablation_fill_workload(), ablation_write_behind_workload();
 }  // namespace ooc
 
 // `gpmbench crash-demo` (workloads/native/crash_demo.cpp): a BFS run killed with SIGKILL halfway,

@@ -123,6 +123,17 @@ def io_threads(sizes):
     return threads + (f", poll {fmt_time(poll_us / 1e6)}" if poll_us else "")
 
 
+def outputs(sizes):
+    """How gpmkit mapped the outputs: their mode, and crash-consistent sync and write-behind where
+    on (records from before write-behind existed do not name it)."""
+    parts = ["write" if sizes.get("write_mode_outputs") else "read_write"]
+    if sizes.get("crash_consistent_outputs"):
+        parts.append("crash-consistent")
+    if sizes.get("write_behind"):
+        parts.append("write-behind")
+    return ", ".join(parts)
+
+
 def ablation_rows(workload, run):
     rows = []
     for r in run:
@@ -133,9 +144,10 @@ def ablation_rows(workload, run):
         if s.get("read_ahead") and s.get("read_ahead_run_bytes"):  # the default's 0 says nothing
             ahead += f", {fmt_bytes(s['read_ahead_run_bytes'])} reads"
         rows.append(
-            f"| {workload} | {fmt_bytes(s.get('line_bytes', 0))} | "
+            f"| {workload} | {REGIMES.get(s.get('regime'), '–')} | "
+            f"{fmt_bytes(s.get('line_bytes', 0))} | "
             f"{fmt_bytes(s.get('gpu_cache_bytes', 0))} | {fmt_bytes(s.get('host_cache_bytes', 0))} | "
-            f"{ahead} | {io_threads(s)} | "
+            f"{ahead} | {io_threads(s)} | {outputs(s)} | "
             f"{fmt_time(seconds(r))} | "
             f"{fmt(metric(r, 'disk_fraction'))} | {fmt(metric(r, 'read_ahead_hits'), 6)} | "
             f"{fmt(metric(r, 'gpu_wait_s'))} |")
@@ -184,10 +196,10 @@ def ooc_sections(records, describe_machine):
                     "|" + " --- |" * (len(MODES) + 7)],
                    family_rows, regime_runs)
     lines += table(ablations,
-                   ["### Ablations (gpmkit, out of core)", "",
-                    "| workload | line | GPU cache | host cache | read-ahead | I/O threads | time "
-                    "| disk_fraction | read-ahead hits | GPU wait (s) |",
-                    "|" + " --- |" * 10],
+                   ["### Ablations (gpmkit)", "",
+                    "| workload | regime | line | GPU cache | host cache | read-ahead | I/O threads "
+                    "| outputs | time | disk_fraction | read-ahead hits | GPU wait (s) |",
+                    "|" + " --- |" * 12],
                    ablation_rows, lambda records: [newest_run(records)])
     lines += ["Disk measured in each run: " + "; ".join(disks) + ".", "",
               "Machine: " + "; ".join(sorted(machines)) + ".", ""]

@@ -1,4 +1,4 @@
-// The per-disk admission of read-ahead reads (see disk_gate.hpp).
+// The per-disk admission of background reads and writes (see disk_gate.hpp).
 #include "disk_gate.hpp"
 
 namespace gpm::detail::ooc {
@@ -6,7 +6,7 @@ namespace gpm::detail::ooc {
 bool disk_gate::enter(std::uint64_t disk, std::chrono::microseconds patience) {
   std::unique_lock lock(m_);
   std::uint32_t& taken = busy_[disk];
-  if (!freed_.wait_for(lock, patience, [&] { return taken < kReadAheadReadsPerDisk; })) {
+  if (!freed_.wait_for(lock, patience, [&] { return taken < kBackgroundPerDisk; })) {
     return false;
   }
   ++taken;
@@ -21,7 +21,7 @@ void disk_gate::leave(std::uint64_t disk) {
   freed_.notify_all();
 }
 
-disk_gate& disk_gate::read_ahead() {
+disk_gate& disk_gate::background() {
   // Never destroyed: I/O threads of mappings that outlive static destruction may still use it.
   static disk_gate* const gate = new disk_gate;
   return *gate;

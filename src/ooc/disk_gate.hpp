@@ -1,10 +1,11 @@
-// Admission of read-ahead reads per disk, shared by every gpm::ooc mapping of the process: at most
-// kReadAheadReadsPerDisk of them run at once on one disk (a file system's st_dev). Each mapping
-// reads ahead on its own I/O threads; several input mappings streaming at once (vectorAdd's two,
-// BlackScholes' five) would otherwise read their streams side by side, and on the lent H200
-// machine's virtual disk two readers of 8 MiB pieces read 1.12-1.15 GB/s together where one read
-// 1.40-1.66 GB/s (docs/out-of-core.md). Misses' reads do not pass through it. Host only;
-// thread-safe. Must never hold a disk past the read it was entered for.
+// Admission of background I/O per disk, shared by every gpm::ooc mapping of the process: at most
+// kBackgroundPerDisk read-ahead reads and write-behind writes run at once on one disk (a file
+// system's st_dev). Each mapping reads ahead and writes behind on its own I/O threads; several
+// input mappings streaming at once (vectorAdd's two, BlackScholes' five) would otherwise read their
+// streams side by side, and on the lent H200 machine's virtual disk two readers of 8 MiB pieces
+// read 1.12-1.15 GB/s together where one read 1.40-1.66 GB/s (docs/out-of-core.md). Misses' reads
+// and the writes that make room for them do not pass through it. Host only; thread-safe. Must
+// never hold a disk past the read or write it was entered for.
 #pragma once
 
 #include <chrono>
@@ -15,7 +16,7 @@
 
 namespace gpm::detail::ooc {
 
-inline constexpr std::uint32_t kReadAheadReadsPerDisk = 1;
+inline constexpr std::uint32_t kBackgroundPerDisk = 1;
 
 class disk_gate {
  public:
@@ -24,8 +25,8 @@ class disk_gate {
   // Gives back a place enter() took.
   void leave(std::uint64_t disk);
 
-  // The process's gate, which every mapping's read-ahead passes.
-  static disk_gate& read_ahead();
+  // The process's gate, which every mapping's read-ahead and write-behind pass.
+  static disk_gate& background();
 
  private:
   std::mutex m_;

@@ -178,6 +178,7 @@ void host_cache::install(std::uint32_t e, std::uint64_t line, bool busy, bool by
   x.whole = false;
   x.referenced = true;
   x.read_ahead = by_read_ahead;
+  x.behind = false;
   if (config_.mode == mode::write) x.mask.assign(mask_words_, 0);
   index_[line] = e;
 }
@@ -208,10 +209,14 @@ void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::span<const
   cv_.notify_all();
 }
 
-void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
+bool host_cache::writes_runs() const {
+  // Whole lines to the one mapped file: masked lines and spills go alone.
+  return config_.mode == mode::read_write && !config_.staged && files_.size() == 1;
+}
+
+void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e, bool behind) {
   std::vector<std::uint32_t> run{e};
-  // Runs only where whole lines go to the one mapped file: masked lines and spills go alone.
-  if (config_.mode == mode::read_write && !config_.staged && files_.size() == 1) {
+  if (writes_runs()) {
     const std::uint64_t most = std::max<std::uint64_t>(1, kWriteRunBytes / config_.line_bytes);
     for (std::uint64_t line = entries_[e].line + 1; run.size() < most; ++line) {
       const auto it = index_.find(line);
@@ -225,8 +230,50 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e) {
       lock, run, [&] { write_entries(run); }, [] {});
   for (const std::uint32_t r : run) {
     entries_[r].dirty = false;
+    entries_[r].behind = behind;
     if (!spilled_.empty()) note_spilled(entries_[r]);
   }
+  if (behind) {
+    behind_written_ += run.size();
+    counters_.write_behind_lines += run.size();
+  }
+}
+
+bool host_cache::write_behind() {
+  if (!write_behind_wanted()) return false;
+  std::unique_lock lock(m_);
+  if (behind_rewritten_ >= kRewritesOff && 4 * behind_rewritten_ >= behind_written_) {
+    behind_off_ = true;
+    return false;
+  }
+  // Until the next store, a scan that finds nothing to write would find nothing again.
+  stores_unseen_ = 0;
+  // The lowest dirty line nobody uses; where lines go in runs, the lowest that starts a run long
+  // enough (the dirty idle lines in line order, split where they stop following each other).
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> idle;
+  for (std::uint32_t e = 0; e < allocated_; ++e) {
+    const entry& x = entries_[e];
+    if (x.dirty && !x.busy && x.pins == 0) idle.emplace_back(x.line, e);
+  }
+  if (idle.empty()) return false;
+  std::sort(idle.begin(), idle.end());
+  std::uint32_t pick = idle.front().second;
+  if (writes_runs()) {
+    const std::uint64_t least = std::max<std::uint64_t>(
+        1, std::min(kWriteBehindRunBytes / config_.line_bytes, config_.lines / 4));
+    pick = kNone;
+    for (std::size_t at = 0, from = 0; at < idle.size(); ++at) {
+      if (at > from && idle[at].first != idle[at - 1].first + 1) from = at;
+      if (at + 1 - from >= least) {
+        pick = idle[from].second;
+        break;
+      }
+    }
+    if (pick == kNone) return false;
+  }
+  clean(lock, pick, true);  // unlocks while writing
+  ++stores_unseen_;         // more runs may wait
+  return true;
 }
 
 void host_cache::write_entries(std::span<const std::uint32_t> run) {
@@ -297,6 +344,7 @@ void host_cache::unpin(std::uint32_t e, bool discard) {
   std::lock_guard lock(m_);
   entry& x = entries_[e];
   --x.pins;
+  if (x.dirty && x.pins == 0) ++stores_unseen_;  // write_behind may take it now
   if (discard) {
     x.busy = false;  // the store that made it busy failed
     if (x.pins == 0 && !x.dirty) forget(e);
@@ -314,6 +362,10 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
     });
   }
   std::lock_guard lock(m_);
+  if (x.behind) {
+    x.behind = false;
+    ++behind_rewritten_;
+  }
   if (mask == nullptr) {
     x.whole = true;
   } else {
@@ -321,6 +373,7 @@ void host_cache::store(std::uint32_t e, const std::byte* src, const std::uint32_
   }
   x.dirty = true;
   x.busy = false;
+  ++stores_unseen_;
   cv_.notify_all();
 }
 

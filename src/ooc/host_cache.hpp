@@ -48,6 +48,9 @@ struct host_cache_config {
   // Whether the first segment is pinned at construction (a cache that serves misses), or when the
   // first line arrives (a resident mapping's, which most mappings never fill).
   bool pin_at_start = true;
+  // Background write-back (write_behind): a read_write or write cache over the mapped files, not
+  // staged.
+  bool write_behind = false;
 };
 
 struct host_cache_counters {
@@ -62,6 +65,7 @@ struct host_cache_counters {
   std::atomic<std::uint64_t> file_bytes_written{0};
   std::atomic<std::uint64_t> file_writes{0};  // writes of the mapped files (a run is one)
   std::atomic<std::uint64_t> spill_bytes_written{0};
+  std::atomic<std::uint64_t> write_behind_lines{0};  // lines write_behind wrote
 };
 
 class host_cache {
@@ -72,6 +76,10 @@ class host_cache {
   // runs of 16 MiB: a line at a time, a virtual disk read 1 MiB lines at 1.0 GB/s, large reads at
   // 1.6 (docs/out-of-core.md, "Read-ahead").
   static constexpr std::uint64_t kWriteRunBytes = 16ull << 20;
+  // write_behind's smallest run (at most a quarter of the cap, at least a line), and how many
+  // lines written behind must have come back dirty before it stops.
+  static constexpr std::uint64_t kWriteBehindRunBytes = 4ull << 20;
+  static constexpr std::uint64_t kRewritesOff = 4;
 
   // Why an entry is pinned: to send it to the GPU (filled from the file if absent; counted as a
   // hit or miss), or to receive a line leaving the GPU (never read from the file).
@@ -139,6 +147,23 @@ class host_cache {
   // failure after trying them all; failed entries stay dirty.
   void write_back(std::uint64_t first, std::uint64_t last);
 
+  // Background write-back, for an I/O thread with nothing else to do: writes one run of dirty
+  // entries that nobody uses to the mapped file (the lowest such line and the dirty lines after
+  // it, as a dirty victim is written when room is made), so that sync() and making room find
+  // less to write and the disk writes while the kernels compute. Where lines go in runs (one
+  // file, mode::read_write), a run shorter than kWriteBehindRunBytes and a quarter of the cap
+  // waits for more. Off where the config says so, and once lines written behind keep coming back
+  // dirty (data rewritten pass after pass, as srad's image: at least kRewritesOff of them, a
+  // quarter of those written behind), when writing them once at sync costs the disk less. False
+  // when it wrote nothing. Throws gpm::error (io) as write_back does; the run stays dirty.
+  bool write_behind();
+  // Whether write_behind may find something to write: on, not stopped, and lines stored since it
+  // last found nothing. Takes no lock (the I/O threads ask whenever they are idle).
+  bool write_behind_wanted() const {
+    return config_.write_behind && stores_unseen_.load(std::memory_order_relaxed) != 0 &&
+           !behind_off_.load(std::memory_order_relaxed);
+  }
+
   // Staged caches: calls emit(line, bytes, valid, mask, mask_words) for every change of lines
   // [first, last] since the last epoch, lines in ascending order and, for a line, older changes
   // first (its staged copy, then its dirty entry); mask null: the line's `valid` bytes all
@@ -163,6 +188,7 @@ class host_cache {
     bool whole = false;               // mode::write: every byte of the line is valid
     bool referenced = false;          // the clock's second chance
     bool read_ahead = false;          // filled by read-ahead and not used yet
+    bool behind = false;              // written back by write_behind, not stored since
     std::vector<std::uint32_t> mask;  // mode::write: bytes valid, one bit per 4 bytes
   };
 
@@ -196,7 +222,9 @@ class host_cache {
   // Makes a dirty victim clean by writing it back, with the dirty lines that follow it in the
   // one mapped file and nobody uses, up to kWriteRunBytes, in one write (lock held on entry and
   // return; unlocked while writing, the run's entries busy).
-  void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e);
+  void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e, bool behind = false);
+  // Whether clean() writes runs of lines (whole lines to the one mapped file).
+  bool writes_runs() const;
   // Writes the lines of entries `run` (one, or consecutive lines of the one mapped file) back;
   // runs outside the lock, so it touches no bookkeeping.
   void write_entries(std::span<const std::uint32_t> run);
@@ -258,6 +286,11 @@ class host_cache {
   std::uint64_t allocated_ = 0;  // entries with memory: whole segments, at most cap_
   std::uint64_t cap_;            // config_.lines, or what was pinned when pinning more failed
   std::uint64_t free_ = 0;       // allocated entries holding no line
+  // write_behind: lines it wrote, and of those, lines stored again afterwards (under m_).
+  std::uint64_t behind_written_ = 0;
+  std::uint64_t behind_rewritten_ = 0;
+  std::atomic<bool> behind_off_{false};              // stopped (too many rewrites)
+  std::atomic<std::uint64_t> stores_unseen_{0};      // stores since write_behind found nothing
   bool growing_ = false;         // a thread is pinning a segment
   bool grow_first_ = false;      // lines are read again: grow before evicting
   std::vector<bool> evicted_;    // per line of the mapping: it left the cache once

@@ -21,7 +21,8 @@ constexpr std::size_t kRecentMisses = 64;
 // work, then sleeps between polls, from 8 us doubling up to kMaxSleep: a kernel's first miss after
 // an idle spell waits at most that long to be noticed, and an idle mapping costs no CPU.
 constexpr auto kMaxSleep = std::chrono::microseconds(1000);
-// How long a reader waits for its disk's read-ahead place before it goes back to serving misses.
+// How long a thread waits for its disk's place for a background read or write (read-ahead,
+// write-behind) before it goes back to serving misses.
 constexpr auto kGatePatience = std::chrono::microseconds(500);
 
 }  // namespace
@@ -104,7 +105,8 @@ void io_service::run() {
     auto last_work = clock_type::now();
     auto sleep = kFirstSleep;
     while (!stop_.load(std::memory_order_relaxed)) {
-      if (serve_requests(ch, fl, start) || take_hints() || read_ahead_one()) {
+      if (serve_requests(ch, fl, start) || take_hints() || read_ahead_one() ||
+          write_behind_one()) {
         last_work = clock_type::now();
         sleep = kFirstSleep;
       } else {
@@ -438,48 +440,59 @@ bool io_service::take_hints() {
   return took;
 }
 
-bool io_service::read_ahead_one() {
+// One I/O thread (of two or more) stays free for the kernels' misses: with every thread in a 16
+// MiB read, a miss on a line already read ahead waited for one to end (H200, pathfinder out of
+// core, a launch and a miss per row: 4.4 s -> 7.3 s). A thread's place is taken before it waits
+// for the disk, so that the free thread never waits there too. The disk's place is shared with
+// the other mappings' background reads and writes (disk_gate.hpp) and waited for briefly: a
+// thread that gets none goes back to serving misses.
+template <class Ready, class Work>
+bool io_service::in_background(Ready&& ready, Work&& work, const char* what) {
   {
     std::lock_guard lock(ra_m_);
-    // One I/O thread (of two or more) stays free for the kernels' misses: with every thread in a
-    // 16 MiB read, a miss on a line already read ahead waited for one to end (H200, pathfinder
-    // out of core, a launch and a miss per row: 4.4 s -> 7.3 s). A reader's place is taken before
-    // it waits for the disk, so that the free thread never waits there too.
-    if (ra_reading_ >= std::max<std::uint32_t>(1, config_.threads - 1) || ra_queue_.empty()) {
-      return false;
-    }
-    ++ra_reading_;
+    if (background_ >= std::max<std::uint32_t>(1, config_.threads - 1) || !ready()) return false;
+    ++background_;
   }
-  const auto done = [&](bool read) {
-    std::lock_guard lock(ra_m_);
-    --ra_reading_;
-    return read;
-  };
-  // A place on the disk, shared with the other mappings' read-ahead (disk_gate.hpp), waited for
-  // briefly: a thread that gets none goes back to serving misses.
-  disk_gate& gate = disk_gate::read_ahead();
-  if (!gate.enter(disk_, kGatePatience)) return done(false);
-  std::uint64_t first = 0, n = 0;
-  {
-    std::lock_guard lock(ra_m_);
-    // The queued lines that follow the first one, up to a run's bytes, go in one read.
-    const std::uint64_t most = config_.read_ahead_run;
-    while (!ra_queue_.empty() && n < most && (n == 0 || ra_queue_.front() == first + n)) {
-      if (n == 0) first = ra_queue_.front();
-      ra_queued_.erase(ra_queue_.front());
-      ra_queue_.pop_front();
-      ++n;
-    }
-  }
-  if (n > 0) {
+  bool did = false;
+  disk_gate& gate = disk_gate::background();
+  if (gate.enter(disk_, kGatePatience)) {
     try {
-      cache_.read_ahead(first, n);
+      did = work();
     } catch (const std::exception& e) {
-      record(std::string("read-ahead: ") + e.what());
+      record(what + std::string(e.what()));
     }
+    gate.leave(disk_);
   }
-  gate.leave(disk_);
-  return done(n > 0);
+  std::lock_guard lock(ra_m_);
+  --background_;
+  return did;
+}
+
+bool io_service::read_ahead_one() {
+  return in_background(
+      [&] { return !ra_queue_.empty(); },
+      [&] {
+        std::uint64_t first = 0, n = 0;
+        {
+          std::lock_guard lock(ra_m_);
+          // The queued lines that follow the first one, up to a run's bytes, go in one read.
+          const std::uint64_t most = config_.read_ahead_run;
+          while (!ra_queue_.empty() && n < most && (n == 0 || ra_queue_.front() == first + n)) {
+            if (n == 0) first = ra_queue_.front();
+            ra_queued_.erase(ra_queue_.front());
+            ra_queue_.pop_front();
+            ++n;
+          }
+        }
+        if (n > 0) cache_.read_ahead(first, n);
+        return n > 0;
+      },
+      "read-ahead: ");
+}
+
+bool io_service::write_behind_one() {
+  return in_background([&] { return cache_.write_behind_wanted(); },
+                       [&] { return cache_.write_behind(); }, "write-behind: ");
 }
 
 }  // namespace gpm::detail::ooc

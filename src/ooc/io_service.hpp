@@ -165,7 +165,15 @@ class io_service {
   // Answers the oldest request under way once its copy is done; with `wait` false, only if it is
   // done already (returns whether it answered).
   bool answer_oldest(flights& fl, bool wait);
+  // Runs work() (true: it did something) on this thread in the background, off the kernels'
+  // misses, if ready() (called under ra_m_) and a background place and the disk's are free;
+  // records what work() throws, prefixed with `what`.
+  template <class Ready, class Work>
+  bool in_background(Ready&& ready, Work&& work, const char* what);
+  // One read-ahead read of the queued lines.
   bool read_ahead_one();
+  // One run of dirty host-cache lines written back (host_cache::write_behind).
+  bool write_behind_one();
   // Queues the lines posted to the hint ring since the last call for read-ahead.
   bool take_hints();
   // Sequential-stream detection: line - 1 among the recent misses means a stream; queues the
@@ -209,7 +217,7 @@ class io_service {
 
   std::mutex ra_m_;
   std::deque<std::uint64_t> ra_queue_;
-  std::uint32_t ra_reading_ = 0;  // threads reading ahead now (under ra_m_)
+  std::uint32_t background_ = 0;  // threads in the background now (under ra_m_)
   std::unordered_set<std::uint64_t> ra_queued_;
   std::vector<std::uint64_t> recent_;  // ring of recent misses
   std::uint64_t disk_;                 // host_cache::disk(), for the read-ahead's disk_gate

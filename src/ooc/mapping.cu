@@ -515,7 +515,9 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
         std::max<std::uint64_t>(kHostCacheSegmentBytes, (2ull * options.io_threads + 2) * lb);
     s->cache = std::make_unique<host_cache>(
         host_cache_config{md, lb, size, m.host_lines, options.crash_consistent, segment,
-                          !m.resident},
+                          !m.resident,
+                          options.write_behind && !options.crash_consistent &&
+                              (md == mode::read_write || md == mode::write)},
         std::move(files), s->spill.get());
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": cannot allocate " +
@@ -741,6 +743,7 @@ mapping_stats mapping::stats() const {
   r.read_ahead_hits = h.read_ahead_hits;
   r.file_bytes_read = h.file_bytes_read;
   r.file_bytes_written = h.file_bytes_written;
+  r.write_behind_lines = h.write_behind_lines;
   r.spill_bytes_written = h.spill_bytes_written;
   r.spill_bytes_held = s.spill ? s.spill->allocated_bytes() : 0;
   r.syncs = s.syncs;

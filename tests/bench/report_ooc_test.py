@@ -66,6 +66,11 @@ def main():
                metrics={"disk_fraction": 0.5}),
         record("ooc_ablation_io_poll", "gpmkit", 0.25, sizes={"io_threads": 2, "idle_poll_us": 2000},
                metrics={"disk_fraction": 0.75}),
+        record("ooc_ablation_write_behind", "gpmkit", 0.5,
+               sizes={"regime": 1, "io_threads": 2, "write_behind": 1}),
+        record("ooc_ablation_write_behind", "gpmkit", 0.75,
+               sizes={"regime": 2, "io_threads": 2, "write_behind": 0,
+                      "crash_consistent_outputs": 1}),
         # A workload that maps no file: in its own table only, not in the family section.
         record("ooc_ablation_fill", "copy-engine", 0.125, sizes={"lines": 128}),
     ]
@@ -90,11 +95,16 @@ def main():
         "| ooc_vectoradd | in-host | 1 GiB | 6 s | 7.5 s | – | – | 1.25× | – | – | – |",
         "| ooc_vectoradd | out-of-core | 1 GiB | 10 s | 9 s | – | – | 0.90× | – | 0.81 | – |",
         f"ooc_vectoradd ({OLDER}): disk 3 GB/s read, 2.5 GB/s write (O_DIRECT)",
-        "| ooc_ablation_line | 64 KiB | 512 MiB | 2 GiB | on | 4 | 4 s | 0.25 | – | – |",
-        "| ooc_ablation_readahead_run | 1 MiB | 512 MiB | 2 GiB | on, 64 MiB reads | 2 | 3 s | 0.5 "
-        "| – | – |",
-        "| ooc_ablation_io_poll | 1 MiB | 512 MiB | 2 GiB | on | 2, poll 2 ms | 250 ms | 0.75 | – "
-        "| – |",
+        "| ooc_ablation_line | out-of-core | 64 KiB | 512 MiB | 2 GiB | on | 4 | read_write | 4 s "
+        "| 0.25 | – | – |",
+        "| ooc_ablation_readahead_run | out-of-core | 1 MiB | 512 MiB | 2 GiB | on, 64 MiB reads | 2 "
+        "| read_write | 3 s | 0.5 | – | – |",
+        "| ooc_ablation_io_poll | out-of-core | 1 MiB | 512 MiB | 2 GiB | on | 2, poll 2 ms "
+        "| read_write | 250 ms | 0.75 | – | – |",
+        "| ooc_ablation_write_behind | in-host | 1 MiB | 512 MiB | 2 GiB | on | 2 "
+        "| read_write, write-behind | 500 ms |",
+        "| ooc_ablation_write_behind | out-of-core | 1 MiB | 512 MiB | 2 GiB | on | 2 "
+        "| read_write, crash-consistent | 750 ms |",
         "disk 2 GB/s read, 1.5 GB/s write in 8 MiB requests, 2.5 and 1.8 GB/s in one request "
         "(O_DIRECT)",
     ]

@@ -4,8 +4,9 @@
 // applied to a copy of the file as epoch_log::apply writes them, must give exactly the file's
 // previous bytes with every byte stored since overwritten, however the entries went to the spill
 // file and back meanwhile, and while several threads store and evict at once, as the I/O threads
-// do. And the pool of pinned staging buffers that resident mappings share (staging.hpp), and the
-// per-disk admission of read-ahead reads (disk_gate.hpp).
+// do. Write-behind of dirty lines (runs, rewrites stopping it, mode::write masks). And the pool of
+// pinned staging buffers that resident mappings share (staging.hpp), and the per-disk admission of
+// background reads and writes (disk_gate.hpp).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -236,6 +237,125 @@ TEST(OocHostCache, DirtyLinesAfterAVictimGoBackWithItInOneWrite) {
   }
 }
 
+// A read_write cache with write-behind on, 16 entries over a file of 64 lines, and what its
+// lines' stores put there.
+struct behind_cache {
+  explicit behind_cache(gpm::ooc::mode m = gpm::ooc::mode::read_write, bool on = true)
+      : path(make_file(dirs, kLines * kLineBytes)),
+        data(path, kLines * kLineBytes, 0, true, false, false),
+        cache(host_cache_config{m, kLineBytes, kLines * kLineBytes, kCap, false,
+                                kCap * kLineBytes, true, on},
+              {&data}, nullptr) {}
+
+  static unsigned char stored(std::uint64_t line, std::uint64_t i, unsigned round) {
+    return static_cast<unsigned char>(line * 7 + i % 251 + round * 13 + 1);
+  }
+  // A whole line leaving the GPU in round `round`.
+  void store(std::uint64_t line, unsigned round = 0) {
+    const std::uint32_t e = cache.pin(line, host_cache::purpose::store);
+    for (std::uint64_t i = 0; i < kLineBytes; ++i) {
+      cache.data(e)[i] = static_cast<std::byte>(stored(line, i, round));
+    }
+    cache.store(e, nullptr, nullptr);
+    cache.unpin(e);
+  }
+  // Whether the file holds round `round`'s bytes of `line`.
+  bool in_file(std::uint64_t line, unsigned round) const {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> b(kLineBytes);
+    in.seekg(static_cast<std::streamoff>(line * kLineBytes));
+    in.read(b.data(), static_cast<std::streamsize>(kLineBytes));
+    for (std::uint64_t i = 0; i < kLineBytes; i += 97) {
+      if (static_cast<unsigned char>(b[i]) != stored(line, i, round)) return false;
+    }
+    return true;
+  }
+
+  static constexpr std::uint64_t kLines = 64, kCap = 16;  // runs of 4 lines (a quarter of 16)
+  gpm::test::scratch_dirs dirs{"ooc-host-cache-behind"};
+  std::string path;
+  backing_file data;
+  host_cache cache;
+};
+
+// Write-behind writes runs of dirty lines nobody uses, lowest first, each run in one write, and
+// waits while the idle dirty lines form no run of a quarter of the cap; a line in use splits runs
+// and, once unpinned, joins the next one. sync's write-back then finds nothing left to write.
+TEST(OocHostCache, WriteBehindWritesRunsOfIdleDirtyLinesBeforeSync) {
+  behind_cache c;
+  const auto& k = c.cache.counters();
+  EXPECT_FALSE(c.cache.write_behind_wanted()) << "nothing stored yet";
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line);
+  const std::uint32_t in_use = c.cache.pin(3, host_cache::purpose::fetch);
+  ASSERT_TRUE(c.cache.write_behind_wanted());
+  ASSERT_TRUE(c.cache.write_behind());  // lines 0-2 are too few: 4-7
+  EXPECT_EQ(k.file_writes.load(), 1u);
+  EXPECT_EQ(k.write_behind_lines.load(), 4u);
+  for (std::uint64_t line = 4; line < 8; ++line) EXPECT_TRUE(c.in_file(line, 0)) << line;
+  EXPECT_FALSE(c.in_file(0, 0));
+  EXPECT_FALSE(c.cache.write_behind()) << "lines 0-2 alone are no run";
+  EXPECT_FALSE(c.cache.write_behind_wanted()) << "it looked and nothing was stored since";
+  c.cache.unpin(in_use);
+  ASSERT_TRUE(c.cache.write_behind_wanted()) << "the unpinned dirty line joins a run";
+  ASSERT_TRUE(c.cache.write_behind());
+  EXPECT_EQ(k.file_writes.load(), 2u);
+  EXPECT_EQ(k.write_behind_lines.load(), 8u);
+  c.cache.write_back(0, behind_cache::kLines - 1);
+  EXPECT_EQ(k.file_writes.load(), 2u) << "sync found lines written behind still dirty";
+  for (std::uint64_t line = 0; line < 8; ++line) EXPECT_TRUE(c.in_file(line, 0)) << line;
+}
+
+// Data rewritten in place pass after pass: once a quarter of the lines written behind (at least
+// four) come back dirty, write-behind stops and leaves their newest bytes to sync, which writes
+// them once. A line stored again before it was written behind does not count.
+TEST(OocHostCache, WriteBehindStopsForDataStoredAgainAndAgain) {
+  behind_cache c;
+  const auto& k = c.cache.counters();
+  for (std::uint64_t line = 0; line < 4; ++line) c.store(line);
+  c.store(0, 1);  // again, before any write: no rewrite
+  ASSERT_TRUE(c.cache.write_behind());
+  EXPECT_TRUE(c.in_file(0, 1));
+  for (std::uint64_t line = 0; line < 4; ++line) c.store(line, 2);  // 4 rewrites of 4 written
+  EXPECT_FALSE(c.cache.write_behind());
+  EXPECT_FALSE(c.cache.write_behind_wanted());
+  for (std::uint64_t line = 4; line < 12; ++line) c.store(line, 2);
+  EXPECT_FALSE(c.cache.write_behind()) << "stopped for good";
+  EXPECT_EQ(k.write_behind_lines.load(), 4u);
+  c.cache.write_back(0, behind_cache::kLines - 1);
+  for (std::uint64_t line = 0; line < 12; ++line) EXPECT_TRUE(c.in_file(line, 2)) << line;
+}
+
+// Off in the config (volatile data, crash-consistent and resident mappings, or
+// mapping_options::write_behind false): never writes; dirty lines wait for sync.
+TEST(OocHostCache, WriteBehindOffWritesNothing) {
+  behind_cache c(gpm::ooc::mode::read_write, false);
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line);
+  EXPECT_FALSE(c.cache.write_behind_wanted());
+  EXPECT_FALSE(c.cache.write_behind());
+  EXPECT_EQ(c.cache.counters().file_writes.load(), 0u);
+}
+
+// mode::write: a line goes back alone with only the bytes stored (its mask), whatever the run.
+TEST(OocHostCache, WriteBehindOfAWriteModeLineWritesOnlyItsStoredBytes) {
+  behind_cache c(gpm::ooc::mode::write);
+  const std::uint32_t e = c.cache.pin(5, host_cache::purpose::store);
+  std::vector<std::byte> src(kLineBytes, std::byte{0xab});
+  std::vector<std::uint32_t> mask(kMaskWords, 0);
+  mask[0] = 0x6u;  // granules 1 and 2: bytes 4-11
+  c.cache.store(e, src.data(), mask.data());
+  c.cache.unpin(e);
+  ASSERT_TRUE(c.cache.write_behind());
+  EXPECT_EQ(c.cache.counters().file_bytes_written.load(), 8u);
+  std::ifstream in(c.path, std::ios::binary);
+  std::vector<char> b(kLineBytes);
+  in.seekg(static_cast<std::streamoff>(5 * kLineBytes));
+  in.read(b.data(), static_cast<std::streamsize>(kLineBytes));
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    const auto was = static_cast<unsigned char>((5 * kLineBytes + i) * 131 + 7);
+    EXPECT_EQ(static_cast<unsigned char>(b[i]), i >= 4 && i < 12 ? 0xab : was) << i;
+  }
+}
+
 // Lines past what the file held before create extended it are zeros that are never read (a fresh
 // output file mapped read_write read every line from its holes): the line that straddles the old
 // end is read up to it, by single misses and by read-ahead runs; a line wholly past it takes no
@@ -396,11 +516,12 @@ TEST(OocStaging, BuffersGivenBackServeTheNextLoads) {
 
 }  // namespace
 
-// The read-ahead's per-disk admission (disk_gate.hpp): one place per disk, other disks unaffected,
-// a refused enter gives up after its patience, and a waiting one gets the place once it is left.
-TEST(OocDiskGate, OneReadAheadReadPerDiskAtOnce) {
+// The per-disk admission of read-ahead and write-behind (disk_gate.hpp): one place per disk, other
+// disks unaffected, a refused enter gives up after its patience, and a waiting one gets the place
+// once it is left.
+TEST(OocDiskGate, OneBackgroundIoPerDiskAtOnce) {
   using namespace std::chrono_literals;
-  static_assert(kReadAheadReadsPerDisk == 1, "the test below takes the one place of a disk");
+  static_assert(kBackgroundPerDisk == 1, "the test below takes the one place of a disk");
   disk_gate gate;
   ASSERT_TRUE(gate.enter(7, 0us));
   EXPECT_FALSE(gate.enter(7, 1ms)) << "the disk's place is taken";

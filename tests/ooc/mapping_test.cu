@@ -747,6 +747,39 @@ TEST(OocMapping, AStreamingReadWritePassReadsEachLineAboutOnce) {
   EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), values);
 }
 
+// Write-behind (mapping_options::write_behind, on by default): dirty lines that left the GPU cache
+// for the host cache reach the file while the mapping idles, before any sync, and sync writes the
+// rest; the file then holds every store. Off, they wait in the host cache for sync.
+TEST(OocMapping, WriteBehindWritesEvictedLinesBeforeSync) {
+  using namespace std::chrono_literals;
+  for (const bool on : {true, false}) {
+    auto o = tiny(mode::read_write, 4, 32);  // the host cache holds every line
+    o.write_behind = on;
+    mapped_file t(on ? "behind-on.bin" : "behind-off.bin", 32, 31, o);
+    auto a = t.m.ref<std::uint32_t>();
+    const auto values = numbers(a.size(), 6);
+    expect_all(write_lines<32>(a, values, access::write), status::ok);
+    // At least 28 of the 32 lines left the 4-line GPU cache, dirty.
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (on && t.m.stats().write_behind_lines < 16 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    if (!on) std::this_thread::sleep_for(50ms);  // time enough to write, if it would
+    const auto s = t.m.stats();
+    if (on) {
+      EXPECT_GE(s.write_behind_lines, 16u);
+      EXPECT_GE(s.file_bytes_written, lines(16));
+    } else {
+      EXPECT_EQ(s.write_behind_lines, 0u);
+      EXPECT_EQ(s.file_bytes_written, 0u);
+    }
+    EXPECT_TRUE(s.last_io_error.empty()) << s.last_io_error;
+    t.m.sync();
+    EXPECT_EQ(as<std::uint32_t>(read_file(t.path)), values) << (on ? "on" : "off");
+  }
+}
+
 TEST(OocMapping, UnmapEndsTheMappingOnce) {
   files f;
   const std::string path = f.make("unmap.bin", lines(4), 16);

@@ -105,6 +105,7 @@ json::object scan(const std::string& path, std::uint64_t offset, std::uint64_t b
   file.add("direct_io", m.direct_io());
   file.add("bytes_read", s.file_bytes_read);
   file.add("bytes_written", s.file_bytes_written);
+  file.add("write_behind_lines", s.write_behind_lines);
   file.add("last_io_error", s.last_io_error);
   json::object r;
   r.add("bytes", bytes);

@@ -79,6 +79,7 @@ struct settings {
   // (mapping_options::crash_consistent): a crash leaves every output at the previous or the new
   // epoch, at the price of writing the dirty bytes twice (log, then in place) and two fdatasyncs.
   bool crash_consistent_outputs = false;
+  bool write_behind = true;  // mapping_options::write_behind for gpmkit's outputs
 };
 
 // The case's settings from `base`, the out-of-core footprint: GPU cap base/8, host cap base/2;
@@ -91,7 +92,8 @@ std::uint64_t default_line(const mode_context& ctx);
 // scaled); gpu-div32, gpu-div16, gpu-div8 (the GPU cap as a fraction of base) and host-div8,
 // host-div4, host-div2 (the host cap); outputs-read-write, outputs-write (gpmkit's mode for
 // outputs); io-threads-N (gpmkit's I/O threads per mapping); sync-plain, sync-crash-consistent
-// (gpmkit's outputs' sync).
+// (gpmkit's outputs' sync); write-behind-on, write-behind-off. A case name prefixed with in-gpu-
+// or in-host- (in-host-write-behind-off) runs in that regime instead.
 settings ablation_settings(const mode_context& ctx, std::uint64_t base);
 // The run's base footprint: --bytes, or `gpu` on a GPU, gpu / 1024 on the emulator, 512 KiB with
 // --quick.
@@ -179,7 +181,8 @@ class runner {
             {"read_ahead_run_bytes", s_.read_ahead_run},
             {"idle_poll_us", s_.idle_poll_us},
             {"write_mode_outputs", s_.write_mode_outputs ? 1u : 0u},
-            {"crash_consistent_outputs", s_.crash_consistent_outputs ? 1u : 0u}};
+            {"crash_consistent_outputs", s_.crash_consistent_outputs ? 1u : 0u},
+            {"write_behind", s_.write_behind ? 1u : 0u}};
   }
 
   // Times `run` (fresh outputs and a dropped page cache before each repeat), checks the last
@@ -239,6 +242,7 @@ class runner {
                                                                 : gpm::ooc::mode::read_write;
         o.create = true;
         o.crash_consistent = s_.crash_consistent_outputs;
+        o.write_behind = s_.write_behind;
         maps.emplace_back(out_path_[a], pb_.array_bytes(a), 0, o);
       } else {
         o.mode = gpm::ooc::mode::volatile_data;
@@ -275,7 +279,7 @@ class runner {
     traffic t;
     std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
                   ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0, load_reads = 0,
-                  epochs = 0, log_bytes = 0;
+                  epochs = 0, log_bytes = 0, behind = 0;
     double wait = 0, load_read_s = 0, ahead_read_s = 0, fill_s = 0, map_allocate_s = 0,
            map_gpu_cache_s = 0, map_host_cache_s = 0, map_load_s = 0;
     for (gpm::ooc::mapping& m : maps) {
@@ -296,6 +300,7 @@ class runner {
       fill_s += x.fill_seconds;
       ahead_hits += x.read_ahead_hits;
       spill += x.spill_bytes_written;
+      behind += x.write_behind_lines;
       host_pinned += x.host_cache_bytes_pinned;
       wait += x.gpu_wait_seconds;
       load_reads += x.resident_reads;
@@ -322,6 +327,7 @@ class runner {
                {"fill_s", fill_s},
                {"read_ahead_hits", static_cast<double>(ahead_hits)},
                {"spill_bytes_written", static_cast<double>(spill)},
+               {"write_behind_lines", static_cast<double>(behind)},
                {"gpu_wait_s", wait},
                {"load_reads", static_cast<double>(load_reads)},
                {"load_read_s", load_read_s},

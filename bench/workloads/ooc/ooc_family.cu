@@ -41,10 +41,18 @@ settings regime_settings(const mode_context& ctx, std::uint64_t base) {
 }
 
 settings ablation_settings(const mode_context& ctx, std::uint64_t base) {
+  // A case named <regime>-<variation> runs in that regime (in-gpu, in-host), the others out of
+  // core.
   mode_context ooc = ctx;
   ooc.case_name = "out-of-core";
+  std::string c = ctx.case_name;
+  for (const std::string r : {"in-gpu-", "in-host-"}) {
+    if (c.rfind(r, 0) == 0) {
+      ooc.case_name = r.substr(0, r.size() - 1);
+      c = c.substr(r.size());
+    }
+  }
   settings s = regime_settings(ooc, base);
-  const std::string& c = ctx.case_name;
   const auto divisor = [&](std::size_t at) { return std::stoull(c.substr(at)); };
   const auto lines = [&](std::uint64_t bytes) {
     return std::max<std::uint64_t>(1, bytes / s.line) * s.line;
@@ -69,7 +77,10 @@ settings ablation_settings(const mode_context& ctx, std::uint64_t base) {
     s.idle_poll_us = static_cast<std::uint32_t>(divisor(8));
   } else if (c.rfind("ra-run-", 0) == 0) {  // ra-run-<MiB>, at least a line
     s.read_ahead_run = std::max<std::uint64_t>(s.line, (divisor(7) << 20) / s.line * s.line);
-  } else if (c != "read-ahead-on" && c != "outputs-read-write" && c != "sync-plain") {
+  } else if (c == "write-behind-off") {
+    s.write_behind = false;
+  } else if (c != "read-ahead-on" && c != "outputs-read-write" && c != "sync-plain" &&
+             c != "write-behind-on") {
     throw std::logic_error("no ooc ablation case named \"" + c + "\"");
   }
   return s;

@@ -330,6 +330,18 @@ workload ablation_io_poll_workload() {
                                    128 * kMiBytes,
                                    {"poll-us-200", "poll-us-2000", "poll-us-20000"});
 }
+// Write-behind of the outputs (mapping_options::write_behind) on and off, out of core and in host
+// memory: lavaMD's force array is written once, and without write-behind the lines the host cache
+// holds at the end went to the disk in sync(), after the last kernel.
+workload ablation_write_behind_workload() {
+  return ablation_workload<lavamd>(
+      "ooc_ablation_write_behind",
+      "gpmkit writing dirty lines behind the kernels, on and off: lavaMD out of core and in host "
+      "memory",
+      128 * kMiBytes,
+      {"write-behind-on", "write-behind-off", "in-host-write-behind-on",
+       "in-host-write-behind-off"});
+}
 workload ablation_cache_workload() {
   return ablation_workload<hotspot>(
       "ooc_ablation_cache",

@@ -74,6 +74,13 @@ struct mapping_options {
   // private spill file (in spill_dir) instead of the file; sync() commits them as an epoch
   // through the range's epoch log (epoch.hpp), which mapping the range recovers first.
   bool crash_consistent = false;
+  // Write-behind (mode::read_write and mode::write, not crash-consistent): an I/O thread with no
+  // miss or read-ahead to serve writes dirty lines that have left the GPU cache back to the file
+  // in runs (4 MiB and up where whole lines go to one file), while the kernels compute, so that
+  // sync() and making room for misses find less to write. It stops by itself for data rewritten
+  // pass after pass (once a quarter of the lines it wrote came back dirty), which sync then
+  // writes once. false: dirty lines are written when room is needed and at sync, as before.
+  bool write_behind = true;
   // Resident mapping: when the GPU cache holds every line of the mapping, map time loads them all
   // (large reads, double-buffered copies; mode::write and scratch data start at zero) and kernels
   // access line l in slot l directly, with no lookup, reference count, clock or miss; sync()
@@ -108,6 +115,7 @@ struct mapping_stats {
   std::uint64_t read_ahead_hits = 0;   // of those, lines a GPU miss then used
   std::uint64_t file_bytes_read = 0;
   std::uint64_t file_bytes_written = 0;
+  std::uint64_t write_behind_lines = 0;  // lines written behind (mapping_options::write_behind)
   std::uint64_t spill_bytes_written = 0;  // mode::volatile_data, crash-consistent staging
   // Disk space the spill (staging) file holds now: a crash-consistent mapping gives back the
   // blocks of what each epoch wrote in place, where the file system can punch holes.
