@@ -27,6 +27,10 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
       grow_first_(config.mode == mode::volatile_data),
       evicted_((config.mapping_bytes + config.line_bytes - 1) / config.line_bytes, false) {
   pinned_.reserve(segment_.size());
+  if (config_.staged || files_.empty() ||
+      (config_.mode != mode::read_write && config_.mode != mode::write)) {
+    config_.write_behind = false;
+  }
   if (config.pin_at_start) {
     std::unique_lock lock(m_);
     grow(lock);

@@ -48,8 +48,8 @@ struct host_cache_config {
   // Whether the first segment is pinned at construction (a cache that serves misses), or when the
   // first line arrives (a resident mapping's, which most mappings never fill).
   bool pin_at_start = true;
-  // Background write-back (write_behind): a read_write or write cache over the mapped files, not
-  // staged.
+  // Background write-back (write_behind) asked for; the cache has it only where it applies: a
+  // read_write or write cache over the mapped files, not staged.
   bool write_behind = false;
 };
 

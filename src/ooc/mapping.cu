@@ -515,9 +515,7 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
         std::max<std::uint64_t>(kHostCacheSegmentBytes, (2ull * options.io_threads + 2) * lb);
     s->cache = std::make_unique<host_cache>(
         host_cache_config{md, lb, size, m.host_lines, options.crash_consistent, segment,
-                          !m.resident,
-                          options.write_behind && !options.crash_consistent &&
-                              (md == mode::read_write || md == mode::write)},
+                          !m.resident, options.write_behind},
         std::move(files), s->spill.get());
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": cannot allocate " +
