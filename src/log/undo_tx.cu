@@ -44,11 +44,9 @@ std::string log_name(std::string_view name) { return std::string(name) + ".log";
 // (posted stores to the pool) go out while the next step's lines come in. Copying the whole of a
 // warp's lines first made the warps resident together (the kernel's blocks run in waves) read
 // together, then restore together.
-// At most 40 registers a thread (54 unbounded): six 256-thread blocks of the log's geometry
-// resident on an SM instead of four, for the PCIe-bound restores, at 76-92 bytes of spills.
 template <class Log>
-__global__ void __maxnreg__(40) recover_kernel(basic_undo_tx_ref<Log> tx,
-                                               basic_undo_tx_ref<Log> from_copy, char* copy) {
+__global__ void recover_kernel(basic_undo_tx_ref<Log> tx, basic_undo_tx_ref<Log> from_copy,
+                               char* copy) {
   if (copy == nullptr) {
     tx.roll_back();
     return;
