@@ -112,7 +112,7 @@ bool host_cache::zeros_only(std::uint64_t line) const {
 std::uint32_t host_cache::take_free() {
   for (;;) {
     const auto e = static_cast<std::uint32_t>(hand_++ % allocated_);
-    if (entries_[e].line == kNoLine && entries_[e].pins == 0 && !entries_[e].busy) return e;
+    if (entries_[e].line == kNoLine && entries_[e].pins == 0 && !in_io(entries_[e])) return e;
   }
 }
 
@@ -122,7 +122,7 @@ host_cache::victims host_cache::sweep() {
   for (std::uint64_t step = 0; step < n; ++step) {
     const auto e = static_cast<std::uint32_t>(hand_++ % n);
     entry& x = entries_[e];
-    if (x.pins != 0 || x.busy || x.line == kNoLine) continue;
+    if (x.pins != 0 || in_io(x) || x.line == kNoLine) continue;
     if (x.referenced) {
       x.referenced = false;  // the second chance: the next sweep may take it
     } else if (x.dirty) {
@@ -162,7 +162,7 @@ std::uint32_t host_cache::room(std::unique_lock<std::mutex>& lock, bool for_read
     }
     if (v.unused != kNone && !for_read_ahead) return v.unused;
     if (for_read_ahead) return kNone;
-    cv_.wait(lock);  // every entry is pinned or busy, or a segment is being pinned
+    cv_.wait(lock);  // every entry is pinned or under I/O, or a segment is being pinned
   }
 }
 
@@ -196,20 +196,20 @@ void host_cache::forget(std::uint32_t e) {
 
 template <class Io, class Undo>
 void host_cache::unlocked_io(std::unique_lock<std::mutex>& lock, std::span<const std::uint32_t> run,
-                             Io&& io, Undo&& undo) {
-  for (const std::uint32_t e : run) entries_[e].busy = true;
+                             bool entry::*flag, Io&& io, Undo&& undo) {
+  for (const std::uint32_t e : run) entries_[e].*flag = true;
   lock.unlock();
   try {
     io();
   } catch (...) {
     lock.lock();
-    for (const std::uint32_t e : run) entries_[e].busy = false;
+    for (const std::uint32_t e : run) entries_[e].*flag = false;
     undo();
     cv_.notify_all();
     throw;
   }
   lock.lock();
-  for (const std::uint32_t e : run) entries_[e].busy = false;
+  for (const std::uint32_t e : run) entries_[e].*flag = false;
   cv_.notify_all();
 }
 
@@ -226,12 +226,14 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e, bool
       const auto it = index_.find(line);
       if (it == index_.end()) break;
       const entry& y = entries_[it->second];
-      if (!y.dirty || y.busy || y.pins != 0) break;
+      if (!y.dirty || in_io(y) || y.pins != 0) break;
       run.push_back(it->second);
     }
   }
+  // Fetches may read the bytes being written (a miss on a line written behind need not wait for
+  // the run's write); stores, eviction and other writes wait.
   unlocked_io(
-      lock, run, [&] { write_entries(run); }, [] {});
+      lock, run, &entry::writing, [&] { write_entries(run); }, [] {});
   for (const std::uint32_t r : run) {
     entries_[r].dirty = false;
     entries_[r].behind = behind;
@@ -257,7 +259,7 @@ bool host_cache::write_behind() {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> idle;
   for (std::uint32_t e = 0; e < allocated_; ++e) {
     const entry& x = entries_[e];
-    if (x.dirty && !x.busy && x.pins == 0) idle.emplace_back(x.line, e);
+    if (x.dirty && !in_io(x) && x.pins == 0) idle.emplace_back(x.line, e);
   }
   if (idle.empty()) return false;
   std::sort(idle.begin(), idle.end());
@@ -278,6 +280,12 @@ bool host_cache::write_behind() {
   clean(lock, pick, true);  // unlocks while writing
   ++stores_unseen_;         // more runs may wait
   return true;
+}
+
+bool host_cache::writing(std::uint64_t line) const {
+  std::lock_guard lock(m_);
+  const auto it = index_.find(line);
+  return it != index_.end() && entries_[it->second].writing;
 }
 
 void host_cache::write_entries(std::span<const std::uint32_t> run) {
@@ -310,7 +318,7 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
   for (;;) {
     if (const auto it = index_.find(line); it != index_.end()) {
       entry& x = entries_[it->second];
-      if (x.busy) {
+      if (x.busy || (x.writing && why == purpose::store)) {
         cv_.wait(lock);
         continue;
       }
@@ -338,7 +346,8 @@ std::uint32_t host_cache::pin(std::uint64_t line, purpose why) {
     if (fill) {
       ++counters_.misses;
       unlocked_io(
-          lock, {&e, 1}, [&] { read_line(line, from_spill, data(e)); }, [&] { forget(e); });
+          lock, {&e, 1}, &entry::busy, [&] { read_line(line, from_spill, data(e)); },
+          [&] { forget(e); });
     }
     return e;
   }
@@ -472,7 +481,7 @@ void host_cache::write_back(std::uint64_t first, std::uint64_t last) {
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     entry& x = entries_[e];
     if (!x.dirty || x.line < first || x.line > last) continue;
-    cv_.wait(lock, [&] { return !x.busy && x.pins == 0; });
+    cv_.wait(lock, [&] { return !in_io(x) && x.pins == 0; });
     // Meanwhile another thread may have written it back, or reused it for another line.
     if (!x.dirty || x.line < first || x.line > last) continue;
     try {
@@ -585,7 +594,7 @@ void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink e
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     entry& x = entries_[e];
     if (!x.dirty || x.line < first || x.line > last) continue;
-    cv_.wait(lock, [&] { return !x.busy; });
+    cv_.wait(lock, [&] { return !in_io(x); });
     if (!x.dirty || x.line < first || x.line > last) continue;
     ++x.pins;
     dirty.emplace_back(x.line, e);
@@ -647,11 +656,11 @@ void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
   last = std::min<std::uint64_t>(last, spilled_.size() - 1);
   // The staged copies are in the file now: their blocks of the staging file are given back, so
   // that it holds what was staged since the last epoch, not every line ever staged. Not a line
-  // whose entry is busy: an I/O thread may be reading its staged copy, having chosen the staging
-  // file before this epoch.
+  // whose entry is under I/O: an I/O thread may be reading its staged copy, having chosen the
+  // staging file before this epoch, or writing it there.
   const auto busy = [&](std::uint64_t l) {
     const auto it = index_.find(l);
-    return it != index_.end() && entries_[it->second].busy;
+    return it != index_.end() && in_io(entries_[it->second]);
   };
   std::uint64_t run = 0;  // punchable lines ending at l - 1
   for (std::uint64_t l = first; l <= last + 1; ++l) {

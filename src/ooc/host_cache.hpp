@@ -157,6 +157,8 @@ class host_cache {
   // quarter of those written behind), when writing them once at sync costs the disk less. False
   // when it wrote nothing. Throws gpm::error (io) as write_back does; the run stays dirty.
   bool write_behind();
+  // Whether `line`'s entry is being written to a file now (by write-behind, or to make room).
+  bool writing(std::uint64_t line) const;
   // Whether write_behind may find something to write: on, not stopped, and lines stored since it
   // last found nothing. Takes no lock (the I/O threads ask whenever they are idle).
   bool write_behind_wanted() const {
@@ -183,7 +185,8 @@ class host_cache {
   struct entry {
     std::uint64_t line = kNoLine;
     std::uint32_t pins = 0;
-    bool busy = false;  // I/O in progress on it, outside the lock
+    bool busy = false;     // being filled or replaced outside the lock: nobody may use it
+    bool writing = false;  // being written to a file outside the lock: fetches may read it
     bool dirty = false;
     bool whole = false;               // mode::write: every byte of the line is valid
     bool referenced = false;          // the clock's second chance
@@ -215,13 +218,17 @@ class host_cache {
   void install(std::uint32_t e, std::uint64_t line, bool busy, bool by_read_ahead);
   // Makes entry e free, holding no line (lock held).
   void forget(std::uint32_t e);
-  // Runs `io` on entries `run` outside the lock with them busy; rethrows its failure after `undo`.
+  // Runs `io` on entries `run` outside the lock with `flag` (busy, or writing) set on each;
+  // rethrows its failure after `undo`.
   template <class Io, class Undo>
-  void unlocked_io(std::unique_lock<std::mutex>& lock, std::span<const std::uint32_t> run, Io&& io,
-                   Undo&& undo);
+  void unlocked_io(std::unique_lock<std::mutex>& lock, std::span<const std::uint32_t> run,
+                   bool entry::*flag, Io&& io, Undo&& undo);
+  // Whether I/O is under way on x outside the lock (busy or writing): nothing may change it.
+  static bool in_io(const entry& x) { return x.busy || x.writing; }
   // Makes a dirty victim clean by writing it back, with the dirty lines that follow it in the
   // one mapped file and nobody uses, up to kWriteRunBytes, in one write (lock held on entry and
-  // return; unlocked while writing, the run's entries busy).
+  // return; unlocked while writing, the run's entries `writing`: fetches may pin and read them
+  // meanwhile, nothing else may use them).
   void clean(std::unique_lock<std::mutex>& lock, std::uint32_t e, bool behind = false);
   // Whether clean() writes runs of lines (whole lines to the one mapped file).
   bool writes_runs() const;

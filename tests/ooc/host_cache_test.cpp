@@ -305,6 +305,45 @@ TEST(OocHostCache, WriteBehindWritesRunsOfIdleDirtyLinesBeforeSync) {
   for (std::uint64_t line = 0; line < 8; ++line) EXPECT_TRUE(c.in_file(line, 0)) << line;
 }
 
+// A fetch of a line while write-behind writes it reads the entry at once: the write only reads
+// the bytes too. 1 MiB lines, so that a run's write (16 lines) lasts long enough to be caught;
+// each try takes a fresh cache, as the write may end before the fetch begins.
+TEST(OocHostCache, AFetchReadsALineWhileItIsWrittenBehind) {
+  constexpr std::uint64_t kLine = 1 << 20, kLines = 16;
+  gpm::test::scratch_dirs dirs{"ooc-host-cache-writing"};
+  const std::string path = make_file(dirs, kLines * kLine);
+  bool caught = false;
+  for (int attempt = 0; attempt < 50 && !caught; ++attempt) {
+    backing_file data(path, kLines * kLine, 0, true, false, false);
+    host_cache cache(host_cache_config{gpm::ooc::mode::read_write, kLine, kLines * kLine, kLines,
+                                       false, kLines * kLine, true, true},
+                     {&data}, nullptr);
+    const auto value = static_cast<std::byte>(attempt + 1);
+    for (std::uint64_t line = 0; line < kLines; ++line) {
+      const std::uint32_t e = cache.pin(line, host_cache::purpose::store);
+      std::memset(cache.data(e), static_cast<int>(value), kLine);
+      cache.store(e, nullptr, nullptr);
+      cache.unpin(e);
+    }
+    std::atomic<bool> done{false};
+    std::thread writer([&] {
+      EXPECT_TRUE(cache.write_behind());
+      done = true;
+    });
+    while (!done && !cache.writing(0)) std::this_thread::yield();
+    if (!done) {
+      const std::uint32_t e = cache.pin(0, host_cache::purpose::fetch);
+      caught = cache.writing(0);  // still being written: the fetch did not wait for it
+      EXPECT_EQ(cache.data(e)[kLine - 1], value);
+      cache.unpin(e);
+    }
+    writer.join();
+    EXPECT_EQ(cache.counters().write_behind_lines.load(), kLines);
+    EXPECT_FALSE(cache.writing(0));
+  }
+  EXPECT_TRUE(caught) << "every fetch of a line being written behind waited for the write";
+}
+
 // Data rewritten in place pass after pass: once a quarter of the lines written behind (at least
 // four) come back dirty, write-behind stops and leaves their newest bytes to sync, which writes
 // them once. A line stored again before it was written behind does not count.
@@ -482,8 +521,15 @@ TEST(OocHostCache, ConcurrentEvictionsKeepEveryStagedLinesBytes) {
 }
 
 // A staging buffer given back serves the next request it is large enough for: the pool pins
-// more only for buffers lent at once, and unpins idle ones beyond kStagingKeptBytes.
+// more only for buffers lent at once, and unpins idle ones beyond kStagingKeptBytes. Idle
+// buffers that earlier tests of the process gave back are lent away first (held, until the
+// pool has to pin for a request), so that the test starts from a pool with none to offer.
 TEST(OocStaging, BuffersGivenBackServeTheNextLoads) {
+  std::vector<std::unique_ptr<staging_buffer>> idle;
+  for (std::uint64_t was = 0; was != staging_buffer::pinned_bytes();) {
+    was = staging_buffer::pinned_bytes();
+    idle.push_back(std::make_unique<staging_buffer>(3u << 20));
+  }
   const std::uint64_t before = staging_buffer::pinned_bytes();
   std::byte* first = nullptr;
   {
@@ -504,6 +550,7 @@ TEST(OocStaging, BuffersGivenBackServeTheNextLoads) {
     EXPECT_NE(c.data(), d.data());
     EXPECT_GT(staging_buffer::pinned_bytes(), pinned);
   }
+  idle.clear();
   {
     std::vector<std::unique_ptr<staging_buffer>> many;
     for (std::uint64_t k = 0; k < kStagingKeptBytes / (16u << 20) + 2; ++k) {
