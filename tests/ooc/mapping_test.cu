@@ -749,7 +749,11 @@ TEST(OocMapping, AStreamingReadWritePassReadsEachLineAboutOnce) {
 
 // Write-behind (mapping_options::write_behind, on by default): dirty lines that left the GPU cache
 // for the host cache reach the file while the mapping idles, before any sync, and sync writes the
-// rest; the file then holds every store. Off, they wait in the host cache for sync.
+// rest; the file then holds every store. Off, they wait in the host cache for sync. The lines are
+// written one kernel each, in order, so that those left in the GPU cache are the last ones and
+// the 28 others form one run (write-behind waits for runs of a quarter of the host cache, 8
+// lines: one grid writing all lines at once left a GPU's cache holding lines spread over the
+// range, which split the rest into runs too short).
 TEST(OocMapping, WriteBehindWritesEvictedLinesBeforeSync) {
   using namespace std::chrono_literals;
   for (const bool on : {true, false}) {
@@ -758,7 +762,13 @@ TEST(OocMapping, WriteBehindWritesEvictedLinesBeforeSync) {
     mapped_file t(on ? "behind-on.bin" : "behind-off.bin", 32, 31, o);
     auto a = t.m.ref<std::uint32_t>();
     const auto values = numbers(a.size(), 6);
-    expect_all(write_lines<32>(a, values, access::write), status::ok);
+    const std::uint64_t per_line = a.elements_per_line();
+    for (std::uint64_t from = 0; from < a.size(); from += per_line) {
+      const std::uint64_t n = std::min<std::uint64_t>(per_line, a.size() - from);
+      const std::vector<std::uint32_t> part(values.begin() + static_cast<std::ptrdiff_t>(from),
+                                            values.begin() + static_cast<std::ptrdiff_t>(from + n));
+      expect_all(store(a, iota(n, from), part), status::ok);
+    }
     // At least 28 of the 32 lines left the 4-line GPU cache, dirty.
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     while (on && t.m.stats().write_behind_lines < 16 &&
