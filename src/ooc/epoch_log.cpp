@@ -178,6 +178,7 @@ epoch_log::epoch_log(epoch_log&& o) noexcept
       records_(o.records_),
       chain_(o.chain_),
       bytes_written_(o.bytes_written_),
+      bytes_applied_(o.bytes_applied_),
       own_records_(o.own_records_),
       buf_(std::move(o.buf_)) {
   std::memcpy(uuid_, o.uuid_, sizeof uuid_);
@@ -492,6 +493,7 @@ gpm::ooc::epoch_recovery epoch_log::apply(const epoch_target& data) {
         crash_point("ooc.apply");
       },
       false);
+  bytes_applied_ += rep.bytes;
   for (const backing_file* f : data) f->datasync();
   crash_point("ooc.applied");
   write_root({root_.seq + 1, root_.epoch, kApplied, 0, 0, records_at_, 0, 0});

@@ -79,6 +79,8 @@ class epoch_log {
   // The range's files: the data file alone, or the stripe table's.
   const stripe_set& stripes() const { return stripes_; }
   std::uint64_t bytes_written() const { return bytes_written_; }
+  // Bytes apply() wrote into the data files (the epochs' changed bytes, in place).
+  std::uint64_t bytes_applied() const { return bytes_applied_; }
   gpm::ooc::epoch_log_info info() const;
 
   using root = format::ooc::epoch_root;
@@ -116,6 +118,7 @@ class epoch_log {
   std::uint64_t records_ = 0;
   std::uint64_t chain_ = 0;
   std::uint64_t bytes_written_ = 0;
+  std::uint64_t bytes_applied_ = 0;
   // The committed epoch's records are the ones this object appended (commit() to the publish in
   // apply()): apply() writes them without checking them again.
   bool own_records_ = false;

@@ -503,6 +503,7 @@ void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) 
   const std::uint64_t valid = valid_bytes(line);
   if (from_spill) {
     spill_->read(line * config_.line_bytes, dst, valid, config_.line_bytes);
+    counters_.spill_bytes_read += valid;
     std::memset(dst + valid, 0, config_.line_bytes - valid);
   } else if (!files_.empty()) {
     const auto [file, at] = place(line);
@@ -623,6 +624,7 @@ void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink e
           resident != nullptr && (config_.mode != mode::write || resident->whole);
       if (!superseded) {
         spill_->read(l * config_.line_bytes, buf.data(), valid, config_.line_bytes);
+        counters_.spill_bytes_read += valid;
         const auto it = spill_mask_.find(l);
         emit(ctx, l, buf.data(), valid, it == spill_mask_.end() ? nullptr : it->second.data(),
              mask_words_);

@@ -743,6 +743,7 @@ mapping_stats mapping::stats() const {
   r.file_bytes_written = h.file_bytes_written;
   r.write_behind_lines = h.write_behind_lines;
   r.spill_bytes_written = h.spill_bytes_written;
+  r.spill_bytes_read = h.spill_bytes_read;
   r.spill_bytes_held = s.spill ? s.spill->allocated_bytes() : 0;
   r.syncs = s.syncs;
   for (const auto& f : s.files) r.file_datasyncs += f->datasyncs();
@@ -750,6 +751,7 @@ mapping_stats mapping::stats() const {
   r.epoch = s.log ? s.log->epoch() : m.recovery.epoch;
   r.epochs_committed = s.epochs;
   r.log_bytes_written = s.log ? s.log->bytes_written() : 0;
+  r.log_bytes_applied = s.log ? s.log->bytes_applied() : 0;
   return r;
 }
 

@@ -104,15 +104,19 @@ TEST(OocEpoch, ReadWriteChangesTheFileOnlyAtSync) {
     // 64 lines through 8 GPU and 6 host lines: most left the caches, and none reached the file.
     EXPECT_GT(m.stats().spill_bytes_written, 0u);
     EXPECT_EQ(read_file(path), before);
+    const std::uint64_t read_back = m.stats().spill_bytes_read;
     const auto back = load(a, iota(values.size()));
     expect_all(back.st, status::ok);
     ASSERT_EQ(back.values, values);  // staged lines are read back from the spill file
+    EXPECT_GT(m.stats().spill_bytes_read, read_back);
     m.sync();
     EXPECT_EQ(read_file(path), bytes_of(values));
     auto s = m.stats();
     EXPECT_EQ(s.epoch, 1u);
     EXPECT_EQ(s.epochs_committed, 1u);
     EXPECT_GE(s.log_bytes_written, lines(64));
+    EXPECT_EQ(s.log_bytes_applied, lines(64));  // every changed byte, once, in place
+    EXPECT_EQ(s.file_bytes_written, 0u);        // the mapped file changed only from the log
     EXPECT_EQ(fs::file_size(gpm::ooc::epoch_log_path(path)), 4096u);  // emptied after the epoch
     m.sync();                                                         // nothing changed: no epoch
     EXPECT_EQ(m.stats().epoch, 1u);

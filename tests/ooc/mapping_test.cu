@@ -319,6 +319,8 @@ TEST(OocMapping, VolatileDataSpillsAndNeverReachesTheFile) {
   t.m.sync();  // nothing to write: the data is volatile
   const auto s = t.m.stats();
   EXPECT_GT(s.spill_bytes_written, 0u);
+  EXPECT_GT(s.spill_bytes_read, 0u);  // the spilled lines read back
+  EXPECT_LE(s.spill_bytes_read, s.spill_bytes_written * 2);
   EXPECT_EQ(s.file_bytes_written, 0u);
   EXPECT_EQ(s.syncs, 0u);
   t.m.unmap();

@@ -278,15 +278,19 @@ class runner {
     }
     traffic t;
     std::uint64_t gpu_lines = 0, host_lines = 0, hits = 0, misses = 0, host_hits = 0, ahead = 0,
-                  ahead_reads = 0, ahead_hits = 0, spill = 0, host_pinned = 0, load_reads = 0,
-                  epochs = 0, log_bytes = 0, behind = 0;
+                  ahead_reads = 0, ahead_hits = 0, spill = 0, spill_read = 0, host_pinned = 0,
+                  load_reads = 0, epochs = 0, log_bytes = 0, behind = 0;
     double wait = 0, load_read_s = 0, ahead_read_s = 0, fill_s = 0, map_allocate_s = 0,
            map_gpu_cache_s = 0, map_host_cache_s = 0, map_load_s = 0;
     for (gpm::ooc::mapping& m : maps) {
       m.sync();
       const gpm::ooc::mapping_stats x = m.stats();
-      t.disk_read += x.file_bytes_read;
-      t.disk_written += x.file_bytes_written;
+      // The disk's whole work, as the chunked pipeline counts its scratch files: the mapped
+      // files, the spill (staging) file and the epoch log, which lie in the same directory
+      // (o.spill_dir, the file's), and the epochs' writes in place.
+      t.disk_read += x.file_bytes_read + x.spill_bytes_read;
+      t.disk_written +=
+          x.file_bytes_written + x.spill_bytes_written + x.log_bytes_written + x.log_bytes_applied;
       t.to_gpu += x.bytes_to_gpu;
       t.from_gpu += x.bytes_from_gpu;
       gpu_lines += m.gpu_cache_lines();
@@ -300,6 +304,7 @@ class runner {
       fill_s += x.fill_seconds;
       ahead_hits += x.read_ahead_hits;
       spill += x.spill_bytes_written;
+      spill_read += x.spill_bytes_read;
       behind += x.write_behind_lines;
       host_pinned += x.host_cache_bytes_pinned;
       wait += x.gpu_wait_seconds;
@@ -327,6 +332,7 @@ class runner {
                {"fill_s", fill_s},
                {"read_ahead_hits", static_cast<double>(ahead_hits)},
                {"spill_bytes_written", static_cast<double>(spill)},
+               {"spill_bytes_read", static_cast<double>(spill_read)},
                {"write_behind_lines", static_cast<double>(behind)},
                {"gpu_wait_s", wait},
                {"load_reads", static_cast<double>(load_reads)},

@@ -117,6 +117,7 @@ struct mapping_stats {
   std::uint64_t file_bytes_written = 0;
   std::uint64_t write_behind_lines = 0;  // lines written behind (mapping_options::write_behind)
   std::uint64_t spill_bytes_written = 0;  // mode::volatile_data, crash-consistent staging
+  std::uint64_t spill_bytes_read = 0;     // read back from the spill (staging) file
   // Disk space the spill (staging) file holds now: a crash-consistent mapping gives back the
   // blocks of what each epoch wrote in place, where the file system can punch holes.
   std::uint64_t spill_bytes_held = 0;
@@ -125,11 +126,13 @@ struct mapping_stats {
   // (unmap after sync, say) makes none.
   std::uint64_t file_datasyncs = 0;
   std::string last_io_error;              // the most recent I/O failure, empty if none
-  // Crash-consistent mappings: the epoch the file is at, epochs this mapping committed, and the
-  // bytes it wrote to the epoch log (records, twice the changed bytes reach the disk).
+  // Crash-consistent mappings: the epoch the file is at, epochs this mapping committed, the
+  // bytes it wrote to the epoch log (records) and the bytes the epochs then wrote in place into
+  // the files (not in file_bytes_written): the changed bytes reach the disk twice.
   std::uint64_t epoch = 0;
   std::uint64_t epochs_committed = 0;
   std::uint64_t log_bytes_written = 0;
+  std::uint64_t log_bytes_applied = 0;
   std::uint64_t touch_hints = 0;  // lines kernels touch()ed that the host queued for read-ahead
   // A resident mapping's load at map time: its file reads and their summed wall time (0 for a
   // mapping that is not resident).
