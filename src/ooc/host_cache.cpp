@@ -660,13 +660,13 @@ void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
   // that it holds what was staged since the last epoch, not every line ever staged. Not a line
   // whose entry is under I/O: an I/O thread may be reading its staged copy, having chosen the
   // staging file before this epoch, or writing it there.
-  const auto busy = [&](std::uint64_t l) {
+  const auto under_io = [&](std::uint64_t l) {
     const auto it = index_.find(l);
     return it != index_.end() && in_io(entries_[it->second]);
   };
   std::uint64_t run = 0;  // punchable lines ending at l - 1
   for (std::uint64_t l = first; l <= last + 1; ++l) {
-    const bool punch = l <= last && spilled_[l] && !busy(l);
+    const bool punch = l <= last && spilled_[l] && !under_io(l);
     if (l <= last && spilled_[l]) {
       spilled_[l] = false;
       spill_mask_.erase(l);

@@ -65,7 +65,7 @@ struct host_cache_counters {
   std::atomic<std::uint64_t> file_bytes_written{0};
   std::atomic<std::uint64_t> file_writes{0};  // writes of the mapped files (a run is one)
   std::atomic<std::uint64_t> spill_bytes_written{0};
-  std::atomic<std::uint64_t> spill_bytes_read{0};    // lines read back from the spill file
+  std::atomic<std::uint64_t> spill_bytes_read{0};    // bytes read back from the spill file
   std::atomic<std::uint64_t> write_behind_lines{0};  // lines write_behind wrote
 };
 
