@@ -239,16 +239,14 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e, bool
     entries_[r].behind = behind;
     if (!spilled_.empty()) note_spilled(entries_[r]);
   }
-  if (behind) {
-    behind_written_ += run.size();
-    counters_.write_behind_lines += run.size();
-  }
+  if (behind) counters_.write_behind_lines += run.size();
 }
 
 bool host_cache::write_behind() {
   if (!write_behind_wanted()) return false;
   std::unique_lock lock(m_);
-  if (behind_rewritten_ >= kRewritesOff && 4 * behind_rewritten_ >= behind_written_) {
+  if (behind_rewritten_ >= kRewritesOff &&
+      4 * behind_rewritten_ >= counters_.write_behind_lines.load()) {
     behind_off_ = true;
     return false;
   }

@@ -294,8 +294,8 @@ class host_cache {
   std::uint64_t allocated_ = 0;  // entries with memory: whole segments, at most cap_
   std::uint64_t cap_;            // config_.lines, or what was pinned when pinning more failed
   std::uint64_t free_ = 0;       // allocated entries holding no line
-  // write_behind: lines it wrote, and of those, lines stored again afterwards (under m_).
-  std::uint64_t behind_written_ = 0;
+  // write_behind: of the lines it wrote (counters_.write_behind_lines), those stored again
+  // afterwards (under m_).
   std::uint64_t behind_rewritten_ = 0;
   std::atomic<bool> behind_off_{false};              // stopped (too many rewrites)
   std::atomic<std::uint64_t> stores_unseen_{0};      // stores since write_behind found nothing

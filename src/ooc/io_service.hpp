@@ -220,7 +220,7 @@ class io_service {
   std::uint32_t background_ = 0;  // threads in the background now (under ra_m_)
   std::unordered_set<std::uint64_t> ra_queued_;
   std::vector<std::uint64_t> recent_;  // ring of recent misses
-  std::uint64_t disk_;                 // host_cache::disk(), for the read-ahead's disk_gate
+  std::uint64_t disk_;                 // host_cache::disk(), for the background I/O's disk_gate
   std::size_t recent_next_ = 0;
   // One past the last line the sequential stream of misses queued for read-ahead (0: none).
   std::uint64_t ra_end_ = 0;
