@@ -43,9 +43,6 @@ namespace gpmbench {
 namespace ycsb {
 namespace {
 
-constexpr double kDefaultTheta = 0.99;
-constexpr std::uint64_t kSeed = 0x79637362;  // "ycsb"
-
 // ---- the indexes --------------------------------------------------------------------------
 
 enum class index_kind { gphash, clevel_gpm, slab_gpm, cpu_assisted };

@@ -33,6 +33,10 @@ const char* to_string(workload_kind k);
 // Throws usage_error naming the known workloads.
 workload_kind workload_kind_from(const std::string& name);
 
+// Every YCSB workload's operation stream starts from this seed, with Zipf keys at this theta
+// unless a workload says otherwise (scripts/peers/gphash-artifact's traces use them too).
+inline constexpr std::uint64_t kSeed = 0x79637362;  // "ycsb"
+inline constexpr double kDefaultTheta = 0.99;
 inline constexpr std::uint64_t kAbsentIdBase = 1ull << 62;  // negative searches: never inserted
 inline constexpr std::uint64_t kLatestInsertPeriod = 20;    // YCSB D: op i inserts iff i%20 == 19
 
