@@ -133,7 +133,6 @@ struct live_state {
   std::unique_ptr<io_service::channel> sync_channel;
   std::unique_ptr<io_service> io;
   cache_view view;
-  device_buffer<cache_view> view_copy;  // view.self (not for a resident mapping)
   std::uint64_t syncs = 0;
   std::uint64_t epochs = 0;
 };
@@ -360,7 +359,6 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
       s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
       s.requests = pinned_buffer<request>(slots, true);
       s.responses = pinned_buffer<response>(slots, true);
-      s.view_copy = device_buffer<cache_view>(1);
     }
   } catch (const gpm::error& e) {
     throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name +
@@ -408,10 +406,6 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   v.capacity = m.capacity;
   v.mask_words = mask_words;
   v.mapping_mode = m.options.mode;
-  if (!m.resident) {
-    v.self = s.view_copy.data();
-    s.view_copy.copy_from_host(&v, 1);
-  }
 }
 
 // Loads every line into its own slot (slot l holds line l for good; the directory and slot words

@@ -32,74 +32,6 @@
 #include <gpm/ooc/detail/engine.cuh>
 #include <gpm/ooc/status.hpp>
 
-namespace gpm::detail::ooc {
-
-// The address of the mapping's byte `byte` in the GPU cache slot `slot` holding its line.
-__device__ inline std::byte* slot_byte(const cache_view& v, std::uint32_t slot,
-                                       std::uint64_t byte) {
-  return v.lines + (static_cast<std::uint64_t>(slot) << v.line_shift) +
-         (byte & ((1ull << v.line_shift) - 1));
-}
-
-// mode::write: the `bytes` bytes at the mapping's byte `byte`, in `slot`, were stored (the bytes
-// written back).
-__device__ inline void mark_stored(const cache_view& v, std::uint32_t slot, std::uint64_t byte,
-                                   std::uint32_t bytes) {
-  if (v.mapping_mode == mode::write) {
-    mark_written_warp(v, slot, static_cast<std::uint32_t>(byte & ((1ull << v.line_shift) - 1)),
-                      bytes);
-  }
-}
-
-// An element load's outcome: `value` on ok.
-template <class T>
-struct loaded {
-  T value;
-  status st;
-};
-
-// array::get()'s path when peek() found the line's element unreadable: the lanes of the warp on
-// one line take it together (filling it on a miss), or find it filled by another warp and read it
-// as a hit does. Out of line like fill() (on the view's copy in GPU memory): only the hit path
-// is inlined at each access.
-template <class T>
-__device__ GPM_NOINLINE loaded<T> load_missed(const cache_view* view, std::uint64_t byte) {
-  const cache_view& v = *view;
-  for (;;) {
-    const warp_hold h = warp_acquire(v, byte >> v.line_shift, false, true);
-    if (h.st == status::ok && !h.held) {
-      std::uint32_t slot = 0, gen = 0;
-      if (peek(v, byte >> v.line_shift, slot, gen)) {
-        const T value = *reinterpret_cast<const T*>(slot_byte(v, slot, byte));
-        if (peek_valid(v, slot, gen)) return {value, status::ok};
-      }
-      continue;
-    }
-    loaded<T> r{};
-    r.st = h.st;
-    if (h.st == status::ok) r.value = *reinterpret_cast<const T*>(slot_byte(v, h.slot, byte));
-    warp_release(v, h, false);
-    return r;
-  }
-}
-
-// array::set() on a mapping that is not resident: the lanes of the warp on one line take it
-// together, store, mark it dirty and give it back. Out of line like load_missed().
-template <class T>
-__device__ GPM_NOINLINE status store_held(const cache_view* view, std::uint64_t byte,
-                                          const T value) {
-  const cache_view& v = *view;
-  const warp_hold h = warp_acquire(v, byte >> v.line_shift, true);
-  if (h.st == status::ok) {
-    *reinterpret_cast<T*>(slot_byte(v, h.slot, byte)) = value;
-    mark_stored(v, h.slot, byte, sizeof(T));
-  }
-  warp_release(v, h, h.st == status::ok);
-  return h.st;
-}
-
-}  // namespace gpm::detail::ooc
-
 namespace gpm::ooc {
 
 // A line held by a tile: elements [first, first + count) of the array at data[0 .. count).
@@ -136,17 +68,24 @@ class array {
       out = *reinterpret_cast<const T*>(v_.lines + byte);  // slot l holds line l: no lookup
       return status::ok;
     }
-    std::uint32_t slot = 0, gen = 0;
-    if (detail::ooc::peek(v_, byte >> v_.line_shift, slot, gen)) {
-      const T value = *reinterpret_cast<const T*>(detail::ooc::slot_byte(v_, slot, byte));
-      if (detail::ooc::peek_valid(v_, slot, gen)) {
-        out = value;
-        return status::ok;
+    for (;;) {
+      std::uint32_t slot = 0, gen = 0;
+      if (detail::ooc::peek(v_, byte >> v_.line_shift, slot, gen)) {
+        const T value = *reinterpret_cast<const T*>(at(slot, byte));
+        if (detail::ooc::peek_valid(v_, slot, gen)) {
+          out = value;
+          return status::ok;
+        }
       }
+      // A miss: this warp fills the line (and holds it), or finds it filled by another warp and
+      // reads it through peek like a hit, taking no reference.
+      const detail::ooc::warp_hold h =
+          detail::ooc::warp_acquire(v_, byte >> v_.line_shift, false, true);
+      if (h.st == status::ok && !h.held) continue;
+      if (h.st == status::ok) out = *reinterpret_cast<const T*>(at(h.slot, byte));
+      detail::ooc::warp_release(v_, h, false);
+      return h.st;
     }
-    const detail::ooc::loaded<T> r = detail::ooc::load_missed<T>(v_.self, byte);
-    if (r.st == status::ok) out = r.value;
-    return r.st;
   }
 
   // Stores `value` to element i: ok, out_of_range, read_only or io_error (nothing stored).
@@ -156,17 +95,20 @@ class array {
     const std::uint64_t byte = i * sizeof(T);
     if (v_.resident) {
       // No line can leave the GPU while kernels run: the store needs no reference, only the
-      // dirty word (and mask) that sync() reads to write it back, and volatile data is never
-      // written back (the dirty word's read, a round trip to L2, stalled every store).
+      // dirty word (and mask) that sync() reads to write it back.
+      const auto slot = static_cast<std::uint32_t>(byte >> v_.line_shift);
       *reinterpret_cast<T*>(v_.lines + byte) = value;
-      if (v_.mapping_mode != mode::volatile_data) {
-        const auto slot = static_cast<std::uint32_t>(byte >> v_.line_shift);
-        detail::ooc::mark_dirty(v_, slot, detail::ooc::dirty_kind(v_.mapping_mode));
-        detail::ooc::mark_stored(v_, slot, byte, sizeof(T));
-      }
+      detail::ooc::mark_dirty(v_, slot, detail::ooc::dirty_kind(v_.mapping_mode));
+      mark_stored(slot, byte);
       return status::ok;
     }
-    return detail::ooc::store_held<T>(v_.self, byte, value);
+    const detail::ooc::warp_hold h = detail::ooc::warp_acquire(v_, byte >> v_.line_shift, true);
+    if (h.st == status::ok) {
+      *reinterpret_cast<T*>(at(h.slot, byte)) = value;
+      mark_stored(h.slot, byte);
+    }
+    detail::ooc::warp_release(v_, h, h.st == status::ok);
+    return h.st;
   }
 
   // Hints that element i will be needed soon and returns at once: if its line is neither in the
@@ -235,6 +177,19 @@ class array {
   const detail::ooc::cache_view& view() const { return v_; }
 
  private:
+  __device__ std::uint32_t in_line(std::uint64_t byte) const {
+    return static_cast<std::uint32_t>(byte & ((1ull << v_.line_shift) - 1));
+  }
+  // mode::write: the element at `byte` of the line in `slot` was stored (the bytes written back).
+  __device__ void mark_stored(std::uint32_t slot, std::uint64_t byte) const {
+    if (v_.mapping_mode == mode::write) {
+      detail::ooc::mark_written_warp(v_, slot, in_line(byte), sizeof(T));
+    }
+  }
+  __device__ std::byte* at(std::uint32_t slot, std::uint64_t byte) const {
+    return v_.lines + (static_cast<std::uint64_t>(slot) << v_.line_shift) + in_line(byte);
+  }
+
   detail::ooc::cache_view v_{};
   std::uint64_t size_ = 0;
 };

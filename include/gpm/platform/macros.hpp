@@ -32,12 +32,3 @@
 #define GPM_UNROLL_1
 #define GPM_UNROLL
 #endif
-
-// On a function that a kernel calls rarely and whose body is long (a cache miss that goes to the
-// host): keep it out of line in GPU code, so that kernels inline only their hot path. Every call
-// costs a call (and its arguments' copies); measure before using it on a hot path.
-#if defined(__CUDACC__)
-#define GPM_NOINLINE __noinline__
-#else
-#define GPM_NOINLINE __attribute__((noinline))
-#endif

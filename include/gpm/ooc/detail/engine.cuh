@@ -83,10 +83,6 @@ struct cache_view {
   // (docs/out-of-core.md, "Resident mappings"): accesses go straight to lines + byte offset, with
   // no directory lookup, reference count or clock; stores still mark the slot dirty.
   bool resident = false;
-  // This view, copied to GPU memory (null for a resident mapping, which never misses): what the
-  // out-of-line miss paths (fill, load_missed, store_held) take, so that calling them copies no
-  // view and takes no address of a kernel's argument.
-  const cache_view* self = nullptr;
 };
 
 GPM_HOST_DEVICE inline std::uint64_t tag_of(std::uint64_t word) { return word >> 32; }
@@ -168,18 +164,9 @@ __device__ inline std::uint32_t claim_victim(const cache_view& v) {
   }
 }
 
-// What fill() did: on ok, `slot` holds the line.
-struct filled {
-  status st;
-  std::uint32_t slot;
-};
-
 // The caller has set directory[line] to kPending: finds a slot, has the host write its old line
 // back if dirty and fill it with `line`, and publishes it holding one reference for the caller.
-// Out of line (it waits for the host anyway; inlined at every access it made most of a kernel's
-// code), on the view's copy in GPU memory (cache_view::self).
-__device__ GPM_NOINLINE inline filled fill(const cache_view* view, std::uint64_t line) {
-  const cache_view& v = *view;
+__device__ inline status fill(const cache_view& v, std::uint64_t line, std::uint32_t& slot) {
   const std::uint32_t s = claim_victim(v);
   atomic_ref<std::uint32_t> gen(v.slot_gen[s]);
   // Odd before the host may overwrite the slot (the request below is a release): a reader that
@@ -202,7 +189,7 @@ __device__ GPM_NOINLINE inline filled fill(const cache_view* view, std::uint64_t
     atomic_ref<std::uint64_t>(v.directory[old]).store(dir_entry(s, settled), memory_order_release);
     word.store(w & ~kBusy, memory_order_release);
     dir.store(kNoSlot, memory_order_release);
-    return {status::io_error, 0};
+    return status::io_error;
   }
   if (old != kNoLine)
     atomic_ref<std::uint64_t>(v.directory[old]).store(kNoSlot, memory_order_relaxed);
@@ -210,11 +197,12 @@ __device__ GPM_NOINLINE inline filled fill(const cache_view* view, std::uint64_t
   if ((result & kFilled) == 0) {
     word.store(0, memory_order_release);
     dir.store(kNoSlot, memory_order_release);
-    return {status::io_error, 0};
+    return status::io_error;
   }
   word.store((line + 1) << 32 | kAccessed | 1, memory_order_release);
   dir.store(dir_entry(s, settled), memory_order_release);
-  return {status::ok, s};
+  slot = s;
+  return status::ok;
 }
 
 // One thread takes a reference on `line`, filling it on a miss; `slot` holds it on ok. With `held`
@@ -239,9 +227,7 @@ __device__ inline status acquire_line(const cache_view& v, std::uint64_t line, s
       std::uint64_t expected = kNoSlot;
       if (dir.compare_exchange_strong(expected, kPending, memory_order_acq_rel)) {
         if (waiting_since == 0) waiting_since = clock64();
-        const filled f = fill(v.self, line);
-        const status st = f.st;
-        slot = f.slot;
+        const status st = fill(v, line, slot);
         account_wait();
         count(v, st == status::ok ? kMisses : kIoErrors, 1);
         return st;
