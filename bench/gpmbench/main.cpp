@@ -46,6 +46,7 @@ constexpr const char* kUsage =
     "                          [--disk-dir DIR] [--pm-dir DIR] [--no-report]\n"
     "  gpmbench report <DIR> [--out FILE]\n"
     "  gpmbench crash-demo        a run killed with SIGKILL halfway, then resumed and checked\n"
+    "  gpmbench machine           this machine as records describe it (one JSON object)\n"
     "\n"
     "run options:\n"
     "  --out DIR       where <workload>.jsonl is appended (default bench/results/<machine-tag>)\n"
@@ -433,6 +434,13 @@ int main(int argc, char** argv) {
     if (args[0] == "run") return run(rest);
     if (args[0] == "report") return report(rest);
     if (args[0] == "suite") return suite(rest);
+    if (args[0] == "machine") {
+      if (!rest.empty()) throw usage_error("machine takes no arguments");
+      const std::optional<gpm::device_info> dev = usable_device();
+      if (!dev) return 77;
+      std::printf("%s\n", gpmbench::machine_json_line(gpmbench::describe_machine(*dev)).c_str());
+      return 0;
+    }
     if (args[0] == "crash-demo") {
       const std::optional<gpm::device_info> dev = usable_device();
       if (!dev) return 77;

@@ -95,6 +95,8 @@ std::string to_json_line(const bench_record& r) {
   return json::to_line(o);
 }
 
+std::string machine_json_line(const machine_info& m) { return json::to_line(machine_json(m)); }
+
 void append_record(const std::string& path, const bench_record& r) {
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

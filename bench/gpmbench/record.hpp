@@ -51,6 +51,10 @@ struct bench_record {
 
 std::string to_json_line(const bench_record& r);
 
+// The record's "machine" object alone, as one line of JSON (gpmbench machine: for records written
+// by tools outside gpmbench, such as scripts/peers).
+std::string machine_json_line(const machine_info& m);
+
 // Appends one line to `path` (a JSON Lines file), creating the file and its directory.
 void append_record(const std::string& path, const bench_record& r);
 

@@ -3,8 +3,8 @@
 # github.com/LighT-chenml/GPHash, test/ycsb_bench.cu) on gpmkit's YCSB key sequence, so that it
 # and gpmkit's GPHash are measured on one machine in one call. First, here (with the network):
 #   scripts/peers/gphash-artifact/fetch.sh        # the artifact's source into .deps (git-ignored)
-# then a device call that carries .deps, e.g.
-#   scripts/peers/gphash-artifact/run.sh
+# then a device call that carries .deps, e.g. (gpmbench describes the machine for the records)
+#   scripts/device/gpu-bench.sh build && scripts/peers/gphash-artifact/run.sh
 #   scripts/device/gpu-bench.sh build && PEER_GPMBENCH=build/cuda/bench/gpmbench \
 #     scripts/peers/gphash-artifact/run.sh       # gpmkit's same modes first, same call
 #
@@ -37,7 +37,8 @@
 #   smallest whose table is at most 60% full after the run), PEER_PM_DIR (/dev/shm),
 #   PEER_COUNT_HIT (0; 1 adds -DCOUNT_HIT: the artifact counts cache hits, one more atomic per
 #   lane and operation, and the records get cache_hit_rate), PEER_BUDGET_S (360: no artifact run
-#   starts after it), PEER_GPMBENCH (a gpmbench binary: gpmkit's modes first),
+#   starts after it), PEER_GPMBENCH (a gpmbench binary: gpmkit's modes first; without
+#   it build/cuda/bench/gpmbench, which only describes the machine),
 #   PEER_GPMKIT_REPEATS (3) and PEER_GPMKIT_WARMUP (1) for them, PEER_TIMESTAMP (the records'
 #   timestamp: that of a gpmbench run made apart, to be shown beside it), NVCC, OUT,
 #   GPHASH_TRACE_KEYS (ycsb_trace.cu).
@@ -107,8 +108,14 @@ if [ $artifact_status -ne 0 ] || [ $trace_status -ne 0 ]; then
   exit 1
 fi
 say "== built, ${SECONDS} s"
-"$work/build/ycsb_trace" machine > "$work/machine.json" || {
-  say "run.sh: no CUDA device answers (ycsb_trace machine)"
+# The records' machine object, as gpmbench writes it in its own records (a gpmbench of
+# scripts/device/prebuild.sh's pack loads the CUDA runtime packed beside it).
+gpmbench=${PEER_GPMBENCH:-build/cuda/bench/gpmbench}
+LD_LIBRARY_PATH=$(dirname "$gpmbench")/../prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+"$gpmbench" machine > "$work/machine.json" || {
+  say "run.sh: $gpmbench machine failed (no gpmbench: run scripts/device/gpu-bench.sh build" \
+    "first; or no CUDA device)"
   tar -czf "$out/logs.tar.gz" -C "$work" logs
   exit 1
 }
@@ -123,15 +130,12 @@ say "== traces written, ${SECONDS} s ($(du -sh "$work/traces" | cut -f1))"
 # One timestamp for all records of this call, as gpmbench gives one to all records of a run.
 timestamp=${PEER_TIMESTAMP:-$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)}
 if [ -n "${PEER_GPMBENCH:-}" ]; then
-  # A gpmbench of scripts/device/prebuild.sh's pack loads the CUDA runtime packed beside it.
-  prebuilt=$(dirname "$PEER_GPMBENCH")/../prebuilt
   modes=
   for w in $workloads; do
     for lb in $batch_logs; do modes+=${modes:+,}$w-batch$((1 << lb)):gphash; done
   done
-  LD_LIBRARY_PATH=$prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    GPMKIT_COMMIT=${GPMKIT_COMMIT:-$(cat .deps/commit 2> /dev/null || echo unknown)} \
-    "$PEER_GPMBENCH" run hash_batch_sweep_kv32 --modes "$modes" \
+  GPMKIT_COMMIT=${GPMKIT_COMMIT:-$(cat .deps/commit 2> /dev/null || echo unknown)} \
+    "$gpmbench" run hash_batch_sweep_kv32 --modes "$modes" \
     --repeats "${PEER_GPMKIT_REPEATS:-3}" --warmup "${PEER_GPMKIT_WARMUP:-1}" \
     --disk-dir /var/tmp --pm-dir "$pm_dir" --out "$work/results" \
     > "$work/logs/gpmbench.txt" 2>&1

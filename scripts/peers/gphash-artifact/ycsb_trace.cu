@@ -1,13 +1,11 @@
 // Writes gpmkit's YCSB operations as the text traces the GPHash authors' artifact reads
 // (test/ycsb_bench.cu: one "OP KEY" a line, OP in INSERT/READ/UPDATE/DELETE, KEY an unsigned
-// 64-bit decimal from which it makes its 32-byte key KEY, KEY+1, KEY+2, KEY+3), and describes the
-// machine for the records run.sh writes. The operations come from gpmkit's own generator
-// (bench/workloads/ycsb/ycsb_ops.cuh, op_stream::at), with the seed and Zipf constant of its YCSB
+// 64-bit decimal from which it makes its 32-byte key KEY, KEY+1, KEY+2, KEY+3). The
+// operations come from gpmkit's own generator (bench/workloads/ycsb/ycsb_ops.cuh, op_stream::at), with the seed and Zipf constant of its YCSB
 // workloads, so the artifact runs exactly the key-id sequence gpmbench runs.
 //
 //   ycsb_trace load N FILE              the load phase: inserts of ids 0..N-1, in order
 //   ycsb_trace run W LOADED OPS FILE    the run phase of YCSB W (A, B, C or LOAD)
-//   ycsb_trace machine                  a JSON object in the form of gpmbench's "machine" field
 //
 // KEY is gpmkit's 32-byte key word 0 of the id (kv_key<4>::from_id(id).w[0] = mix64(id), a
 // bijection), so keys are distinct and spread as in gpmkit (and as the artifact's own YCSB traces,
@@ -16,21 +14,15 @@
 // A tool of scripts/peers/gphash-artifact only: never part of gpmkit's library or gpmbench, and it
 // must never copy code of the artifact.
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cuda_runtime.h>
-#include <unistd.h>
 
 #include "workloads/ycsb/ycsb_ops.cuh"
 
@@ -125,74 +117,6 @@ workload_kind kind_from(const std::string& w) {
       "size, F needs read-modify-write)");
 }
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
-}
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// As gpmbench's describe_machine (bench/gpmbench/machine.cpp) and gpm::query_device fill it.
-int machine() {
-  cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) die("no CUDA device");
-  std::string cpu = "unknown";
-  {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-        cpu = line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
-        break;
-      }
-    }
-  }
-  char bdf[32];
-  std::snprintf(bdf, sizeof bdf, "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
-  const std::string sys = std::string("/sys/bus/pci/devices/") + bdf + "/";
-  std::string gen = "null", width = "null";
-  const double gts = std::atof(first_line(sys + "current_link_speed").c_str());
-  const double rates[] = {2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
-  for (int g = 0; g < 6; ++g) {
-    if (gts > rates[g] * 0.9 && gts < rates[g] * 1.1) gen = std::to_string(g + 1);
-  }
-  const int w = std::atoi(first_line(sys + "current_link_width").c_str());
-  if (w > 0) width = std::to_string(w);
-  std::string driver = "null";
-  {
-    std::istringstream words(first_line("/proc/driver/nvidia/version"));
-    for (std::string word; words >> word;) {
-      if (!word.empty() && std::isdigit(static_cast<unsigned char>(word[0])) &&
-          word.find('.') != std::string::npos) {
-        driver = json_string(word);
-        break;
-      }
-    }
-  }
-  int rt = 0;
-  cudaRuntimeGetVersion(&rt);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const char* loading = std::getenv("CUDA_MODULE_LOADING");
-  std::printf(
-      "{\"hostname\":%s,\"cpu\":%s,\"cores\":%u,\"gpu\":%s,\"compute_capability\":\"%d.%d\","
-      "\"multiprocessors\":%d,\"pcie_generation\":%s,\"pcie_width\":%s,\"driver\":%s,"
-      "\"cuda_runtime\":\"%d.%d\",\"pool_huge_pages\":false,\"module_loading\":%s}\n",
-      json_string(host).c_str(), json_string(cpu).c_str(), std::thread::hardware_concurrency(),
-      json_string(p.name).c_str(), p.major, p.minor, p.multiProcessorCount, gen.c_str(),
-      width.c_str(), driver.c_str(), rt / 1000, rt % 1000 / 10,
-      json_string(loading != nullptr ? loading : "LAZY").c_str());
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,9 +134,8 @@ int main(int argc, char** argv) {
     write_trace(argv[5], ops, [&s](std::uint64_t i) { return s.at(i); });
     return 0;
   }
-  if (what == "machine" && argc == 2) return machine();
   std::fprintf(stderr,
-               "usage: %s load N FILE | run A|B|C|LOAD LOADED OPS FILE | machine\n",
+               "usage: %s load N FILE | run A|B|C|LOAD LOADED OPS FILE\n",
                argc > 0 ? argv[0] : "ycsb_trace");
   return 2;
 }
