@@ -21,6 +21,14 @@ PHASES = {"Start Loading": "load", "begin warm up": "warmup", "Start Running": "
 NUMBER_LINE = re.compile(r"^\s*([0-9.]+|inf|nan|-nan)\s+(Mops/sec|msec)\s*$")
 
 
+def is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def parse_log(path):
     """The figures of one artifact run: {phase: {"mops": x, "msec": y}}, resizes, unfound, hits."""
     phase = None
@@ -39,11 +47,18 @@ def parse_log(path):
             elif text.startswith("unfound:"):
                 unfound = int(text.split(":", 1)[1])
             elif text.startswith("hit rate:"):
-                hit_rate = float(text.split(":", 1)[1])
+                # The artifact's cache thread prints without a lock: another message may land
+                # between "hit rate: " and the figure, which then starts the next line.
+                value = text.split(":", 1)[1].split()
+                hit_rate = "next" if not value or not is_number(value[0]) else float(value[0])
+            elif hit_rate == "next" and is_number(text):
+                hit_rate = float(text)
             m = NUMBER_LINE.match(text)
             if m and phase is not None:
                 unit = "mops" if m.group(2) == "Mops/sec" else "msec"
                 figures.setdefault(phase, {}).setdefault(unit, float(m.group(1)))
+    if hit_rate == "next":
+        raise ValueError(f"{path}: no figure after \"hit rate:\"")
     for phase in ("load", "run"):
         mops = figures.get(phase, {}).get("mops")
         if mops is None:
