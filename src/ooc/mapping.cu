@@ -114,18 +114,10 @@ struct live_state {
   }
   std::unique_ptr<epoch_log> log;                    // crash-consistent mappings
   std::unique_ptr<backing_file> spill;               // volatile data, crash-consistent staging
-  device_buffer<std::byte> lines;
-  device_buffer<std::uint64_t> slot_word;
-  device_buffer<std::uint32_t> slot_gen;
-  device_buffer<std::uint32_t> dirty;
-  device_buffer<std::uint32_t> mask;
-  device_buffer<std::uint64_t> directory;
-  device_buffer<std::uint32_t> clock_hand;
-  device_buffer<unsigned long long> counters;
-  device_buffer<std::uint32_t> owner;
-  device_buffer<std::uint64_t> next_seq;
-  device_buffer<unsigned long long> hint_next;
-  device_buffer<unsigned long long> hint_recent;
+  // The GPU cache, its metadata and the request queue's GPU side in one allocation (a GPU
+  // allocation and its free cost tens of microseconds each, and the free waits for the device):
+  // the arrays of the kernels' view (cache_view) point into it; allocate_gpu_cache lays it out.
+  device_buffer<std::byte> gpu;
   pinned_buffer<std::uint64_t> hints;
   pinned_buffer<request> requests;
   pinned_buffer<response> responses;
@@ -328,6 +320,18 @@ void size_caches(mapping::impl& m, std::uint64_t free_bytes) {
   m.read_ahead_run = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, run / lb));
 }
 
+// Copies between host vectors and arrays of the GPU slab (live_state::gpu).
+template <class T>
+void to_gpu(T* dst, const std::vector<T>& src) {
+  check_cuda(cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice),
+             "cudaMemcpy");
+}
+template <class T>
+void from_gpu(std::vector<T>& dst, const T* src) {
+  check_cuda(cudaMemcpy(dst.data(), src, dst.size() * sizeof(T), cudaMemcpyDeviceToHost),
+             "cudaMemcpy");
+}
+
 // Allocates and clears the GPU cache and the request queue, and fills in the kernels' view. A
 // resident mapping has no misses, fills or hints: it gets no queue, hint ring or slot generations
 // (make_resident sets its directory and slot words).
@@ -342,20 +346,32 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
                                          mib(bytes) + " and " + mib(free_bytes) +
                                          " are free: lower gpu_cache_bytes");
   }
+  // One slab (live_state::gpu): the lines first (the allocation's alignment), then the arrays
+  // that start as zeros, cleared by one memset, then the directory, each at a 256-byte boundary.
+  const bool misses = !m.resident;
+  std::uint64_t at = 0;
+  const auto place = [&at](std::uint64_t array_bytes) {
+    const std::uint64_t offset = at;
+    at = (at + array_bytes + 255) / 256 * 256;
+    return offset;
+  };
+  const std::uint64_t lines_at = place(m.capacity * lb);
+  const std::uint64_t zeros_at = at;
+  const std::uint64_t dirty_at = place(m.capacity * 4ull);
+  const std::uint64_t mask_at = place(std::uint64_t{m.capacity} * mask_words * 4);
+  const std::uint64_t counters_at = place(kCounterShards * kShardStride * 8ull);
+  const std::uint64_t slot_word_at = place(m.capacity * 8ull);
+  const std::uint64_t slot_gen_at = place(misses ? m.capacity * 4ull : 0);
+  const std::uint64_t clock_at = place(misses ? 4 : 0);
+  const std::uint64_t owner_at = place(misses ? slots * 4ull : 0);
+  const std::uint64_t next_seq_at = place(misses ? slots * 8ull : 0);
+  const std::uint64_t hint_next_at = place(misses ? 8 : 0);
+  const std::uint64_t hint_recent_at = place(misses ? kHintSlots * 8ull : 0);
+  const std::uint64_t zeros_end = at;
+  const std::uint64_t directory_at = place(m.line_count * 8);
   try {
-    s.lines = device_buffer<std::byte>(m.capacity * lb);
-    s.slot_word = device_buffer<std::uint64_t>(m.capacity);
-    s.dirty = device_buffer<std::uint32_t>(m.capacity);
-    s.mask = device_buffer<std::uint32_t>(std::uint64_t{m.capacity} * mask_words);
-    s.directory = device_buffer<std::uint64_t>(m.line_count);
-    s.counters = device_buffer<unsigned long long>(kCounterShards * kShardStride);
-    if (!m.resident) {
-      s.slot_gen = device_buffer<std::uint32_t>(m.capacity);
-      s.clock_hand = device_buffer<std::uint32_t>(1);
-      s.owner = device_buffer<std::uint32_t>(slots);
-      s.next_seq = device_buffer<std::uint64_t>(slots);
-      s.hint_next = device_buffer<unsigned long long>(1);
-      s.hint_recent = device_buffer<unsigned long long>(kHintSlots);
+    s.gpu = device_buffer<std::byte>(at);
+    if (misses) {
       s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
       s.requests = pinned_buffer<request>(slots, true);
       s.responses = pinned_buffer<response>(slots, true);
@@ -368,37 +384,33 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
                                          " of GPU memory are free): " + e.what() +
                                          ": lower gpu_cache_bytes");
   }
-  s.dirty.fill_bytes(0);
-  s.mask.fill_bytes(0);
-  s.counters.fill_bytes(0);
-  if (!m.resident) {
-    s.slot_word.fill_bytes(0);
-    s.directory.fill_bytes(0xff);  // kNoSlot
-    s.slot_gen.fill_bytes(0);
-    s.clock_hand.fill_bytes(0);
-    s.owner.fill_bytes(0);
-    s.next_seq.fill_bytes(0);
-    s.hint_next.fill_bytes(0);
-    s.hint_recent.fill_bytes(0);
+  std::byte* base = s.gpu.data();
+  check_cuda(cudaMemset(base + zeros_at, 0, zeros_end - zeros_at), "cudaMemset");
+  if (misses) {
+    check_cuda(cudaMemset(base + directory_at, 0xff, m.line_count * 8), "cudaMemset");  // kNoSlot
     std::memset(static_cast<void*>(s.hints.data()), 0, s.hints.bytes());
     std::memset(static_cast<void*>(s.requests.data()), 0, s.requests.bytes());
     std::memset(static_cast<void*>(s.responses.data()), 0, s.responses.bytes());
   }
+  const auto in_slab = [base, misses](std::uint64_t offset, bool always) {
+    return always || misses ? static_cast<void*>(base + offset) : nullptr;
+  };
 
   cache_view& v = s.view;
-  v.lines = s.lines.data();
-  v.slot_word = s.slot_word.data();
-  v.slot_gen = s.slot_gen.data();
-  v.dirty = s.dirty.data();
-  v.mask = s.mask.data();
-  v.directory = s.directory.data();
-  v.clock_hand = s.clock_hand.data();
-  v.counters = s.counters.data();
-  v.queue = queue_view{s.requests.device_data(), s.responses.device_data(), s.owner.data(),
-                       s.next_seq.data(), slots};
+  v.lines = base + lines_at;
+  v.slot_word = static_cast<std::uint64_t*>(in_slab(slot_word_at, true));
+  v.slot_gen = static_cast<std::uint32_t*>(in_slab(slot_gen_at, false));
+  v.dirty = static_cast<std::uint32_t*>(in_slab(dirty_at, true));
+  v.mask = static_cast<std::uint32_t*>(in_slab(mask_at, true));
+  v.directory = static_cast<std::uint64_t*>(in_slab(directory_at, true));
+  v.clock_hand = static_cast<std::uint32_t*>(in_slab(clock_at, false));
+  v.counters = static_cast<unsigned long long*>(in_slab(counters_at, true));
+  v.queue = queue_view{s.requests.device_data(), s.responses.device_data(),
+                       static_cast<std::uint32_t*>(in_slab(owner_at, false)),
+                       static_cast<std::uint64_t*>(in_slab(next_seq_at, false)), slots};
   v.hints = s.hints.device_data();
-  v.hint_next = s.hint_next.data();
-  v.hint_recent = s.hint_recent.data();
+  v.hint_next = static_cast<unsigned long long*>(in_slab(hint_next_at, false));
+  v.hint_recent = static_cast<unsigned long long*>(in_slab(hint_recent_at, false));
   v.hint_slots = kHintSlots;
   v.bytes = m.size;
   v.line_count = m.line_count;
@@ -419,7 +431,7 @@ void make_resident(live_state& s, const mapping::impl& m) {
   if (held > 0) s.io->load_resident(held);
   if (held < m.line_count) {
     const std::uint64_t lb = m.line_bytes();
-    check_cuda(cudaMemset(s.lines.data() + held * lb, 0, (m.line_count - held) * lb), "cudaMemset");
+    check_cuda(cudaMemset(s.view.lines + held * lb, 0, (m.line_count - held) * lb), "cudaMemset");
   }
   std::vector<std::uint64_t> directory(m.line_count);
   std::vector<std::uint64_t> words(m.line_count);
@@ -427,8 +439,8 @@ void make_resident(live_state& s, const mapping::impl& m) {
     directory[l] = dir_entry(static_cast<std::uint32_t>(l), 0);
     words[l] = (l + 1) << 32;  // tag line + 1, not busy, no reference
   }
-  s.directory.copy_from_host(directory.data(), directory.size());
-  s.slot_word.copy_from_host(words.data(), words.size());
+  to_gpu(s.view.directory, directory);
+  to_gpu(s.view.slot_word, words);
   s.view.resident = true;
 }
 
@@ -626,11 +638,11 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   // Dirty lines in the GPU cache go to the host cache first; those copied are clean from then on.
   std::vector<std::uint32_t> dirty(m.capacity);
-  s.dirty.copy_to_host(dirty.data(), dirty.size());
+  from_gpu(dirty, s.view.dirty);
   const bool gpu_dirty =
       std::any_of(dirty.begin(), dirty.end(), [](std::uint32_t d) { return d != kClean; });
   std::vector<std::uint64_t> words(gpu_dirty ? m.capacity : 0);
-  if (gpu_dirty) s.slot_word.copy_to_host(words.data(), words.size());
+  if (gpu_dirty) from_gpu(words, s.view.slot_word);
   std::string failure;
   const auto in_range = [&](std::uint32_t slot) {
     if (dirty[slot] == kClean) return false;
@@ -665,7 +677,7 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
       }
     }
   }
-  if (gpu_dirty) s.dirty.copy_from_host(dirty.data(), dirty.size());
+  if (gpu_dirty) to_gpu(s.view.dirty, dirty);
   if (!failure.empty()) throw_error(errc::io, failure);
   if (s.log) {
     commit_epoch(s, m.line_bytes(), first, last);
@@ -705,7 +717,7 @@ mapping_stats mapping::stats() const {
   const impl& m = *impl_;
   const live_state& s = m.state();
   std::vector<unsigned long long> shards(kCounterShards * kShardStride);
-  s.counters.copy_to_host(shards.data(), shards.size());
+  from_gpu(shards, s.view.counters);
   std::uint64_t sum[kCounters] = {};
   for (std::uint32_t sh = 0; sh < kCounterShards; ++sh) {
     for (std::uint32_t c = 0; c < kCounters; ++c) sum[c] += shards[sh * kShardStride + c];
