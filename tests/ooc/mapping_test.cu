@@ -968,6 +968,86 @@ TEST(OocResident, ReadWriteLoadsEveryLineAtMapTimeAndWritesBackWhatWasStored) {
   EXPECT_EQ(read_file(path), over(before, expect));
 }
 
+// resident_ref: the view without miss paths sees and stores what ref() does, element and line
+// access alike, with the same statuses, and sync writes back what it stored.
+TEST(OocResident, TheResidentViewBehavesAsTheFullView) {
+  partly_mapped t("resv.bin", 12, lines(11) + 200, 25);
+  auto& expect = t.expect;
+  {
+    mapping m(t.path, t.size, 0, tiny(mode::read_write, 12, 6));
+    ASSERT_TRUE(m.resident());
+    const auto a = m.ref<std::uint32_t>();
+    const gpm::ooc::resident_array<std::uint32_t> r = m.resident_ref<std::uint32_t>();
+    ASSERT_EQ(r.size(), a.size());
+    ASSERT_EQ(r.elements_per_line(), a.elements_per_line());
+    const auto e = load(r, iota(r.size()));
+    expect_all(e.st, status::ok);
+    ASSERT_EQ(e.values, expect);
+    EXPECT_EQ(read_lines<8>(r).values, expect);
+    std::vector<std::uint64_t> idx;
+    std::vector<std::uint32_t> val;
+    for (std::uint64_t i = 3; i < r.size(); i += 11) {
+      idx.push_back(i);
+      val.push_back(static_cast<std::uint32_t>(i * 7 + 1));
+      expect[i] = val.back();
+    }
+    expect_all(store(r, idx, val), status::ok);
+    const auto add = numbers(r.size(), 5);
+    expect_all(write_lines<32>(r, add, access::read_write), status::ok);
+    for (std::size_t i = 0; i < expect.size(); ++i) expect[i] += add[i];
+    EXPECT_EQ(load(a, iota(a.size())).values, expect);  // one cache under both views
+    const auto past = load(r, {r.size(), r.size() + 1000});
+    expect_all(past.st, status::out_of_range);
+    expect_all(store(r, {r.size()}, {1u}), status::out_of_range);
+    EXPECT_EQ(m.stats().gpu_misses, 0u);
+    m.sync();
+    EXPECT_EQ(read_file(t.path), over(t.before, expect));
+  }
+  // A read mapping's resident view refuses stores as ref() does; a write mapping's, loads.
+  mapping rd(t.path, t.size, 0, tiny(mode::read, 12, 6));
+  expect_all(store(rd.resident_ref<std::uint32_t>(), {0, 7}, {1u, 2u}), status::read_only);
+  EXPECT_EQ(load(rd.resident_ref<std::uint32_t>(), iota(t.size / 4)).values, expect);
+  files f;
+  const std::string out = f.make("resv-w.bin", lines(4), 26);
+  const auto before = read_file(out);
+  mapping wr(out, lines(4), 0, tiny(mode::write, 4, 6));
+  const auto w = wr.resident_ref<std::uint32_t>();
+  expect_all(load(w, {0}).st, status::write_only);
+  expect_all(store(w, {5}, {0xfeedu}), status::ok);
+  wr.unmap();
+  auto written = as<std::uint32_t>(before);
+  written[5] = 0xfeed;
+  EXPECT_EQ(as<std::uint32_t>(read_file(out)), written);  // only the bytes stored went back
+}
+
+TEST(OocResident, TheResidentViewIsRefusedForMappingsThatAreNot) {
+  files f;
+  const std::string path = f.make("resn2.bin", lines(16), 27);
+  {
+    mapping small_cache(path, lines(16), 0, tiny(mode::read_write, 15, 6));
+    ASSERT_FALSE(small_cache.resident());
+    expect_error(gpm::errc::invalid_argument, "not resident",
+                 [&] { (void)small_cache.resident_ref<std::uint32_t>(); });
+  }
+  auto o = tiny(mode::read, 16, 6);
+  o.resident = false;
+  mapping off(path, lines(16), 0, o);
+  expect_error(gpm::errc::invalid_argument, "use ref()",
+               [&] { (void)off.resident_ref<float>(); });
+  EXPECT_NO_THROW((void)off.ref<float>());
+  // ref()'s element checks come first, as for ref().
+  mapping res(path, lines(16), 0, tiny(mode::read, 16, 6));
+  ASSERT_TRUE(res.resident());
+  struct three_bytes {
+    char c[3];
+  };
+  expect_error(gpm::errc::invalid_argument, "3-byte elements",
+               [&] { (void)res.resident_ref<three_bytes>(); });
+  res.unmap();
+  expect_error(gpm::errc::invalid_argument, "unmapped",
+               [&] { (void)res.resident_ref<std::uint32_t>(); });
+}
+
 TEST(OocResident, WriteModeStartsAtZeroAndWritesBackOnlyTheBytesStored) {
   partly_mapped t("resw.bin", 21, lines(20) + 96, 22);
   const std::string& path = t.path;
