@@ -499,6 +499,12 @@ gphash<Key>::~gphash() {
 }
 
 template <class Key>
+typename gphash<Key>::impl& gphash<Key>::self() const {
+  if (!impl_) throw_error(errc::invalid_argument, "gpm::gphash: this table was moved from");
+  return *impl_;
+}
+
+template <class Key>
 gphash<Key> gphash<Key>::create(pool& p, const std::string& name, const gphash_config& config,
                                 const gphash_options& options) {
   validate_config(config, impl::variable_keys);
@@ -614,70 +620,70 @@ void gphash<Key>::remove(pool& p, const std::string& name) {
 
 template <class Key>
 gphash_ref<Key> gphash<Key>::ref() const {
-  return gphash_ref<Key>(impl_->live_view());
+  return gphash_ref<Key>(self().live_view());
 }
 template <class Key>
 const gphash_config& gphash<Key>::config() const {
-  return impl_->config;
+  return self().config;
 }
 template <class Key>
 const gphash_options& gphash<Key>::options() const {
-  return impl_->options;
+  return self().options;
 }
 
 template <class Key>
 void gphash<Key>::insert(const Key* keys, const void* values, std::size_t n, hash_status* status,
                          cudaStream_t stream) {
-  impl_->template run<bulk_op::insert>(keys, values, nullptr, n, status, stream);
+  self().template run<bulk_op::insert>(keys, values, nullptr, n, status, stream);
 }
 template <class Key>
 void gphash<Key>::upsert(const Key* keys, const void* values, std::size_t n, hash_status* status,
                          cudaStream_t stream) {
-  impl_->template run<bulk_op::upsert>(keys, values, nullptr, n, status, stream);
+  self().template run<bulk_op::upsert>(keys, values, nullptr, n, status, stream);
 }
 template <class Key>
 void gphash<Key>::update(const Key* keys, const void* values, std::size_t n, hash_status* status,
                          cudaStream_t stream) {
-  impl_->template run<bulk_op::update>(keys, values, nullptr, n, status, stream);
+  self().template run<bulk_op::update>(keys, values, nullptr, n, status, stream);
 }
 template <class Key>
 void gphash<Key>::find(const Key* keys, std::size_t n, void* values_out, hash_status* status,
                        cudaStream_t stream) const {
-  impl_->template run<bulk_op::find>(keys, nullptr, values_out, n, status, stream);
+  self().template run<bulk_op::find>(keys, nullptr, values_out, n, status, stream);
 }
 template <class Key>
 void gphash<Key>::erase(const Key* keys, std::size_t n, hash_status* status, cudaStream_t stream) {
-  impl_->template run<bulk_op::erase>(keys, nullptr, nullptr, n, status, stream);
+  self().template run<bulk_op::erase>(keys, nullptr, nullptr, n, status, stream);
 }
 template <class Key>
 void gphash<Key>::reclaim(cudaStream_t stream) {
-  impl_->reclaim(stream);
+  self().reclaim(stream);
 }
 template <class Key>
 std::uint64_t gphash<Key>::make_room(const Key* keys, std::size_t n, cudaStream_t stream) {
-  return impl_->make_room(keys, nullptr, n, stream);
+  return self().make_room(keys, nullptr, n, stream);
 }
 template <class Key>
 void gphash<Key>::resize() {
-  impl_->grow();
+  self().grow();
 }
 template <class Key>
 gphash_recovery gphash<Key>::recover() {
-  return impl_->recover();
+  return self().recover();
 }
 template <class Key>
 const gphash_recovery& gphash<Key>::last_recovery() const {
-  return impl_->last;
+  return self().last;
 }
 template <class Key>
 std::uint64_t gphash<Key>::size() const {
-  return impl_->template scan<scan_op::count_items>(impl_->config.level_count);
+  return self().template scan<scan_op::count_items>(self().config.level_count);
 }
 template <class Key>
 std::uint64_t gphash<Key>::capacity() const {
   std::uint64_t slots = 0;
-  for (std::uint32_t d = 0; d < impl_->config.level_count; ++d) {
-    slots += impl_->level_slots(impl_->state.top - d);
+  for (std::uint32_t d = 0; d < self().config.level_count; ++d) {
+    slots += self().level_slots(self().state.top - d);
   }
   return slots;
 }
@@ -688,7 +694,7 @@ double gphash<Key>::load_factor() const {
 
 template <class Key>
 gphash_stats gphash<Key>::stats() const {
-  const impl& m = *impl_;
+  const impl& m = self();
   gphash_stats s;
   s.top_level = m.state.top;
   s.level_count = m.config.level_count;
@@ -764,7 +770,7 @@ void check_cache(const Impl& m, const table_view& v, gphash_check& out) {
 
 template <class Key>
 gphash_check gphash<Key>::check() const {
-  const impl& m = *impl_;
+  const impl& m = self();
   check_cuda(cudaDeviceSynchronize(), "GPHash check");
   gphash_check c;
   const table_view v = [&] {
@@ -848,26 +854,26 @@ template <class Key>
 void gphash<Key>::enable_cache(const cache_options& options) {
   require(options.fraction > 0 && options.fraction <= 1,
           "gphash::enable_cache: fraction must be in (0, 1]");
-  impl_->drop_cache();
-  impl_->cache_opts = options;
-  impl_->restart_cache();
+  self().drop_cache();
+  self().cache_opts = options;
+  self().restart_cache();
 }
 template <class Key>
 void gphash<Key>::disable_cache() {
-  impl_->drop_cache();
+  self().drop_cache();
 }
 template <class Key>
 bool gphash<Key>::cache_enabled() const {
-  return impl_->cache != nullptr;
+  return self().cache != nullptr;
 }
 template <class Key>
 void gphash<Key>::reload_cache() {
-  require(impl_->cache != nullptr, "gphash::reload_cache: the bucket cache is not enabled");
-  impl_->reload_cache();
+  require(self().cache != nullptr, "gphash::reload_cache: the bucket cache is not enabled");
+  self().reload_cache();
 }
 template <class Key>
 void gphash<Key>::wait_cache_reload() const {
-  impl_->wait_cache();
+  self().wait_cache();
 }
 
 template class gphash<std::uint64_t>;

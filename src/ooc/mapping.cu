@@ -574,8 +574,15 @@ mapping& mapping::operator=(mapping&& o) noexcept {
   return *this;
 }
 
+mapping::impl& mapping::self() const {
+  if (!impl_) {
+    throw_error(errc::invalid_argument, "gpm::ooc::mapping: this mapping was moved from");
+  }
+  return *impl_;
+}
+
 void mapping::check_element(std::size_t bytes) const {
-  const impl& m = *impl_;
+  const impl& m = self();
   m.state();
   const std::string what = "gpm::ooc::mapping of " + m.name + ": ";
   if (m.size % bytes != 0) {
@@ -596,7 +603,7 @@ void mapping::check_element(std::size_t bytes) const {
 }
 
 void mapping::check_resident() const {
-  const impl& m = *impl_;
+  const impl& m = self();
   if (!m.resident) {
     throw_error(errc::invalid_argument,
                 "gpm::ooc::mapping of " + m.name +
@@ -606,7 +613,7 @@ void mapping::check_resident() const {
   }
 }
 
-detail::ooc::cache_view mapping::view() const { return impl_->state().view; }
+detail::ooc::cache_view mapping::view() const { return self().state().view; }
 
 // The crash-consistent write-back of lines [first, last]: their changes since the last epoch
 // (staged in the spill file or dirty in the host cache) become the next epoch of the log, which
@@ -639,10 +646,10 @@ void commit_epoch(live_state& s, std::uint64_t lb, std::uint64_t first, std::uin
 
 }  // namespace
 
-void mapping::sync() { sync(0, impl_->size); }
+void mapping::sync() { sync(0, self().size); }
 
 void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
-  impl& m = *impl_;
+  impl& m = self();
   live_state& s = m.state();
   const auto [first, last] = m.lines_of(offset, bytes);
   if (bytes == 0 || m.options.mode == mode::read || m.options.mode == mode::volatile_data) return;
@@ -700,7 +707,7 @@ void mapping::sync(std::uint64_t offset, std::uint64_t bytes) {
 }
 
 void mapping::prefetch(std::uint64_t offset, std::uint64_t bytes, cudaStream_t stream) {
-  impl& m = *impl_;
+  impl& m = self();
   live_state& s = m.state();
   const auto [first, last] = m.lines_of(offset, bytes);
   if (bytes == 0 || m.options.mode == mode::write || s.view.resident) return;
@@ -725,7 +732,7 @@ void mapping::unmap() {
 bool mapping::mapped() const { return impl_ && impl_->live; }
 
 mapping_stats mapping::stats() const {
-  const impl& m = *impl_;
+  const impl& m = self();
   const live_state& s = m.state();
   std::vector<unsigned long long> shards(kCounterShards * kShardStride);
   from_gpu(shards, s.view.counters);
@@ -778,19 +785,19 @@ mapping_stats mapping::stats() const {
   return r;
 }
 
-const epoch_recovery& mapping::last_recovery() const { return impl_->recovery; }
+const epoch_recovery& mapping::last_recovery() const { return self().recovery; }
 
-const std::string& mapping::path() const { return impl_->paths.front(); }
-const std::vector<std::string>& mapping::paths() const { return impl_->paths; }
-std::uint64_t mapping::size() const { return impl_->size; }
-std::uint64_t mapping::offset() const { return impl_->offset; }
-const mapping_options& mapping::options() const { return impl_->options; }
-std::uint64_t mapping::gpu_cache_lines() const { return impl_->capacity; }
-std::uint64_t mapping::host_cache_lines() const { return impl_->host_lines; }
-bool mapping::resident() const { return impl_->state().view.resident; }
+const std::string& mapping::path() const { return self().paths.front(); }
+const std::vector<std::string>& mapping::paths() const { return self().paths; }
+std::uint64_t mapping::size() const { return self().size; }
+std::uint64_t mapping::offset() const { return self().offset; }
+const mapping_options& mapping::options() const { return self().options; }
+std::uint64_t mapping::gpu_cache_lines() const { return self().capacity; }
+std::uint64_t mapping::host_cache_lines() const { return self().host_lines; }
+bool mapping::resident() const { return self().state().view.resident; }
 bool mapping::direct_io() const {
-  const live_state& s = impl_->state();
-  return !s.files.empty() && impl_->line_bytes() % kDirectAlign == 0 &&
+  const live_state& s = self().state();
+  return !s.files.empty() && self().line_bytes() % kDirectAlign == 0 &&
          std::all_of(s.files.begin(), s.files.end(), [](const auto& f) { return f->direct(); });
 }
 

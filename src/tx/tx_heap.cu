@@ -526,11 +526,16 @@ tx_heap tx_heap::open(pool& p, std::string_view name, const tx_geometry& expecte
   return tx_heap(recovered(p, name, h, options));
 }
 
-tx_ref tx_heap::ref() const { return tx_ref(impl_->view); }
+tx_heap::impl& tx_heap::self() const {
+  if (!impl_) throw_error(errc::invalid_argument, "gpm::tx_heap: this heap was moved from");
+  return *impl_;
+}
+
+tx_ref tx_heap::ref() const { return tx_ref(self().view); }
 
 T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
                                     cudaStream_t stream, const void* kernel) {
-  impl& st = *impl_;
+  impl& st = self();
   const tx_options& o = st.options;
   const bool adaptive = o.mode == tx_mode::adaptive;
   require(blocks >= 1, "tx_heap::launch: blocks must be at least 1");
@@ -575,7 +580,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
 }
 
 void tx_heap::launched(cudaStream_t stream) {
-  impl& st = *impl_;
+  impl& st = self();
   if (st.options.mode != tx_mode::adaptive) return;
   gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
               true, false);
@@ -584,31 +589,31 @@ void tx_heap::launched(cudaStream_t stream) {
 
 void tx_heap::sync(cudaStream_t stream) {
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (tx_heap::sync)");
-  if (impl_->options.mode == tx_mode::volatile_only) return;
+  if (self().options.mode == tx_mode::volatile_only) return;
   std::uint64_t committed = 0;
-  check_cuda(cudaMemcpyAsync(&committed, impl_->seq.data(), sizeof committed,
+  check_cuda(cudaMemcpyAsync(&committed, self().seq.data(), sizeof committed,
                              cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync (tx_heap::sync)");
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (tx_heap::sync)");
-  if (impl_->options.mode == tx_mode::undo) {
+  if (self().options.mode == tx_mode::undo) {
     // Each undo commit was durable in the home image when it returned.
-    const std::lock_guard lock(impl_->mutex);
-    impl_->rep.mark_applied(committed);
+    const std::lock_guard lock(self().mutex);
+    self().rep.mark_applied(committed);
     return;
   }
   // A pass applies at most a batch: passes follow each other while they make progress. Records
   // of kernels in other streams may still be on their way.
-  for (std::uint64_t last = 0, now = 0; (now = impl_->pass()) < committed; last = now) {
+  for (std::uint64_t last = 0, now = 0; (now = self().pass()) < committed; last = now) {
     if (now == last) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
 std::uint64_t tx_heap::durable_seq() {
-  return impl_->options.mode == tx_mode::volatile_only ? 0 : impl_->pass();
+  return self().options.mode == tx_mode::volatile_only ? 0 : self().pass();
 }
 
 void tx_heap::store(std::uint64_t first, const std::uint32_t* values, std::uint64_t count) {
-  const std::uint64_t words = impl_->geometry.words;
+  const std::uint64_t words = self().geometry.words;
   require(first <= words && count <= words - first,
           "tx_heap::store: words [" + std::to_string(first) + ", " + std::to_string(first + count) +
               ") are outside " + name() + "'s " + std::to_string(words) + " words");
@@ -617,55 +622,55 @@ void tx_heap::store(std::uint64_t first, const std::uint32_t* values, std::uint6
                                  " words from a null pointer; nothing was stored");
   // Every logged commit must be in the home image first, or applying it later would undo this.
   sync(nullptr);
-  std::uint32_t* home = impl_->rep.media().home() + first;
+  std::uint32_t* home = self().rep.media().home() + first;
   std::memcpy(home, values, count * sizeof *values);
   persist_at("tx.store.home", home, count * sizeof *values);
-  check_cuda(cudaMemcpy(impl_->work.data() + first, values, count * sizeof *values,
+  check_cuda(cudaMemcpy(self().work.data() + first, values, count * sizeof *values,
                         cudaMemcpyHostToDevice),
              "cudaMemcpy (tx_heap::store)");
 }
 
 void tx_heap::load(std::uint64_t first, std::uint32_t* out, std::uint64_t count) const {
-  const std::uint64_t words = impl_->geometry.words;
+  const std::uint64_t words = self().geometry.words;
   require(first <= words && count <= words - first,
           "tx_heap::load: words [" + std::to_string(first) + ", " + std::to_string(first + count) +
               ") are outside " + name() + "'s " + std::to_string(words) + " words");
   if (count == 0) return;
   require(out != nullptr, "tx_heap::load: " + std::to_string(count) + " words into a null pointer");
   check_cuda(
-      cudaMemcpy(out, impl_->work.data() + first, count * sizeof *out, cudaMemcpyDeviceToHost),
+      cudaMemcpy(out, self().work.data() + first, count * sizeof *out, cudaMemcpyDeviceToHost),
       "cudaMemcpy (tx_heap::load)");
 }
 
-const tx_recovery& tx_heap::last_recovery() const { return impl_->recovery; }
+const tx_recovery& tx_heap::last_recovery() const { return self().recovery; }
 
 tx_stats tx_heap::stats() const {
   tx_stats s;
-  std::vector<std::uint64_t> counters(impl_->counters.size());
-  impl_->counters.copy_to_host(counters.data(), counters.size());
+  std::vector<std::uint64_t> counters(self().counters.size());
+  self().counters.copy_to_host(counters.data(), counters.size());
   for (std::size_t i = 0; i < counters.size(); i += T::kCounters) {
     s.commits += counters[i];
     s.aborts += counters[i + 1];
     s.ring_commits += counters[i + 2];
   }
   T::bandwidth_monitor m;
-  impl_->monitor.copy_to_host(&m, 1);
+  self().monitor.copy_to_host(&m, 1);
   s.slices_on = m.slices_on;
   s.slices_off = m.slices_off;
   s.switches = m.switches;
-  s.switch_threshold = impl_->threshold;
-  s.ring_commit_rate = impl_->ring_commit_rate;
-  s.direct_commit_rate = impl_->direct_commit_rate;
-  s.launches = impl_->launches;
-  s.ring_launches = impl_->ring_launches;
-  s.persisted_bytes = impl_->persisted_bytes();
-  const std::lock_guard lock(impl_->mutex);
-  s.durable_seq = impl_->rep.applied();
+  s.switch_threshold = self().threshold;
+  s.ring_commit_rate = self().ring_commit_rate;
+  s.direct_commit_rate = self().direct_commit_rate;
+  s.launches = self().launches;
+  s.ring_launches = self().ring_launches;
+  s.persisted_bytes = self().persisted_bytes();
+  const std::lock_guard lock(self().mutex);
+  s.durable_seq = self().rep.applied();
   return s;
 }
 
-const tx_geometry& tx_heap::geometry() const { return impl_->geometry; }
-const tx_options& tx_heap::options() const { return impl_->options; }
-const std::string& tx_heap::name() const { return impl_->name; }
+const tx_geometry& tx_heap::geometry() const { return self().geometry; }
+const tx_options& tx_heap::options() const { return self().options; }
+const std::string& tx_heap::name() const { return self().name; }
 
 }  // namespace gpm

@@ -331,6 +331,19 @@ TEST(Gphash, ReservedKeysAreRejected) {
   EXPECT_EQ(st[2], hash_status::inserted);
 }
 
+TEST(Gphash, AMovedFromTableIsEmptyNotACrash) {
+  fixture f;
+  auto t = gpm::gphash<std::uint64_t>::create(f.pool, "kv", {.value_bytes = 8, .top_level = 3});
+  auto moved = std::move(t);
+  gpm::device_buffer<std::uint64_t> keys(1), values(1);
+  gpm::device_buffer<hash_status> st(1);
+  gpm::test::expect_error(gpm::errc::invalid_argument, "moved from",
+                          [&] { t.insert(keys.data(), values.data(), 1, st.data()); });  // NOLINT
+  gpm::test::expect_error(gpm::errc::invalid_argument, "moved from", [&] { (void)t.ref(); });
+  gpm::test::expect_error(gpm::errc::invalid_argument, "moved from", [&] { (void)t.size(); });
+  EXPECT_EQ(moved.config().value_bytes, 8u);
+}
+
 TEST(Gphash, TooLongVariableKeysAreRejected) {
   fixture f;
   auto t = gpm::gphash<gpm::varkey>::create(

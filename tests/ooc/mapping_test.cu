@@ -809,6 +809,14 @@ TEST(OocMapping, UnmapEndsTheMappingOnce) {
   mapping again(path, lines(4), 0, tiny(mode::read_write));
   mapping moved(std::move(again));
   EXPECT_TRUE(moved.mapped());
+  // What is left behind is empty: never a crash, a clear error from anything that needs a mapping.
+  EXPECT_FALSE(again.mapped());  // NOLINT(bugprone-use-after-move): on purpose
+  again.unmap();
+  expect_error(gpm::errc::invalid_argument, "moved from", [&] { (void)again.size(); });
+  expect_error(gpm::errc::invalid_argument, "moved from", [&] { again.ref<int>(); });
+  expect_error(gpm::errc::invalid_argument, "moved from", [&] { again.sync(); });
+  expect_error(gpm::errc::invalid_argument, "moved from", [&] { again.stats(); });
+  expect_error(gpm::errc::invalid_argument, "moved from", [&] { (void)again.resident(); });
   moved = mapping(f.make("other.bin", lines(4), 17), lines(2), lines(2), tiny(mode::read));
   EXPECT_EQ(moved.offset(), lines(2));
   EXPECT_EQ(moved.options().mode, mode::read);

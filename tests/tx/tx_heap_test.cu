@@ -249,6 +249,14 @@ TEST_F(TxHeap, CreatesAZeroHeapAndReopensItWithItsGeometry) {
   EXPECT_EQ(again.options().mode, tx_mode::direct);
   const auto obj = p.get("h");
   EXPECT_EQ(obj.type_tag, gpm::detail::tx::kTypeTag);
+  // A moved-from handle is empty: a clear error, never a crash; the heap lives on in the other.
+  auto moved = std::move(again);
+  expect_error(gpm::errc::invalid_argument, [&] { (void)again.geometry(); });  // NOLINT
+  expect_error(gpm::errc::invalid_argument, [&] { (void)again.ref(); });
+  expect_error(gpm::errc::invalid_argument, [&] { again.sync(); });
+  expect_error(gpm::errc::invalid_argument, [&] { (void)again.stats(); });
+  EXPECT_EQ(moved.geometry(), kGeometry);
+  moved.sync();
 }
 
 TEST_F(TxHeap, CreateRejectsBadGeometryOptionsTakenNamesAndFullPools) {

@@ -150,6 +150,8 @@ class gphash {
   // of object), busy (the table is open in this process); then nothing is freed.
   static void remove(pool& pool, const std::string& name);
 
+  // A table moved from is empty: every member but assignment and the destructor throws
+  // invalid_argument.
   gphash(gphash&&) noexcept;
   gphash& operator=(gphash&&) noexcept;
   ~gphash();
@@ -209,6 +211,7 @@ class gphash {
 
  private:
   explicit gphash(std::unique_ptr<impl> impl);
+  impl& self() const;  // throws invalid_argument once moved from
   std::unique_ptr<impl> impl_;
 };
 

@@ -188,6 +188,8 @@ class mapping {
           const mapping_options& options = {});
   // Unmaps (see unmap()); if that fails, names on stderr what could not be written back.
   ~mapping();
+  // A mapping moved from is empty: mapped() is false, unmap() does nothing, and every other
+  // member throws invalid_argument.
   mapping(mapping&&) noexcept;
   mapping& operator=(mapping&&) noexcept;
 
@@ -245,6 +247,7 @@ class mapping {
   struct impl;
 
  private:
+  impl& self() const;  // throws invalid_argument once moved from
   void check_element(std::size_t bytes) const;
   void check_resident() const;
   detail::ooc::cache_view view() const;

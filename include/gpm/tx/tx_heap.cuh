@@ -166,6 +166,8 @@ class tx_heap {
   static tx_heap open(pool& p, std::string_view name, const tx_geometry& expected,
                       const tx_options& options = {});
 
+  // A heap moved from is empty: every member but assignment and the destructor throws
+  // invalid_argument.
   tx_heap(tx_heap&&) noexcept;
   tx_heap& operator=(tx_heap&&) noexcept;
   ~tx_heap();
@@ -222,6 +224,7 @@ class tx_heap {
 
  private:
   explicit tx_heap(std::unique_ptr<impl> impl);
+  impl& self() const;  // throws invalid_argument once moved from
   // `kernel` names what the launch runs (adaptive mode learns per kernel).
   detail::tx::launch_plan plan_launch(std::uint32_t blocks, std::uint32_t workers,
                                       cudaStream_t stream, const void* kernel);
