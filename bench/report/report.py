@@ -187,6 +187,12 @@ def mode_labels(records):
     return labels
 
 
+def run_label(r):
+    """A record's run: its timestamp, and the commit it was measured at where it names one (an
+    A/B's sides and a directory of builds compared in turn differ only there)."""
+    return f"{r['timestamp']} at `{r['commit']}`" if r.get("commit") else r["timestamp"]
+
+
 def newest_table(records, with_run):
     """The main table; with_run adds the run (timestamp) column when rows come from several runs."""
     run_head, run_rule = ("run | ", "--- | ") if with_run else ("", "")
@@ -197,7 +203,7 @@ def newest_table(records, with_run):
         s = r["spread"]
         unit = r["throughput"]["unit"]
         low, high = quartile_throughputs(r)
-        run = f"{r['timestamp']} | " if with_run else ""
+        run = f"{run_label(r)} | " if with_run else ""
         rows.append(
             f"| {run}{r['mode']} | {format_sizes(r['sizes'])} | {r['repeats']} "
             f"(+{r['warmup']} warm-up) | {human_seconds(r['median_s'])} | "
@@ -212,7 +218,7 @@ def history_table(records):
     rows = ["| run | backend | mode | median | throughput | ratio to ceiling |",
             "| --- | --- | --- | --- | --- | --- |"]
     for r in sorted(records, key=lambda r: r["timestamp"], reverse=True):
-        rows.append(f"| {r['timestamp']} | {r['backend']} | {r['mode']} | "
+        rows.append(f"| {run_label(r)} | {r['backend']} | {r['mode']} | "
                     f"{human_seconds(r['median_s'])} | {r['throughput']['value']:.4g} "
                     f"{r['throughput']['unit']} | {format_ratios(r)} |")
     return rows
@@ -286,7 +292,7 @@ def workload_section(plt, workload, records, out_dir):
     runs = sorted({r["timestamp"] for r in shown})
     lines = [f"## {workload}", ""]
     if len(runs) == 1:
-        lines += [f"Run {runs[0]}, {shown[0]['backend']} backend.", ""]
+        lines += [f"Run {run_label(shown[0])}, {shown[0]['backend']} backend.", ""]
     else:
         lines += [f"The newest record of each mode, from {len(runs)} runs; ratios are always "
                   "to ceilings of the record's own run.", ""]
