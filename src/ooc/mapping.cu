@@ -340,12 +340,6 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   const std::uint32_t slots = m.options.queue_slots;
   const std::uint32_t mask_words =
       m.options.mode == mode::write ? static_cast<std::uint32_t>(lb / kMaskGranule / 32) : 0;
-  const std::uint64_t bytes = m.capacity * (lb + 16 + mask_words * 4ull) + m.line_count * 8;
-  if (free_bytes != 0 && bytes > free_bytes) {
-    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
-                                         mib(bytes) + " and " + mib(free_bytes) +
-                                         " are free: lower gpu_cache_bytes");
-  }
   // One slab (live_state::gpu): the lines first (the allocation's alignment), then the arrays
   // that start as zeros, cleared by one memset, then the directory, each at a 256-byte boundary.
   const bool misses = !m.resident;
@@ -369,8 +363,14 @@ void allocate_gpu_cache(live_state& s, const mapping::impl& m, std::uint64_t fre
   const std::uint64_t hint_recent_at = place(misses ? kHintSlots * 8ull : 0);
   const std::uint64_t zeros_end = at;
   const std::uint64_t directory_at = place(m.line_count * 8);
+  const std::uint64_t bytes = at;
+  if (free_bytes != 0 && bytes > free_bytes) {
+    throw_error(errc::out_of_memory, "gpm::ooc::mapping of " + m.name + ": the GPU cache needs " +
+                                         mib(bytes) + " and " + mib(free_bytes) +
+                                         " are free: lower gpu_cache_bytes");
+  }
   try {
-    s.gpu = device_buffer<std::byte>(at);
+    s.gpu = device_buffer<std::byte>(bytes);
     if (misses) {
       s.hints = pinned_buffer<std::uint64_t>(kHintSlots, true);
       s.requests = pinned_buffer<request>(slots, true);
