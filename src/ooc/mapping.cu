@@ -602,17 +602,6 @@ void mapping::check_element(std::size_t bytes) const {
   }
 }
 
-void mapping::check_resident() const {
-  const impl& m = self();
-  if (!m.resident) {
-    throw_error(errc::invalid_argument,
-                "gpm::ooc::mapping of " + m.name +
-                    " is not resident (its GPU cache holds " + std::to_string(m.capacity) +
-                    " of its " + std::to_string(m.line_count) +
-                    " lines, or mapping_options::resident is off): use ref(), not resident_ref()");
-  }
-}
-
 detail::ooc::cache_view mapping::view() const { return self().state().view; }
 
 // The crash-consistent write-back of lines [first, last]: their changes since the last epoch

@@ -141,21 +141,21 @@ using gpm::test::expect_error;
 
 // ---- kernels ------------------------------------------------------------------------------
 
-template <class T, bool R = false>
-__global__ void load_kernel(gpm::ooc::array<T, R> a, const std::uint64_t* idx, std::uint64_t n, T* out,
+template <class T>
+__global__ void load_kernel(gpm::ooc::array<T> a, const std::uint64_t* idx, std::uint64_t n, T* out,
                             status* st) {
   for (std::uint64_t k : gpm::grid_stride(n)) st[k] = a.get(idx[k], out[k]);
 }
 
-template <class T, bool R = false>
-__global__ void store_kernel(gpm::ooc::array<T, R> a, const std::uint64_t* idx, std::uint64_t n,
+template <class T>
+__global__ void store_kernel(gpm::ooc::array<T> a, const std::uint64_t* idx, std::uint64_t n,
                              const T* values, status* st) {
   for (std::uint64_t k : gpm::grid_stride(n)) st[k] = a.set(idx[k], values[k]);
 }
 
 // Copies the whole array to `out`, a line per tile of G threads.
-template <unsigned G, class T, bool R = false>
-__global__ void line_read_kernel(gpm::ooc::array<T, R> a, T* out, status* st) {
+template <unsigned G, class T>
+__global__ void line_read_kernel(gpm::ooc::array<T> a, T* out, status* st) {
   const auto tile = gpm::make_tile<G>();
   const std::uint64_t lines = (a.size() + a.elements_per_line() - 1) / a.elements_per_line();
   for (std::uint64_t l : gpm::grid_stride<G>(lines)) {
@@ -172,8 +172,8 @@ __global__ void line_read_kernel(gpm::ooc::array<T, R> a, T* out, status* st) {
 
 // Writes values[i] to every element, a whole line per tile of G threads (access::write), or with
 // access::read_write adds values[i] to what is there.
-template <unsigned G, class T, bool R = false>
-__global__ void line_write_kernel(gpm::ooc::array<T, R> a, const T* values, access intent,
+template <unsigned G, class T>
+__global__ void line_write_kernel(gpm::ooc::array<T> a, const T* values, access intent,
                                   status* st) {
   const auto tile = gpm::make_tile<G>();
   const std::uint64_t lines = (a.size() + a.elements_per_line() - 1) / a.elements_per_line();
@@ -201,26 +201,26 @@ struct loaded {
   std::vector<status> st;
 };
 
-template <class T, bool R>
-loaded<T> load(const gpm::ooc::array<T, R>& a, const std::vector<std::uint64_t>& idx,
+template <class T>
+loaded<T> load(const gpm::ooc::array<T>& a, const std::vector<std::uint64_t>& idx,
                unsigned blocks = kBlocks) {
   auto d_idx = gpm::test::to_device(idx);
   gpm::device_buffer<T> out(idx.size());
   out.fill_bytes(0);
   gpm::device_buffer<status> st(idx.size());
-  gpm::launch(load_kernel<T, R>, blocks, kThreads, 0, nullptr, a, d_idx.data(),
+  gpm::launch(load_kernel<T>, blocks, kThreads, 0, nullptr, a, d_idx.data(),
               std::uint64_t{idx.size()}, out.data(), st.data());
   gpm::check_cuda(cudaDeviceSynchronize(), "load_kernel");
   return {gpm::test::to_host(out), gpm::test::to_host(st)};
 }
 
-template <class T, bool R>
-std::vector<status> store(const gpm::ooc::array<T, R>& a, const std::vector<std::uint64_t>& idx,
+template <class T>
+std::vector<status> store(const gpm::ooc::array<T>& a, const std::vector<std::uint64_t>& idx,
                           const std::vector<T>& values) {
   auto d_idx = gpm::test::to_device(idx);
   auto d_val = gpm::test::to_device(values);
   gpm::device_buffer<status> st(idx.size());
-  gpm::launch(store_kernel<T, R>, kBlocks, kThreads, 0, nullptr, a, d_idx.data(),
+  gpm::launch(store_kernel<T>, kBlocks, kThreads, 0, nullptr, a, d_idx.data(),
               std::uint64_t{idx.size()}, d_val.data(), st.data());
   gpm::check_cuda(cudaDeviceSynchronize(), "store_kernel");
   return gpm::test::to_host(st);
@@ -230,22 +230,22 @@ inline std::uint64_t line_count(std::uint64_t elements, std::uint32_t per_line) 
   return (elements + per_line - 1) / per_line;
 }
 
-template <unsigned G, class T, bool R>
-loaded<T> read_lines(const gpm::ooc::array<T, R>& a) {
+template <unsigned G, class T>
+loaded<T> read_lines(const gpm::ooc::array<T>& a) {
   gpm::device_buffer<T> out(a.size());
   out.fill_bytes(0);
   gpm::device_buffer<status> st(line_count(a.size(), a.elements_per_line()));
-  gpm::launch(line_read_kernel<G, T, R>, kBlocks, kThreads, 0, nullptr, a, out.data(), st.data());
+  gpm::launch(line_read_kernel<G, T>, kBlocks, kThreads, 0, nullptr, a, out.data(), st.data());
   gpm::check_cuda(cudaDeviceSynchronize(), "line_read_kernel");
   return {gpm::test::to_host(out), gpm::test::to_host(st)};
 }
 
-template <unsigned G, class T, bool R>
-std::vector<status> write_lines(const gpm::ooc::array<T, R>& a, const std::vector<T>& values,
+template <unsigned G, class T>
+std::vector<status> write_lines(const gpm::ooc::array<T>& a, const std::vector<T>& values,
                                 access intent) {
   auto d_val = gpm::test::to_device(values);
   gpm::device_buffer<status> st(line_count(a.size(), a.elements_per_line()));
-  gpm::launch(line_write_kernel<G, T, R>, kBlocks, kThreads, 0, nullptr, a, d_val.data(), intent,
+  gpm::launch(line_write_kernel<G, T>, kBlocks, kThreads, 0, nullptr, a, d_val.data(), intent,
               st.data());
   gpm::check_cuda(cudaDeviceSynchronize(), "line_write_kernel");
   return gpm::test::to_host(st);

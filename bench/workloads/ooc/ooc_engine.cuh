@@ -218,8 +218,11 @@ class runner {
     // unmapping (write-back and fdatasync), as metrics map_s, passes_s, sync_s, unmap_s.
     lap_timer laps;
     std::vector<gpm::ooc::mapping> maps;
+    ooc_arrays acc;
     gpm::device_buffer<std::uint32_t> error(1);
     error.fill_bytes(0);
+    acc.small = small_->data();
+    acc.error = error.data();
     for (int a = 0; a < narrays(); ++a) {
       gpm::ooc::mapping_options o;
       o.line_bytes = s_.line;
@@ -246,17 +249,26 @@ class runner {
         o.spill_dir = dir_;
         maps.emplace_back(std::string(), pb_.array_bytes(a), 0, o);
       }
+      acc.a[a] = maps.back().ref<float>();
+      if (pb_.array_bytes(a) % sizeof(float4) == 0) acc.a4[a] = maps.back().ref<float4>();
     }
     const double map_s = laps.lap();
-    // With every mapping resident (the problem fits the GPU cap), the kernels take the views
-    // without miss paths (mapping::resident_ref): their direct path's registers only.
-    const bool resident = std::all_of(maps.begin(), maps.end(),
-                                      [](const gpm::ooc::mapping& m) { return m.resident(); });
-    if (resident) {
-      run_passes(views<true>(maps, error.data()));
-    } else {
-      run_passes(views<false>(maps, error.data()));
+    // Windows of a pass alternate between two streams, so one window's misses overlap the
+    // tail of the one before; the streams join at the end of each pass (the next reads its
+    // output).
+    gpm::stream s, s2;
+    gpm::event joined, joined2;
+    for (const pass& p : pb_.passes) {
+      const std::uint64_t w = window_items(p);
+      for (std::uint64_t lo = 0, k = 0; lo < pb_.items; lo += w, ++k) {
+        launch(p, acc, lo, std::min(pb_.items, lo + w), k % 2 == 0 ? s : s2);
+      }
+      joined.record(s);
+      joined2.record(s2);
+      gpm::check_cuda(cudaStreamWaitEvent(s, joined2.get(), 0), "cudaStreamWaitEvent");
+      gpm::check_cuda(cudaStreamWaitEvent(s2, joined.get(), 0), "cudaStreamWaitEvent");
     }
+    gpm::check_cuda(cudaStreamSynchronize(s), "ooc pass kernels");
     const double passes_s = laps.lap();
     std::uint32_t err = 0;
     error.copy_to_host(&err, 1);
@@ -333,7 +345,6 @@ class runner {
                {"map_host_cache_s", map_host_cache_s},
                {"map_load_s", map_load_s},
                {"passes_s", passes_s},
-               {"resident_views", resident ? 1.0 : 0.0},
                {"sync_s", sync_s},
                {"unmap_s", unmap_s}};
     return t;
@@ -529,47 +540,6 @@ class runner {
         hi = mid - 1;
     }
     return lo;
-  }
-
-  // The kernels' views of the mappings (resident_ref or ref), float and, where the array's size
-  // allows, float4.
-  template <bool Resident>
-  ooc_arrays<Resident> views(const std::vector<gpm::ooc::mapping>& maps,
-                             std::uint32_t* error) const {
-    ooc_arrays<Resident> acc;
-    acc.small = small_->data();
-    acc.error = error;
-    for (int a = 0; a < narrays(); ++a) {
-      const bool quads = pb_.array_bytes(a) % sizeof(float4) == 0;
-      if constexpr (Resident) {
-        acc.a[a] = maps[a].template resident_ref<float>();
-        if (quads) acc.a4[a] = maps[a].template resident_ref<float4>();
-      } else {
-        acc.a[a] = maps[a].template ref<float>();
-        if (quads) acc.a4[a] = maps[a].template ref<float4>();
-      }
-    }
-    return acc;
-  }
-
-  // gpmkit's passes, in order, and waits for them. Windows of a pass alternate between two
-  // streams, so one window's misses overlap the tail of the one before; the streams join at the
-  // end of each pass (the next reads its output).
-  template <class Acc>
-  void run_passes(const Acc& acc) {
-    gpm::stream s, s2;
-    gpm::event joined, joined2;
-    for (const pass& p : pb_.passes) {
-      const std::uint64_t w = window_items(p);
-      for (std::uint64_t lo = 0, k = 0; lo < pb_.items; lo += w, ++k) {
-        launch(p, acc, lo, std::min(pb_.items, lo + w), k % 2 == 0 ? s : s2);
-      }
-      joined.record(s);
-      joined2.record(s2);
-      gpm::check_cuda(cudaStreamWaitEvent(s, joined2.get(), 0), "cudaStreamWaitEvent");
-      gpm::check_cuda(cudaStreamWaitEvent(s2, joined.get(), 0), "cudaStreamWaitEvent");
-    }
-    gpm::check_cuda(cudaStreamSynchronize(s), "ooc pass kernels");
   }
 
   // Every mode launches a pass with at most the blocks the GPU runs at once

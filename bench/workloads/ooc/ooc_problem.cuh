@@ -116,13 +116,11 @@ struct device_arrays {
   __device__ void add_small(std::uint32_t k, float v) const { atomicAdd(small + k, v); }
 };
 
-// gpm::ooc::array views over mappings of whole arrays (Resident: resident_array views, every
-// mapping resident). An access that fails (io_error) raises *error to its status and reads as 0,
-// so the run fails its check instead of hanging.
-template <bool Resident>
+// gpm::ooc::array views over mappings of whole arrays. An access that fails (io_error) raises
+// *error to its status and reads as 0, so the run fails its check instead of hanging.
 struct ooc_arrays {
-  gpm::ooc::array<float, Resident> a[kMaxArrays];
-  gpm::ooc::array<float4, Resident> a4[kMaxArrays];  // the same mappings, 16 bytes an element
+  gpm::ooc::array<float> a[kMaxArrays];
+  gpm::ooc::array<float4> a4[kMaxArrays];  // the same mappings, 16 bytes an element
   float* small = nullptr;
   std::uint32_t* error = nullptr;
 

@@ -201,15 +201,6 @@ class mapping {
     check_element(sizeof(T));
     return array<T>(view());
   }
-  // The view of a resident mapping without the miss paths (resident_array, array.cuh): the same
-  // accesses, a kernel's code and registers for its direct path alone. Throws invalid_argument,
-  // besides ref()'s errors, when the mapping is not resident().
-  template <class T>
-  resident_array<T> resident_ref() const {
-    check_element(sizeof(T));
-    check_resident();
-    return resident_array<T>(view());
-  }
 
   // Writes every dirty byte of [offset, offset + bytes) of the mapping back to the file and
   // fdatasyncs it (mode::volatile_data: nothing to do). Waits for the device first. Throws
@@ -249,7 +240,6 @@ class mapping {
  private:
   impl& self() const;  // throws invalid_argument once moved from
   void check_element(std::size_t bytes) const;
-  void check_resident() const;
   detail::ooc::cache_view view() const;
   std::unique_ptr<impl> impl_;
 };
