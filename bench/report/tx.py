@@ -121,8 +121,9 @@ def details_table(by_workload):
             rows.append(
                 f"| {w} | {mode} | {fmt(r['throughput']['value'])} | "
                 f"{fmt(m.get('aborts_per_commit'), 3)} | {r['bytes_persisted']:,} | {bw} | "
-                f"{milliseconds(m.get('durable_s'))} | {milliseconds(m.get('recovery_s'))} "
-                f"({int(m.get('recovery_replayed', 0)):,}) | "
+                f"{milliseconds(m.get('durable_s'))} | {milliseconds(m.get('durable_host_s'))} | "
+                f"{milliseconds(m.get('recovery_s'))} ({int(m.get('recovery_replayed', 0)):,}) | "
+                f"{milliseconds(m.get('recovery_host_s'))} | "
                 f"{r['sizes'].get('ring_entries', '–')} | {phases or '–'} |")
     if not rows:
         return []
@@ -130,13 +131,15 @@ def details_table(by_workload):
             "Newest run of each workload. Persist GB/s is bytes persisted per second of the "
             "median repeat, in brackets its fraction of `persist_stream` (coalesced stores into "
             "a pool, one persist per thread) measured in the same run. Time to durable: "
-            "`sync()` after the kernels (the host applying the last records). Recovery: "
-            "reopening the heap after a repeat stopped without `sync()`, with the records it "
-            "replayed.", "",
+            "`sync()` after the kernels (the last records applied to the home image: by the "
+            "replay kernels, and in the next column by the host's reproducer, "
+            "`tx_options::gpu_replay` false). Recovery: reopening the heap after a repeat "
+            "stopped without `sync()`, with the records it replayed, then the same with the "
+            "host's reproducer.", "",
             "| workload | mode | Mtx/s | aborts / commit | bytes persisted | persist GB/s "
-            "(of ceiling) | time to durable ms | recovery ms (records) | ring entries | "
-            "phases |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
+            "(of ceiling) | time to durable ms | host replay ms | recovery ms (records) | "
+            "host replay ms | ring entries | phases |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
 
 
 def pressure_table(records):

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <gpm/tx/detail/format.hpp>
+#include <gpm/tx/detail/log_reader.hpp>
 
 namespace gpm::detail::tx {
 
@@ -21,30 +22,6 @@ heap_header make_header(std::uint64_t words, std::uint32_t logs, std::uint64_t l
 // The header at `object` (a pool object of `object_bytes` bytes, its common header validated by
 // pool::open_object): checks the geometry against the sizes. Throws corrupt, naming `what`.
 heap_header check_geometry(const void* object, std::uint64_t object_bytes, const std::string& what);
-
-// Where a record with a valid checksum lies in its log. Its pairs stay there, and apply() reads
-// them in place: the chunks of a record not yet applied are not reused (its log's head stands at
-// or before it), so what was validated is what is applied.
-struct record {
-  std::uint64_t seq = 0;
-  std::uint64_t pos = 0;     // stream position of its first chunk
-  std::uint64_t chunks = 0;  // its own chunks, `width` positions apart
-  std::uint32_t log = 0;
-  std::uint32_t count = 0;  // (word, value) pairs
-  std::uint32_t width = 1;  // of its striped group (1: a plain record)
-  std::uint32_t rank = 0;   // within the group
-};
-
-// What one reservation left in a log: a plain record, or every member of a striped group (member
-// i's first chunk at pos + i). Its records have the consecutive sequence numbers seq .. last().
-struct log_unit {
-  std::uint64_t seq = 0;
-  std::uint64_t pos = 0;
-  std::uint64_t chunks = 0;  // stream positions it occupies
-  std::uint32_t log = 0;
-  std::uint32_t width = 1;
-  std::uint64_t last() const { return seq + width - 1; }
-};
 
 // The home-image words written since they were last persisted, as one range: what a pass
 // persists at once.
@@ -65,7 +42,7 @@ class heap_media {
 
   const heap_layout& layout() const { return layout_; }
   const std::string& what() const { return what_; }
-  std::uint64_t salt() const { return salt_; }
+  std::uint64_t salt() const { return reader_.salt; }
   std::uint32_t* home() const;
   log_control& control(std::uint32_t log) const;
 
@@ -95,13 +72,17 @@ class heap_media {
   void persist_home(const touched_words& touched, const char* site) const;
 
  private:
-  const std::uint64_t* log_slots(std::uint32_t log) const;
+  // The host reads a slot with an atomic load (relaxed): kernels may be writing the logs.
+  struct host_load {
+    std::uint64_t operator()(const std::uint64_t* slot) const;
+  };
+
   void apply_pairs(std::uint32_t log, std::uint64_t pos, std::uint32_t width, std::uint32_t count,
                    touched_words& touched) const;
 
   char* object_;
   heap_layout layout_;
-  std::uint64_t salt_;
+  log_reader<host_load> reader_;
   std::string what_;
 };
 
@@ -158,8 +139,21 @@ class reproducer {
   // many it applied.
   std::uint64_t pass();
 
+  // Records were applied elsewhere (gpu_replay) and their home words persisted: every commit up
+  // to `seq` is in the home image, and each log's first unit not applied lies at positions[log].
+  // Flips the root and frees their log space, as a pass does after applying.
+  void advance(std::uint64_t seq, const std::vector<std::uint64_t>& positions);
+  // At open, before recover(): starts every log's stream at its published head (where recovery
+  // reads from), so that gpu_replay can apply the records there first.
+  void start_at_heads();
+  // Per log: the stream position of its first unit not applied.
+  std::vector<std::uint64_t> positions() const;
+  // Whether some log holds a record of this epoch at its cursor (one may extend the prefix).
+  bool any_ready() const;
+
   std::uint64_t applied() const { return applied_; }
   std::uint64_t epoch() const { return epoch_; }
+  bool undo_epoch() const { return undo_; }
   heap_media& media() { return media_; }
   const heap_media& media() const { return media_; }
 
@@ -180,6 +174,8 @@ class reproducer {
   std::uint64_t unreachable() const;
   // Publishes each log's cursor as its head: the space of applied records may be reused.
   void free_log_space();
+  // After the home words of what was applied are persisted: the root flip and freeing the space.
+  void finish_pass();
 
   heap_media media_;
   std::uint64_t applied_ = 0;

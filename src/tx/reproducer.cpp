@@ -140,16 +140,50 @@ void reproducer::free_log_space() {
   }
 }
 
+void reproducer::finish_pass() {
+  crash_point("tx.apply");
+  media_.write_root(applied_, epoch_, undo_, "tx.apply.root");
+  crash_point("tx.flip");
+  free_log_space();
+}
+
 std::uint64_t reproducer::pass() {
   touched_words touched;
   const std::uint64_t applied = apply_ready(kBatch, touched);
   if (applied == 0) return 0;
   media_.persist_home(touched, "tx.apply.home");
-  crash_point("tx.apply");
-  media_.write_root(applied_, epoch_, undo_, "tx.apply.root");
-  crash_point("tx.flip");
-  free_log_space();
+  finish_pass();
   return applied;
+}
+
+void reproducer::advance(std::uint64_t seq, const std::vector<std::uint64_t>& positions) {
+  applied_ = seq;
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
+    cursors_[log] = cursor{positions[log], std::nullopt};
+  }
+  queue_.clear();
+  finish_pass();
+}
+
+void reproducer::start_at_heads() {
+  std::vector<std::uint64_t> heads(cursors_.size());
+  for (std::uint32_t log = 0; log < heads.size(); ++log) {
+    heads[log] = shared_word(media_.control(log).head).load();
+  }
+  restart(&heads);
+}
+
+std::vector<std::uint64_t> reproducer::positions() const {
+  std::vector<std::uint64_t> out(cursors_.size());
+  for (std::uint32_t log = 0; log < out.size(); ++log) out[log] = cursors_[log].pos;
+  return out;
+}
+
+bool reproducer::any_ready() const {
+  for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
+    if (cursors_[log].next || media_.read_unit(log, cursors_[log].pos, epoch_)) return true;
+  }
+  return false;
 }
 
 void reproducer::mark_applied(std::uint64_t seq) {
@@ -163,11 +197,7 @@ reproducer::recovered reproducer::recover(bool undo_next) {
   if (undo_) {
     out.rolled_back = roll_back();
   } else {
-    std::vector<std::uint64_t> heads(cursors_.size());
-    for (std::uint32_t log = 0; log < heads.size(); ++log) {
-      heads[log] = shared_word(media_.control(log).head).load();
-    }
-    restart(&heads);
+    start_at_heads();
     touched_words touched;
     out.replayed = apply_ready(std::numeric_limits<std::uint64_t>::max(), touched);
     media_.persist_home(touched, "tx.recover.home");

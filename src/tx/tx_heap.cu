@@ -46,6 +46,7 @@
 #include <gpm/pool/pool.hpp>
 
 #include "media.hpp"
+#include "replay.hpp"
 
 namespace gpm {
 
@@ -250,15 +251,24 @@ struct tx_heap::impl {
     const bool undo = options.mode == tx_mode::undo;
     const T::heap_layout& layout = rep.media().layout();
     const std::uint64_t undo_depth = undo_slot_chunks(layout, options, name);
+    const std::uint64_t base = owner->get(name).offset;
+    const pool_ref gpu = owner->ref();
+    if (options.gpu_replay) {
+      replay.emplace(layout, rep.media().salt(), gpu.ptr<std::uint64_t>(base + layout.log_offset()),
+                     gpu.ptr<std::uint32_t>(base + layout.home_offset()));
+    }
+    std::uint64_t replayed = 0;
+    if (replay && !rep.undo_epoch()) {
+      rep.start_at_heads();
+      replayed = replay_pending("tx.recover.home");
+    }
     const T::reproducer::recovered r = rep.recover(undo);
-    recovery.replayed = r.replayed;
+    recovery.replayed = replayed + r.replayed;
     recovery.discarded = r.discarded;
     recovery.rolled_back = r.rolled_back;
     recovery.applied_seq = rep.applied();
     work.copy_from_host(rep.media().home(), geometry.words);
     seq.copy_from_host(&recovery.applied_seq, 1);
-    const std::uint64_t base = owner->get(name).offset;
-    const pool_ref gpu = owner->ref();
     view.work = work.data();
     view.orecs = orecs.data();
     view.orec_mask = orecs.size() - 1;
@@ -432,12 +442,37 @@ struct tx_heap::impl {
     return rep.applied();
   }
 
+  // What sync() does instead of a pass: applies every record that extends the prefix, with the
+  // replay kernels where the heap has them. Returns the applied seq.
+  std::uint64_t apply_pending() {
+    if (!replay) return pass();
+    const std::lock_guard lock(mutex);
+    if (failure) std::rethrow_exception(failure);
+    if (options.mode != tx_mode::undo) replay_pending("tx.apply.home");
+    return rep.applied();
+  }
+
+  // Runs the replay kernels while they extend the prefix (a window at a time); returns the
+  // records they applied. The caller holds the mutex, or no other thread runs yet (recovery).
+  std::uint64_t replay_pending(const char* site) {
+    std::uint64_t total = 0;
+    while (rep.any_ready()) {
+      const T::gpu_replay::result r =
+          replay->run(rep.applied(), rep.epoch(), rep.positions(), site);
+      if (r.records == 0) break;
+      rep.advance(rep.applied() + r.records, r.positions);
+      total += r.records;
+    }
+    return total;
+  }
+
   object_claim claim;  // first: released after the reproducer thread stopped
   pool* owner;
   std::string name;
   tx_geometry geometry;
   tx_options options;
   T::reproducer rep;
+  std::optional<T::gpu_replay> replay;  // tx_options::gpu_replay
   tx_recovery recovery;
   device_buffer<std::uint32_t> work;
   device_buffer<std::uint64_t> orecs;
@@ -603,7 +638,7 @@ void tx_heap::sync(cudaStream_t stream) {
   }
   // A pass applies at most a batch: passes follow each other while they make progress. Records
   // of kernels in other streams may still be on their way.
-  for (std::uint64_t last = 0, now = 0; (now = self().pass()) < committed; last = now) {
+  for (std::uint64_t last = 0, now = 0; (now = self().apply_pending()) < committed; last = now) {
     if (now == last) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

@@ -34,7 +34,8 @@ def main():
     scratch.mkdir(parents=True)
     fill = {"blocks": 1056}
     detail = {"aborts_per_commit": 0.25, "persist_GBps": 5.0, "durable_s": 0.002,
-              "recovery_s": 0.003, "recovery_replayed": 1234}
+              "durable_host_s": 0.02, "recovery_s": 0.003, "recovery_replayed": 1234,
+              "recovery_host_s": 0.03}
     records = [
         # an older run whose numbers must not be used
         record("tx_atm_a1", "volatile", 1000.0, stamp=OLDER),
@@ -75,7 +76,8 @@ def main():
         "| 4 | 30 | 5 | 15 | 3.00× | 1.5 | 4.5 |",
         "| 500 | 30 | 1.50× |",
         "| 9000 | 50 | 2.50× |",
-        "| tx_atm_a1 | helpers | 80 | 0.25 | 4,800 | 5 (0.100) | 2 | 3 (1,234) | 1300 | – |",
+        "| tx_atm_a1 | helpers | 80 | 0.25 | 4,800 | 5 (0.100) | 2 | 20 | 3 (1,234) | 30 | 1300 "
+        "| – |",
         # versioned reads 100/40 Mtx/s; no locked redo-direct in the run: no ratio
         "| tx_hash_lookup | helpers | 40 | 100 | 2.50× | 0.5 | 0.05 |",
         "| tx_hash_lookup | redo-direct | – | 30 | – | – | – |",

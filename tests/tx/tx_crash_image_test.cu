@@ -78,9 +78,11 @@ gpm::tx_geometry geometry_of(tx_mode mode, std::uint64_t words) {
   return {.words = words, .logs = kBlocks, .log_bytes = mode == tx_mode::undo ? 2048u : 512u};
 }
 
-gpm::tx_options options_of(tx_mode mode) {
+// gpu_replay false: sync() and recovery apply records on the host (the reproducer's passes).
+gpm::tx_options options_of(tx_mode mode, bool gpu_replay = true) {
   gpm::tx_options o;
   o.mode = mode;
+  o.gpu_replay = gpu_replay;
   o.helper_warps = 1;
   o.ring_chunks = 16;  // a block's 24 chunks wrap the ring
   o.max_threads = kBlocks * kWorkers;
@@ -110,6 +112,7 @@ void launch_batch(gpm::tx_heap& heap, const atm& w, std::uint64_t first, std::ui
 // What the workload knows at a crash.
 struct model {
   tx_mode mode = tx_mode::direct;
+  bool gpu_replay = true;           // tx_options::gpu_replay
   bool creating = true;             // until store() returned: the heap may be missing, or all zero
   bool in_kernel = false;           // a launch is running
   std::uint64_t acked = 0;          // durable_seq() last returned
@@ -144,7 +147,7 @@ std::string check_image(const std::string& image, const gpm::pool_options& o, co
     std::memcpy(magic, p.host_ptr<char>(obj->offset), sizeof magic);
     if (std::all_of(magic, magic + 8, [](char c) { return c == 0; })) return "";  // no header yet
   }
-  gpm::tx_options to = options_of(m.mode);
+  gpm::tx_options to = options_of(m.mode, m.gpu_replay);
   const gpm::tx_heap heap = gpm::tx_heap::open(p, kHeap, geometry_of(m.mode, w.words()), to);
   std::vector<std::uint32_t> words(w.words());
   heap.load(0, words.data(), words.size());
@@ -268,7 +271,8 @@ void run_launches(gpm::pool& p, std::optional<gpm::tx_heap>& heap, model& m, con
       m.doing = "reopen after launch " + std::to_string(b);
       heap.reset();
       heap.emplace(
-          gpm::tx_heap::open(p, kHeap, geometry_of(m.mode, w.words()), options_of(m.mode)));
+          gpm::tx_heap::open(p, kHeap, geometry_of(m.mode, w.words()),
+                             options_of(m.mode, m.gpu_replay)));
     } else {
       m.doing = "sync after launch " + std::to_string(b);
       heap->sync();
@@ -335,7 +339,7 @@ class emulator_schedule {
 
 // The ATM workload in `mode` under the checker, from the pool's creation.
 run_result check_workload(tx_mode mode, std::uint64_t seed, int launches,
-                          const std::string& disabled_site) {
+                          const std::string& disabled_site, bool gpu_replay = true) {
   const emulator_schedule schedule(seed);
   gpm::test::scratch_dirs d("tx-crash-image");
   const gpm::pool_options o = pool_options_for(d);
@@ -344,6 +348,7 @@ run_result check_workload(tx_mode mode, std::uint64_t seed, int launches,
   seqs.fill_bytes(0);
   model m;
   m.mode = mode;
+  m.gpu_replay = gpu_replay;
   m.base = w.initial(kBalance);
   auto checks = image_checks(m, w, seqs, o, d.pool_path("kept.pool"));
   gpm::crash_image_checker checker([&](const std::string& image) { return checks(image); },
@@ -352,7 +357,8 @@ run_result check_workload(tx_mode mode, std::uint64_t seed, int launches,
     gpm::pool p = gpm::pool::create(kPool, kPoolBytes, kLayout, o);
     std::optional<gpm::tx_heap> heap;
     m.doing = "create";
-    heap.emplace(gpm::tx_heap::create(p, kHeap, geometry_of(mode, w.words()), options_of(mode)));
+    heap.emplace(gpm::tx_heap::create(p, kHeap, geometry_of(mode, w.words()),
+                                      options_of(mode, gpu_replay)));
     heap->store(0, m.base.data(), m.base.size());
     m.creating = false;
     gpm::crash_point("workload.between_ops");
@@ -509,6 +515,17 @@ TEST_F(TxCrashImageTest, EveryImageOfEveryModeRecovers) {
       EXPECT_GT(r.kernel_images, 0u) << what;
     }
   }
+  // The host's passes, which sync() and recovery use without the replay kernels.
+  for (int t = 0; t < trials; ++t) {
+    const std::uint64_t seed = gpm::test::trial_seed(t);
+    const run_result r = check_workload(tx_mode::direct, seed, trials > 2 ? 30 : 12, "", false);
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_FALSE(r.failure) << "host replay seed " << seed << ": " << r.failure->describe();
+    print_run("redo-direct, host replay", seed, r);
+    for (const std::string& site : sites_reached(tx_mode::direct)) {
+      EXPECT_TRUE(r.stats.site_hits.contains(site)) << "host replay: " << site << " never reached";
+    }
+  }
 }
 
 TEST_F(TxCrashImageTest, EveryImageOfAnUndoRollbackRecovers) {
@@ -555,6 +572,13 @@ TEST_P(TxPersistSite, RemovalIsCaught) {
     }
   }
   EXPECT_GT(modes, 0) << "no mode reaches " << site;
+  // The home image's sites, written by the host's passes instead of the replay kernels.
+  if (site == "tx.apply.home" || site == "tx.recover.home") {
+    const run_result r = check_workload(tx_mode::direct, 1, 12, site, false);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_TRUE(r.stats.site_hits.contains(site)) << "host replay never reached the site";
+    EXPECT_TRUE(r.failure) << "no crash image of host replay failed without " << site;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tx, TxPersistSite, ::testing::ValuesIn(kSites),

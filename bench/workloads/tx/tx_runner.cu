@@ -201,7 +201,25 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   const double recovery_s =
       seconds_on_host([&] { heap.emplace(gpm::tx_heap::open(pool.pool(), "heap", g, o)); });
   app.check(*heap, false);
-  const gpm::tx_recovery& rec = heap->last_recovery();
+  const gpm::tx_recovery rec = heap->last_recovery();
+
+  // The same with the host's reproducer in place of the replay kernels (tx_options::gpu_replay
+  // false), side by side: another stopped repeat recovered, then a repeat synced.
+  double recovery_host_s = 0, durable_host_s = 0;
+  if (persistent && setup.persist.mode != gpm::tx_mode::undo) {
+    gpm::tx_options host = o;
+    host.gpu_replay = false;
+    app.reset(*heap);
+    app.run(*heap, launch, s);
+    heap.reset();
+    recovery_host_s =
+        seconds_on_host([&] { heap.emplace(gpm::tx_heap::open(pool.pool(), "heap", g, host)); });
+    app.check(*heap, false);
+    app.reset(*heap);
+    app.run(*heap, launch, s);
+    durable_host_s = seconds_on_host([&] { heap->sync(s); });
+    app.check(*heap, true);
+  }
 
   m.sizes = app.sizes();
   m.sizes.insert(m.sizes.end(), {{"blocks", launch.blocks},
@@ -221,6 +239,10 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                {"durable_s", median_of(durable_s)},
                {"recovery_s", recovery_s},
                {"recovery_replayed", static_cast<double>(rec.replayed)}};
+  if (recovery_host_s != 0) {
+    m.metrics.insert(m.metrics.end(),
+                     {{"durable_host_s", durable_host_s}, {"recovery_host_s", recovery_host_s}});
+  }
   if (adaptive) {
     // Since the heap was created: warm-up, timed and stopped repeats.
     const gpm::tx_stats& a = adaptive_stats;

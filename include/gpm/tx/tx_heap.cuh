@@ -86,6 +86,11 @@ struct tx_options {
   // that need the host quiet while kernels run (the crash-image checker's: a persist by another
   // thread while it explores a crash point is not seen by its model; tx_crash_image_test.cu).
   bool background_apply = true;
+  // Redo records: sync() and recovery apply what is pending with kernels (src/tx/replay.cu: every
+  // record at once, each word's newest value of the prefix written), which takes GPU memory at
+  // the first use: a 32-bit claim per heap word and up to 24 MiB for a window of records. false:
+  // the host thread applies them one after another, as it does while kernels run.
+  bool gpu_replay = true;
 };
 
 // What open() found and did (last_recovery()).

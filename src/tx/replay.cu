@@ -1,0 +1,179 @@
+// The replay kernels (replay.hpp). A run, in one stream:
+//   place   one thread per log walks its units from the log's cursor, validating each as the
+//           host's reproducer does (log_reader.hpp), and puts each record in the window's slot
+//           seq - applied - 1; units at or below `applied` are passed over (the cursor moves),
+//           the walk stops at the first unit missing or torn, or past the window
+//   gap     the prefix ends at the lowest empty slot
+//   claim   each record of the prefix claims its words: a word's claim is the highest slot that
+//           writes it (atomic max), so the newest write of the prefix wins, as in order
+//   write   each record stores the words it won into the home image (and clears their claims
+//           for the next run), persisted with one fence per thread; the last record of each
+//           unit moves its log's position past the unit
+// A word written twice in one record (write sets hold each word once, so only a crafted record
+// could) goes back as the record's later pair, as the host applies it: the record stores its
+// pairs last to first, and only the first store that finds its claim clears it.
+#include "replay.hpp"
+
+#include <algorithm>
+
+#include <gpm/platform/atomic.cuh>
+#include <gpm/platform/kernel.cuh>
+#include <gpm/platform/persist.hpp>
+#include <gpm/tx/detail/log_reader.hpp>
+
+namespace gpm::detail::tx {
+
+namespace {
+
+// Kernels read the logs as the host does, atomically: other kernels may still be writing them.
+struct device_load {
+  GPM_HOST_DEVICE std::uint64_t operator()(const std::uint64_t* slot) const {
+    return atomic_ref<std::uint64_t, thread_scope::system>(*const_cast<std::uint64_t*>(slot))
+        .load(memory_order_relaxed);
+  }
+};
+using reader = log_reader<device_load>;
+
+constexpr unsigned kThreads = 256;
+
+__global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std::uint64_t window,
+                      replay_slot* slots, std::uint64_t* positions, std::uint64_t* counts) {
+  for (std::uint64_t log : grid_stride(r.layout.logs)) {
+    const auto l = static_cast<std::uint32_t>(log);
+    std::uint64_t pos = positions[l];
+    std::uint64_t found = 0;
+    log_unit u;
+    while (r.read_unit(l, pos, epoch, u) && u.last() <= applied + window) {
+      const std::uint64_t end = pos + u.chunks;
+      if (u.last() <= applied) {
+        positions[l] = end;  // applied before: passed over
+      } else {
+        for (std::uint32_t i = 0; i < u.width; ++i) {
+          if (u.seq + i <= applied) continue;
+          slots[u.seq + i - applied - 1] = {pos + i, i + 1 == u.width ? end : 0, l, u.width};
+          ++found;
+        }
+      }
+      pos = end;
+    }
+    if (found != 0) atomic_ref<std::uint64_t>(counts[0]).fetch_add(found, memory_order_relaxed);
+  }
+}
+
+// counts[1] starts at counts[0], so a window without a gap ends with its last record found.
+__global__ void gap(const replay_slot* slots, std::uint64_t* counts) {
+  const std::uint64_t found = counts[0];
+  for (std::uint64_t i : grid_stride(found)) {
+    if (slots[i].log == kNoLog) atomic_ref<std::uint64_t>(counts[1]).fetch_min(i, memory_order_relaxed);
+  }
+}
+
+__global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* counts,
+                      std::uint32_t* claims) {
+  for (std::uint64_t i : grid_stride(counts[1])) {
+    const replay_slot s = slots[i];
+    const auto pairs = r.at(s.log, s.pos, s.width);
+    const std::uint32_t count = count_of(pairs[1]);
+    for (std::uint32_t k = 0; k < count; ++k) {
+      const std::uint64_t p = pairs[k + 2];
+      atomic_ref<std::uint32_t>(claims[p & 0xffffffffu])
+          .fetch_max(static_cast<std::uint32_t>(i + 1), memory_order_relaxed);
+    }
+  }
+}
+
+__global__ void write(reader r, const replay_slot* slots, const std::uint64_t* counts,
+                      std::uint32_t* claims, std::uint32_t* home, std::uint64_t* positions,
+                      const char* site) {
+  for (std::uint64_t i : grid_stride(counts[1])) {
+    const replay_slot s = slots[i];
+    const auto pairs = r.at(s.log, s.pos, s.width);
+    const std::uint32_t count = count_of(pairs[1]);
+    for (std::uint32_t k = count; k-- > 0;) {
+      const std::uint64_t p = pairs[k + 2];
+      const std::uint64_t word = p & 0xffffffffu;
+      const atomic_ref<std::uint32_t> c(claims[word]);
+      if (c.load(memory_order_relaxed) != i + 1) continue;
+      c.store(0, memory_order_relaxed);
+      home[word] = static_cast<std::uint32_t>(p >> 32);
+      persist_later_at(site, &home[word], sizeof(std::uint32_t));
+    }
+    if (s.unit_end != 0) {
+      atomic_ref<std::uint64_t>(positions[s.log]).fetch_max(s.unit_end, memory_order_relaxed);
+    }
+  }
+  persist_named_at(site);
+}
+
+unsigned blocks_for(std::uint64_t items) {
+  return static_cast<unsigned>(std::clamp<std::uint64_t>((items + kThreads - 1) / kThreads, 1, 1024));
+}
+
+}  // namespace
+
+gpu_replay::gpu_replay(const heap_layout& layout, std::uint64_t salt, const std::uint64_t* logs,
+                       std::uint32_t* home)
+    : layout_(layout),
+      salt_(salt),
+      logs_(logs),
+      home_(home),
+      // A record takes at least 2 chunks: the logs never hold more than this many.
+      window_(std::min<std::uint64_t>(kWindow, layout.logs * layout.log_chunks / 2)),
+      stream_(true) {}
+
+gpu_replay::result gpu_replay::run(std::uint64_t applied, std::uint64_t epoch,
+                                   const std::vector<std::uint64_t>& positions, const char* site) {
+  try {
+    return run_kernels(applied, epoch, positions, site);
+  } catch (...) {
+    // Claims a failed run left set would hide newer writes of their words from the next run's
+    // records: the next run starts from fresh, zeroed memory.
+    slots_ = device_buffer<replay_slot>();
+    throw;
+  }
+}
+
+gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t epoch,
+                                           const std::vector<std::uint64_t>& positions,
+                                           const char* site) {
+  const std::uint32_t logs = layout_.logs;
+  if (slots_.size() == 0) {
+    slots_ = device_buffer<replay_slot>(window_);
+    claims_ = device_buffer<std::uint32_t>(layout_.words);
+    check_cuda(cudaMemsetAsync(claims_.data(), 0, claims_.bytes(), stream_),
+               "cudaMemsetAsync (tx replay claims)");
+    positions_ = device_buffer<std::uint64_t>(logs);
+    counts_ = device_buffer<std::uint64_t>(2);
+  }
+  check_cuda(cudaMemsetAsync(slots_.data(), 0xff, slots_.bytes(), stream_),
+             "cudaMemsetAsync (tx replay slots)");
+  check_cuda(cudaMemsetAsync(counts_.data(), 0, counts_.bytes(), stream_),
+             "cudaMemsetAsync (tx replay counts)");
+  check_cuda(cudaMemcpyAsync(positions_.data(), positions.data(), logs * sizeof(std::uint64_t),
+                             cudaMemcpyHostToDevice, stream_),
+             "cudaMemcpyAsync (tx replay positions)");
+  const reader r{logs_, layout_, salt_};
+  launch(place, blocks_for(logs), kThreads, 0, stream_, r, epoch, applied, window_, slots_.data(),
+         positions_.data(), counts_.data());
+  check_cuda(cudaMemcpyAsync(counts_.data() + 1, counts_.data(), sizeof(std::uint64_t),
+                             cudaMemcpyDeviceToDevice, stream_),
+             "cudaMemcpyAsync (tx replay counts)");
+  launch(gap, blocks_for(window_), kThreads, 0, stream_, slots_.data(), counts_.data());
+  launch(claim, blocks_for(window_), kThreads, 0, stream_, r, slots_.data(), counts_.data(),
+         claims_.data());
+  launch(write, blocks_for(window_), kThreads, 0, stream_, r, slots_.data(), counts_.data(),
+         claims_.data(), home_, positions_.data(), site);
+  result out;
+  out.positions.resize(logs);
+  std::uint64_t counts[2] = {0, 0};
+  check_cuda(cudaMemcpyAsync(out.positions.data(), positions_.data(), logs * sizeof(std::uint64_t),
+                             cudaMemcpyDeviceToHost, stream_),
+             "cudaMemcpyAsync (tx replay positions)");
+  check_cuda(cudaMemcpyAsync(counts, counts_.data(), sizeof counts, cudaMemcpyDeviceToHost, stream_),
+             "cudaMemcpyAsync (tx replay counts)");
+  stream_.synchronize();
+  out.records = counts[1];
+  return out;
+}
+
+}  // namespace gpm::detail::tx
