@@ -1,4 +1,9 @@
 // The replay kernels (replay.hpp). A run, in one stream:
+//   mirror  a warp per log copies the log's chunks from its cursor to its tail (the whole ring
+//           at recovery, where no tail is known) into GPU memory, 32 lanes side by side, so that
+//           the walk below reads GPU memory, not the pool across PCIe one slot at a time (a
+//           chunk torn by a kernel still writing it fails its record's checksum there, as in
+//           place); without GPU memory for the copy the kernels read the pool in place
 //   place   one thread per log walks its units from the log's cursor, validating each as the
 //           host's reproducer does (log_reader.hpp), and puts each record in the window's slot
 //           seq - applied - 1; units at or below `applied` are passed over (the cursor moves),
@@ -19,6 +24,7 @@
 #include <gpm/platform/atomic.cuh>
 #include <gpm/platform/kernel.cuh>
 #include <gpm/platform/persist.hpp>
+#include <gpm/tx/detail/engine.cuh>
 #include <gpm/tx/detail/log_reader.hpp>
 
 namespace gpm::detail::tx {
@@ -35,6 +41,26 @@ struct device_load {
 using reader = log_reader<device_load>;
 
 constexpr unsigned kThreads = 256;
+
+__global__ void mirror(const std::uint64_t* logs, std::uint64_t* copy, std::uint64_t log_chunks,
+                       std::uint32_t count, const std::uint64_t* positions, const log_state* tails) {
+  const unsigned lane = threadIdx.x % 32;
+  for (std::uint64_t log : grid_stride<32>(count)) {
+    const std::uint64_t from = positions[log];
+    std::uint64_t n = log_chunks;
+    if (tails != nullptr) {
+      const std::uint64_t to = atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(tails[log].next))
+                                   .load(memory_order_relaxed);
+      n = to > from ? (to - from < log_chunks ? to - from : log_chunks) : 0;
+    }
+    const std::uint64_t base = 2 * log_chunks * log;
+    for (std::uint64_t j = lane; j < n; j += 32) {
+      const std::uint64_t at = base + 2 * ((from + j) % log_chunks);
+      copy[at] = device_load{}(&logs[at]);
+      copy[at + 1] = device_load{}(&logs[at + 1]);
+    }
+  }
+}
 
 __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std::uint64_t window,
                       replay_slot* slots, std::uint64_t* positions, std::uint64_t* counts) {
@@ -122,9 +148,10 @@ gpu_replay::gpu_replay(const heap_layout& layout, std::uint64_t salt, const std:
       stream_(true) {}
 
 gpu_replay::result gpu_replay::run(std::uint64_t applied, std::uint64_t epoch,
-                                   const std::vector<std::uint64_t>& positions, const char* site) {
+                                   const std::vector<std::uint64_t>& positions,
+                                   const log_state* tails, const char* site) {
   try {
-    return run_kernels(applied, epoch, positions, site);
+    return run_kernels(applied, epoch, positions, tails, site);
   } catch (...) {
     // Claims a failed run left set would hide newer writes of their words from the next run's
     // records: the next run starts from fresh, zeroed memory.
@@ -135,7 +162,7 @@ gpu_replay::result gpu_replay::run(std::uint64_t applied, std::uint64_t epoch,
 
 gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t epoch,
                                            const std::vector<std::uint64_t>& positions,
-                                           const char* site) {
+                                           const log_state* tails, const char* site) {
   const std::uint32_t logs = layout_.logs;
   if (slots_.size() == 0) {
     slots_ = device_buffer<replay_slot>(window_);
@@ -144,6 +171,11 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
                "cudaMemsetAsync (tx replay claims)");
     positions_ = device_buffer<std::uint64_t>(logs);
     counts_ = device_buffer<std::uint64_t>(2);
+    try {
+      mirror_ = device_buffer<std::uint64_t>(2 * layout_.logs * layout_.log_chunks);
+    } catch (const error&) {
+      // No room for a copy of the logs (check_cuda cleared the error): read them in place.
+    }
   }
   check_cuda(cudaMemsetAsync(slots_.data(), 0xff, slots_.bytes(), stream_),
              "cudaMemsetAsync (tx replay slots)");
@@ -152,7 +184,11 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
   check_cuda(cudaMemcpyAsync(positions_.data(), positions.data(), logs * sizeof(std::uint64_t),
                              cudaMemcpyHostToDevice, stream_),
              "cudaMemcpyAsync (tx replay positions)");
-  const reader r{logs_, layout_, salt_};
+  const reader r{mirror_.size() != 0 ? mirror_.data() : logs_, layout_, salt_};
+  if (mirror_.size() != 0) {
+    launch(mirror, blocks_for(std::uint64_t{logs} * 32), kThreads, 0, stream_, logs_,
+           mirror_.data(), layout_.log_chunks, logs, positions_.data(), tails);
+  }
   launch(place, blocks_for(logs), kThreads, 0, stream_, r, epoch, applied, window_, slots_.data(),
          positions_.data(), counts_.data());
   check_cuda(cudaMemcpyAsync(counts_.data() + 1, counts_.data(), sizeof(std::uint64_t),

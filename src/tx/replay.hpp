@@ -15,6 +15,8 @@
 
 namespace gpm::detail::tx {
 
+struct log_state;  // engine.cuh: per log, in GPU memory, `next` its tail
+
 // A record placed in the window by its sequence number: where it lies, and the end of its unit
 // (the stream position after it) when it is its unit's last record, else 0.
 struct replay_slot {
@@ -32,7 +34,8 @@ class gpu_replay {
 
   // `logs` and `home`: the heap's logs and home image as kernels address them (its pool mapped
   // into the GPU). GPU memory is taken at the first run(): a window of slots (at most kWindow,
-  // fewer where the logs cannot hold as many records) and a 32-bit claim per heap word.
+  // fewer where the logs cannot hold as many records), a 32-bit claim per heap word and, where
+  // it fits, a copy of the logs.
   gpu_replay(const heap_layout& layout, std::uint64_t salt, const std::uint64_t* logs,
              std::uint32_t* home);
 
@@ -41,15 +44,17 @@ class gpu_replay {
     std::vector<std::uint64_t> positions;  // per log: the stream position after what was applied
   };
   // Applies the records of `epoch` that continue the prefix after `applied`, reading each log
-  // from `positions[log]` (units there at or below `applied` are passed over), at most a window,
-  // and persists the home words written at the persist site `site` (a string literal: kernels on
-  // the emulator name it to the crash-image checker). Waits for its kernels.
+  // from `positions[log]` (units there at or below `applied` are passed over) up to its tail in
+  // `tails` (the heap's log states; null: anywhere in the log, as at recovery), at most a
+  // window, and persists the home words written at the persist site `site` (a string literal:
+  // kernels on the emulator name it to the crash-image checker). Waits for its kernels.
   result run(std::uint64_t applied, std::uint64_t epoch, const std::vector<std::uint64_t>& positions,
-             const char* site);
+             const log_state* tails, const char* site);
 
  private:
   result run_kernels(std::uint64_t applied, std::uint64_t epoch,
-                     const std::vector<std::uint64_t>& positions, const char* site);
+                     const std::vector<std::uint64_t>& positions, const log_state* tails,
+                     const char* site);
 
   heap_layout layout_;
   std::uint64_t salt_;
@@ -61,6 +66,8 @@ class gpu_replay {
   device_buffer<std::uint32_t> claims_;     // per word: the newest slot + 1 that writes it
   device_buffer<std::uint64_t> positions_;  // per log
   device_buffer<std::uint64_t> counts_;     // [0]: records found in the window, [1]: the prefix
+  device_buffer<std::uint64_t> mirror_;     // the logs' slots as the kernels read them; empty:
+                                            // no room, the kernels read the pool
 };
 
 }  // namespace gpm::detail::tx

@@ -260,7 +260,7 @@ struct tx_heap::impl {
     std::uint64_t replayed = 0;
     if (replay && !rep.undo_epoch()) {
       rep.start_at_heads();
-      replayed = replay_pending("tx.recover.home");
+      replayed = replay_pending(nullptr, "tx.recover.home");
     }
     const T::reproducer::recovered r = rep.recover(undo);
     recovery.replayed = replayed + r.replayed;
@@ -448,17 +448,18 @@ struct tx_heap::impl {
     if (!replay) return pass();
     const std::lock_guard lock(mutex);
     if (failure) std::rethrow_exception(failure);
-    if (options.mode != tx_mode::undo) replay_pending("tx.apply.home");
+    if (options.mode != tx_mode::undo) replay_pending(logs_state.data(), "tx.apply.home");
     return rep.applied();
   }
 
   // Runs the replay kernels while they extend the prefix (a window at a time); returns the
   // records they applied. The caller holds the mutex, or no other thread runs yet (recovery).
-  std::uint64_t replay_pending(const char* site) {
+  // `tails`: the logs' device state, whose tails bound what the kernels read (null: unknown).
+  std::uint64_t replay_pending(const T::log_state* tails, const char* site) {
     std::uint64_t total = 0;
     while (rep.any_ready()) {
       const T::gpu_replay::result r =
-          replay->run(rep.applied(), rep.epoch(), rep.positions(), site);
+          replay->run(rep.applied(), rep.epoch(), rep.positions(), tails, site);
       if (r.records == 0) break;
       rep.advance(rep.applied() + r.records, r.positions);
       total += r.records;
