@@ -314,6 +314,7 @@ struct tx_heap::impl {
       try {
         // After a full batch more records are likely waiting: the next pass starts at once.
         const std::uint64_t applied = rep.pass();
+        applied_on_host += applied;
         wait = applied >= T::reproducer::kBatch ? microseconds{0}
                : applied != 0 || kicked         ? microseconds{50}
                                                 : std::min(wait * 2, microseconds{1000});
@@ -438,7 +439,7 @@ struct tx_heap::impl {
   std::uint64_t pass() {
     const std::lock_guard lock(mutex);
     if (failure) std::rethrow_exception(failure);
-    if (options.mode != tx_mode::undo) rep.pass();  // undo logs hold no records to apply
+    if (options.mode != tx_mode::undo) applied_on_host += rep.pass();  // undo logs hold none
     return rep.applied();
   }
 
@@ -460,9 +461,11 @@ struct tx_heap::impl {
     while (rep.any_ready()) {
       const T::gpu_replay::result r =
           replay->run(rep.applied(), rep.epoch(), rep.positions(), tails, site);
+      ++replay_runs;
       if (r.records == 0) break;
       rep.advance(rep.applied() + r.records, r.positions);
       total += r.records;
+      replayed_on_gpu += r.records;
     }
     return total;
   }
@@ -474,6 +477,8 @@ struct tx_heap::impl {
   tx_options options;
   T::reproducer rep;
   std::optional<T::gpu_replay> replay;  // tx_options::gpu_replay
+  // Records applied since open (tx_stats), under the mutex.
+  std::uint64_t replayed_on_gpu = 0, replay_runs = 0, applied_on_host = 0;
   tx_recovery recovery;
   device_buffer<std::uint32_t> work;
   device_buffer<std::uint64_t> orecs;
@@ -702,6 +707,9 @@ tx_stats tx_heap::stats() const {
   s.persisted_bytes = self().persisted_bytes();
   const std::lock_guard lock(self().mutex);
   s.durable_seq = self().rep.applied();
+  s.replayed_on_gpu = self().replayed_on_gpu;
+  s.replay_runs = self().replay_runs;
+  s.applied_on_host = self().applied_on_host;
   return s;
 }
 

@@ -167,11 +167,14 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   std::vector<std::vector<double>> phase_s(phase_names.size());
   std::vector<double> durable_s;
   std::uint64_t commits = 0, aborts = 0, bytes = 0;
+  // What the timed repeats' sync() calls applied: replay kernels (in how many runs) and host.
+  std::uint64_t synced_on_gpu = 0, synced_on_host = 0, sync_runs = 0;
   measurement m;
   m.times_s = ctx.repeat([&](int call) {
     app.reset(*heap);
     const gpm::tx_stats before = heap->stats();
     const std::vector<double> phases = app.run(*heap, launch, s);
+    const gpm::tx_stats ran = heap->stats();
     const double durable = seconds_on_host([&] { heap->sync(s); });
     const gpm::tx_stats after = heap->stats();
     if (after.commits - before.commits != app.transactions()) {
@@ -183,6 +186,9 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
     if (call >= ctx.options.warmup) {
       for (std::size_t k = 0; k < phase_s.size(); ++k) phase_s[k].push_back(phases.at(k));
       durable_s.push_back(durable);
+      synced_on_gpu += after.replayed_on_gpu - ran.replayed_on_gpu;
+      synced_on_host += after.applied_on_host - ran.applied_on_host;
+      sync_runs += after.replay_runs - ran.replay_runs;
       commits += after.commits - before.commits;
       aborts += after.aborts - before.aborts;
       bytes = after.persisted_bytes - before.persisted_bytes;
@@ -202,6 +208,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
       seconds_on_host([&] { heap.emplace(gpm::tx_heap::open(pool.pool(), "heap", g, o)); });
   app.check(*heap, false);
   const gpm::tx_recovery rec = heap->last_recovery();
+  const gpm::tx_stats rec_stats = heap->stats();
 
   // The same with the host's reproducer in place of the replay kernels (tx_options::gpu_replay
   // false), side by side: another stopped repeat recovered, then a repeat synced.
@@ -239,6 +246,14 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                {"durable_s", median_of(durable_s)},
                {"recovery_s", recovery_s},
                {"recovery_replayed", static_cast<double>(rec.replayed)}};
+  if (persistent && setup.persist.mode != gpm::tx_mode::undo) {
+    const double repeats = static_cast<double>(durable_s.size());
+    m.metrics.insert(m.metrics.end(),
+                     {{"sync_gpu_records", static_cast<double>(synced_on_gpu) / repeats},
+                      {"sync_host_records", static_cast<double>(synced_on_host) / repeats},
+                      {"sync_replay_runs", static_cast<double>(sync_runs) / repeats},
+                      {"recovery_gpu_records", static_cast<double>(rec_stats.replayed_on_gpu)}});
+  }
   if (recovery_host_s != 0) {
     m.metrics.insert(m.metrics.end(),
                      {{"durable_host_s", durable_host_s}, {"recovery_host_s", recovery_host_s}});

@@ -120,6 +120,11 @@ struct tx_stats {
   // switched by the monitor) and without it, of any kernel; 0: none measured yet
   double ring_commit_rate = 0;
   double direct_commit_rate = 0;
+  // Redo records applied to the home image since open: by the replay kernels (sync() and
+  // recovery with tx_options::gpu_replay) in how many runs, and by the host's reproducer
+  std::uint64_t replayed_on_gpu = 0;
+  std::uint64_t replay_runs = 0;
+  std::uint64_t applied_on_host = 0;
 };
 
 // The Helper Warps paper's Fig. 6 micro-benchmark (TPDS'20 §5.2), which finds the switching
