@@ -134,10 +134,10 @@ class reproducer {
   recovered recover(bool undo_next);
   // Undo epochs: every commit up to `seq` is in the home image (kernels wrote it there).
   void mark_applied(std::uint64_t seq);
-  // While kernels run: reads new records, applies those that extend the applied prefix (a batch
-  // at most, see kBatch), flips the root, and frees the log space of applied records. Returns how
-  // many it applied.
-  std::uint64_t pass();
+  // While kernels run: reads new records, applies those that extend the applied prefix (`limit`
+  // at most: the pass stops at the end of the unit that reaches it), flips the root, and frees
+  // the log space of applied records. Returns how many it applied.
+  std::uint64_t pass(std::uint64_t limit = kBatch);
 
   // Records were applied elsewhere (gpu_replay) and their home words persisted: every commit up
   // to `seq` is in the home image, and each log's first unit not applied lies at positions[log].

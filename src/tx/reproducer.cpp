@@ -147,9 +147,9 @@ void reproducer::finish_pass() {
   free_log_space();
 }
 
-std::uint64_t reproducer::pass() {
+std::uint64_t reproducer::pass(std::uint64_t limit) {
   touched_words touched;
-  const std::uint64_t applied = apply_ready(kBatch, touched);
+  const std::uint64_t applied = apply_ready(limit, touched);
   if (applied == 0) return 0;
   media_.persist_home(touched, "tx.apply.home");
   finish_pass();

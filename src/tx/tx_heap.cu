@@ -56,6 +56,8 @@ namespace {
 
 // What a block's dynamic shared memory may hold on the GPUs gpmkit targets (H100, H200).
 constexpr std::uint64_t kMaxSharedBytes = 227 << 10;
+// The most records a pass of the reproducer thread applies where sync() has the replay kernels.
+constexpr std::uint64_t kReplayBatch = 4096;
 constexpr std::uint64_t kDefaultMaxOrecs = 1ull << 22;
 constexpr std::uint32_t kMaxBlockThreads = 1024;
 
@@ -310,14 +312,20 @@ struct tx_heap::impl {
     using std::chrono::microseconds;
     microseconds wait{50};
     std::unique_lock lock(mutex);
+    // With the replay kernels, sync() applies what is left faster than the thread: it passes a
+    // small batch at a time, so that a sync() never waits long for the pass in progress.
+    const std::uint64_t batch = replay ? kReplayBatch : T::reproducer::kBatch;
     while (!stop) {
       try {
-        // After a full batch more records are likely waiting: the next pass starts at once.
-        const std::uint64_t applied = rep.pass();
+        // After a full batch more records are likely waiting: the next pass starts at once,
+        // unless a sync() waits for the mutex (std::mutex is not fair: this loop would take it
+        // back before the waiter, pass after pass).
+        const std::uint64_t applied =
+            syncing.load(std::memory_order_relaxed) == 0 ? rep.pass(batch) : 0;
         applied_on_host += applied;
-        wait = applied >= T::reproducer::kBatch ? microseconds{0}
-               : applied != 0 || kicked         ? microseconds{50}
-                                                : std::min(wait * 2, microseconds{1000});
+        wait = applied >= batch ? microseconds{0}
+               : applied != 0 || kicked ? microseconds{50}
+                                        : std::min(wait * 2, microseconds{1000});
       } catch (...) {
         failure = std::current_exception();
         return;
@@ -447,7 +455,9 @@ struct tx_heap::impl {
   // replay kernels where the heap has them. Returns the applied seq.
   std::uint64_t apply_pending() {
     if (!replay) return pass();
-    const std::lock_guard lock(mutex);
+    syncing.fetch_add(1, std::memory_order_relaxed);
+    const std::unique_lock lock(mutex);
+    syncing.fetch_sub(1, std::memory_order_relaxed);
     if (failure) std::rethrow_exception(failure);
     if (options.mode != tx_mode::undo) replay_pending(logs_state.data(), "tx.apply.home");
     return rep.applied();
@@ -511,6 +521,8 @@ struct tx_heap::impl {
   // must not wait for a pass over the previous kernel's records. A wake-up lost in the race
   // only delays the next pass by the thread's back-off (at most a millisecond).
   std::atomic<bool> kicked = false;
+  // sync() calls waiting for the mutex to run the replay kernels: the thread starts no pass.
+  std::atomic<std::uint32_t> syncing = 0;
   std::exception_ptr failure;
   std::thread thread;
 };
