@@ -147,6 +147,32 @@ gpu_replay::gpu_replay(const heap_layout& layout, std::uint64_t salt, const std:
       window_(std::min<std::uint64_t>(kWindow, layout.logs * layout.log_chunks / 2)),
       stream_(true) {}
 
+bool gpu_replay::reserve() {
+  if (slots_.size() != 0) return true;
+  try {
+    claims_ = device_buffer<std::uint32_t>(layout_.words);
+    check_cuda(cudaMemsetAsync(claims_.data(), 0, claims_.bytes(), stream_),
+               "cudaMemsetAsync (tx replay claims)");
+    positions_ = device_buffer<std::uint64_t>(layout_.logs);
+    counts_ = device_buffer<std::uint64_t>(2);
+    slots_ = device_buffer<replay_slot>(window_);  // last: its size says all are there
+  } catch (const error& e) {
+    if (e.code() != errc::cuda) throw;
+    // No room in GPU memory (check_cuda cleared the error): the caller applies on the host.
+    claims_ = device_buffer<std::uint32_t>();
+    positions_ = device_buffer<std::uint64_t>();
+    counts_ = device_buffer<std::uint64_t>();
+    return false;
+  }
+  try {
+    mirror_ = device_buffer<std::uint64_t>(2 * layout_.logs * layout_.log_chunks);
+  } catch (const error& e) {
+    if (e.code() != errc::cuda) throw;
+    // No room for a copy of the logs: the kernels read them in place.
+  }
+  return true;
+}
+
 gpu_replay::result gpu_replay::run(std::uint64_t applied, std::uint64_t epoch,
                                    const std::vector<std::uint64_t>& positions,
                                    const log_state* tails, const char* site) {
@@ -164,19 +190,7 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
                                            const std::vector<std::uint64_t>& positions,
                                            const log_state* tails, const char* site) {
   const std::uint32_t logs = layout_.logs;
-  if (slots_.size() == 0) {
-    slots_ = device_buffer<replay_slot>(window_);
-    claims_ = device_buffer<std::uint32_t>(layout_.words);
-    check_cuda(cudaMemsetAsync(claims_.data(), 0, claims_.bytes(), stream_),
-               "cudaMemsetAsync (tx replay claims)");
-    positions_ = device_buffer<std::uint64_t>(logs);
-    counts_ = device_buffer<std::uint64_t>(2);
-    try {
-      mirror_ = device_buffer<std::uint64_t>(2 * layout_.logs * layout_.log_chunks);
-    } catch (const error&) {
-      // No room for a copy of the logs (check_cuda cleared the error): read them in place.
-    }
-  }
+  require(slots_.size() != 0, "gpu_replay::run before reserve()");
   check_cuda(cudaMemsetAsync(slots_.data(), 0xff, slots_.bytes(), stream_),
              "cudaMemsetAsync (tx replay slots)");
   check_cuda(cudaMemsetAsync(counts_.data(), 0, counts_.bytes(), stream_),

@@ -33,11 +33,15 @@ class gpu_replay {
   static constexpr std::uint64_t kWindow = 1 << 20;
 
   // `logs` and `home`: the heap's logs and home image as kernels address them (its pool mapped
-  // into the GPU). GPU memory is taken at the first run(): a window of slots (at most kWindow,
-  // fewer where the logs cannot hold as many records), a 32-bit claim per heap word and, where
-  // it fits, a copy of the logs.
+  // into the GPU). reserve() takes the GPU memory: a window of slots (at most kWindow, fewer
+  // where the logs cannot hold as many records), a 32-bit claim per heap word and, where it
+  // fits, a copy of the logs.
   gpu_replay(const heap_layout& layout, std::uint64_t salt, const std::uint64_t* logs,
              std::uint32_t* home);
+
+  // Takes the GPU memory run() needs unless it has it: false when the GPU has no room for it
+  // (then the heap applies on the host).
+  bool reserve();
 
   struct result {
     std::uint64_t records = 0;            // applied: sequence numbers applied + 1 .. + records
@@ -47,7 +51,8 @@ class gpu_replay {
   // from `positions[log]` (units there at or below `applied` are passed over) up to its tail in
   // `tails` (the heap's log states; null: anywhere in the log, as at recovery), at most a
   // window, and persists the home words written at the persist site `site` (a string literal:
-  // kernels on the emulator name it to the crash-image checker). Waits for its kernels.
+  // kernels on the emulator name it to the crash-image checker). Waits for its kernels. After
+  // reserve() returned true; a run that throws gives the memory back (reserve() again).
   result run(std::uint64_t applied, std::uint64_t epoch, const std::vector<std::uint64_t>& positions,
              const log_state* tails, const char* site);
 

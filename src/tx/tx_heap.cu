@@ -468,6 +468,11 @@ struct tx_heap::impl {
   // `tails`: the logs' device state, whose tails bound what the kernels read (null: unknown).
   std::uint64_t replay_pending(const T::log_state* tails, const char* site) {
     std::uint64_t total = 0;
+    if (!rep.any_ready()) return 0;
+    if (!replay->reserve()) {
+      replay.reset();  // no room in GPU memory: the host applies from now on
+      return 0;
+    }
     while (rep.any_ready()) {
       const T::gpu_replay::result r =
           replay->run(rep.applied(), rep.epoch(), rep.positions(), tails, site);

@@ -693,6 +693,36 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
   }
 }
 
+TEST_F(TxHeap, SyncAppliesWithTheReplayKernelsOrOnTheHost) {
+  for (const tx_mode mode : {tx_mode::direct, tx_mode::helpers, tx_mode::hcl}) {
+    for (const bool kernels : {true, false}) {
+      gpm::tx_options o = small_options(mode);
+      o.background_apply = false;  // every record waits for sync()
+      o.gpu_replay = kernels;
+      const std::string name =
+          std::string(gpm::to_string(mode)) + (kernels ? "-kernels" : "-host");
+      {
+        auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
+        run_each(heap, 4, 64, add_and_count{});
+        heap.sync();
+        const gpm::tx_stats s = heap.stats();
+        EXPECT_EQ(s.durable_seq, 256u) << name;
+        EXPECT_EQ(s.replayed_on_gpu, kernels ? 256u : 0u) << name;
+        EXPECT_EQ(s.applied_on_host, kernels ? 0u : 256u) << name;
+        EXPECT_EQ(s.replay_runs, kernels ? 1u : 0u) << name;
+      }
+      // sync() left every commit in the home image: a reopened heap has nothing to replay.
+      auto again = gpm::tx_heap::open(pool.get(), name, o);
+      EXPECT_EQ(again.last_recovery().replayed, 0u) << name;
+      const auto w = contents(again);
+      EXPECT_EQ(w[255], 256u) << name;
+      std::uint64_t sum = 0;
+      for (int i = 0; i < 200; ++i) sum += w[i];
+      EXPECT_EQ(sum, 255u * 256 / 2) << name;
+    }
+  }
+}
+
 // ---- adaptive switch, HCL-striped records, calibration -----------------------------------------
 
 TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {

@@ -21,10 +21,12 @@ namespace F = gpm::detail::tx;
 
 constexpr gpm::tx_geometry kGeometry{.words = 64, .logs = 2, .log_bytes = 256};  // 16 chunks
 
-gpm::tx_options options() {
+// gpu_replay: recovery (and sync()) replay with kernels, or on the host (tx_options::gpu_replay).
+gpm::tx_options options(bool gpu_replay = true) {
   gpm::tx_options o;
   o.mode = gpm::tx_mode::direct;
   o.max_threads = 256;
+  o.gpu_replay = gpu_replay;
   return o;
 }
 
@@ -196,12 +198,17 @@ gpm::pool& with_heap(gpm::pool& p) {
   return p;
 }
 
-class TxRecovery : public ::testing::Test {
+// Every test runs twice: recovery replaying with kernels, and on the host.
+class TxRecovery : public ::testing::TestWithParam<bool> {
  protected:
+  gpm::tx_options opts() const { return options(GetParam()); }
+
   // Opens the heap (recovering it) and returns its working copy.
   std::vector<std::uint32_t> recover(gpm::tx_recovery* report = nullptr) {
-    auto heap = gpm::tx_heap::open(pool.get(), "h", kGeometry, options());
+    auto heap = gpm::tx_heap::open(pool.get(), "h", kGeometry, opts());
     if (report != nullptr) *report = heap.last_recovery();
+    // The kernels replay every record recovery replays, or none.
+    EXPECT_EQ(heap.stats().replayed_on_gpu, GetParam() ? heap.last_recovery().replayed : 0);
     std::vector<std::uint32_t> w(kGeometry.words);
     heap.load(0, w.data(), w.size());
     return w;
@@ -211,7 +218,7 @@ class TxRecovery : public ::testing::Test {
   media m{with_heap(pool.get()), "h"};
 };
 
-TEST_F(TxRecovery, ReplaysTheLogsInSequenceOrderAndOnlyOnce) {
+TEST_P(TxRecovery, ReplaysTheLogsInSequenceOrderAndOnlyOnce) {
   std::uint64_t at0 = m.put(0, 0, 1, {{0, 10}});
   std::uint64_t at1 = m.put(1, 0, 2, {{0, 20}, {2, 22}});
   at0 = m.put(0, at0, 3, {{0, 30}, {1, 31}});
@@ -232,7 +239,7 @@ TEST_F(TxRecovery, ReplaysTheLogsInSequenceOrderAndOnlyOnce) {
   EXPECT_EQ(rec.applied_seq, 4u);
 }
 
-TEST_F(TxRecovery, StopsAtTheFirstGapAndDropsWhatFollows) {
+TEST_P(TxRecovery, StopsAtTheFirstGapAndDropsWhatFollows) {
   std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
   at = m.put(0, at, 2, {{1, 2}});
   m.put(1, 0, 4, {{3, 4}});
@@ -252,18 +259,18 @@ TEST_F(TxRecovery, StopsAtTheFirstGapAndDropsWhatFollows) {
   EXPECT_EQ(rec.discarded, 0u);
 }
 
-TEST_F(TxRecovery, ATornRecordEndsTheReplay) {
+TEST_P(TxRecovery, ATornRecordEndsTheReplay) {
   for (const std::uint64_t slot : {0, 1, 3, 4}) {  // seq, count, a pair, the checksum
     SCOPED_TRACE("torn slot " + std::to_string(slot));
     const std::string name = "t" + std::to_string(slot);
-    gpm::tx_heap::create(pool.get(), name, kGeometry, options());
+    gpm::tx_heap::create(pool.get(), name, kGeometry, opts());
     media t(pool.get(), name.c_str());
     const std::uint64_t torn = t.put(0, 0, 1, {{0, 1}});
     const std::uint64_t at = t.put(0, torn, 2, {{1, 2}, {2, 2}});
     t.put(0, at, 4, {{4, 4}});
     t.put(1, 0, 3, {{3, 3}});
     t.tear(0, torn, slot);
-    auto heap = gpm::tx_heap::open(pool.get(), name, kGeometry, options());
+    auto heap = gpm::tx_heap::open(pool.get(), name, kGeometry, opts());
     EXPECT_EQ(heap.last_recovery().replayed, 1u);
     EXPECT_EQ(heap.last_recovery().discarded, 1u);  // seq 3; seq 4 lies behind the torn one
     std::vector<std::uint32_t> w(5);
@@ -275,7 +282,7 @@ TEST_F(TxRecovery, ATornRecordEndsTheReplay) {
 // The record at position 22 of a 16-chunk log got its first chunk (seq 309) before a crash;
 // its second chunk is still the one of the record at position 6 (seq 293) a lap earlier. With
 // 22 ^ 309 == 6 ^ 293 this validated when the checksum seed left the position unmixed.
-TEST_F(TxRecovery, AStaleChunkOneLapBackNeverCompletesANewRecord) {
+TEST_P(TxRecovery, AStaleChunkOneLapBackNeverCompletesANewRecord) {
   ASSERT_EQ(22u ^ 309u, 6u ^ 293u);
   m.put(0, 6, 293, {{5, 2}});
   m.put(0, 22, 309, {{5, 2}}, 0, 0, 1);
@@ -289,7 +296,7 @@ TEST_F(TxRecovery, AStaleChunkOneLapBackNeverCompletesANewRecord) {
 
 // Log 0: a group of three records (2, 3 and 3 chunks: 3 rows of 3 chunks), then a plain record
 // after it. Log 1: a group of two whose second member never got written.
-TEST_F(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
+TEST_P(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
   m.put_member(0, 0, 3, 0, 1, {{0, 1}});
   m.put_member(0, 0, 3, 2, 3, {{2, 3}, {0, 3}, {5, 3}});
   m.put_member(0, 0, 3, 1, 2, {{1, 2}, {0, 2}, {4, 2}});
@@ -305,9 +312,9 @@ TEST_F(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
 
 // An undo heap whose commits were cut short: live undo records restore the old values, a retired
 // (here: torn) one and a redo record do nothing, and the next recovery finds nothing.
-TEST_F(TxRecovery, UndoEpochsRollBackLiveUndoRecordsOnly) {
+TEST_P(TxRecovery, UndoEpochsRollBackLiveUndoRecordsOnly) {
   constexpr gpm::tx_geometry kUndo{.words = 64, .logs = 2, .log_bytes = 4096};
-  gpm::tx_options o = options();
+  gpm::tx_options o = opts();
   o.mode = gpm::tx_mode::undo;
   {
     auto heap = gpm::tx_heap::create(pool.get(), "u", kUndo, o);
@@ -337,7 +344,7 @@ TEST_F(TxRecovery, UndoEpochsRollBackLiveUndoRecordsOnly) {
   EXPECT_EQ(rec.rolled_back, 0u) << "the new epoch retires every undo record";
 }
 
-TEST_F(TxRecovery, IgnoresRecordsOfOtherEpochsAndOtherHeaps) {
+TEST_P(TxRecovery, IgnoresRecordsOfOtherEpochsAndOtherHeaps) {
   const std::uint64_t epoch = m.root().epoch;
   m.put(0, 0, 1, {{0, 1}}, epoch - 1);
   m.put(1, 0, 1, {{1, 1}}, 0, F::salt_of(F::heap_header{}) ^ 0x5a5a);
@@ -348,7 +355,7 @@ TEST_F(TxRecovery, IgnoresRecordsOfOtherEpochsAndOtherHeaps) {
   EXPECT_EQ(w[0] + w[1], 0u);
 }
 
-TEST_F(TxRecovery, RecordsWrapAroundTheEndOfTheirLog) {
+TEST_P(TxRecovery, RecordsWrapAroundTheEndOfTheirLog) {
   // Log 0's head stands 1 chunk before the end: the record's other chunks lie at its start.
   m.head(0) = 31;  // 16-chunk log: position 31 is its last chunk, 32 its first
   const std::uint64_t at = m.put(0, 31, 1, {{7, 70}, {8, 80}, {9, 90}, {10, 100}});
@@ -359,7 +366,7 @@ TEST_F(TxRecovery, RecordsWrapAroundTheEndOfTheirLog) {
   EXPECT_EQ(w[7] + w[8] + w[9] + w[10] + w[11], 450u);
 }
 
-TEST_F(TxRecovery, SkipsRecordsTheHomeImageAlreadyHas) {
+TEST_P(TxRecovery, SkipsRecordsTheHomeImageAlreadyHas) {
   // A crash after the reproducer applied seq 1 and 2 and flipped the root, before it freed
   // their log space: the home image has them; replaying them again would undo seq 3's write.
   std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
@@ -376,7 +383,7 @@ TEST_F(TxRecovery, SkipsRecordsTheHomeImageAlreadyHas) {
   EXPECT_EQ(w[1], 4u);
 }
 
-TEST_F(TxRecovery, AValidRecordNamingAWordOutsideTheHeapIsNotTrusted) {
+TEST_P(TxRecovery, AValidRecordNamingAWordOutsideTheHeapIsNotTrusted) {
   const std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
   m.put(0, at, 2, {{64, 1}});  // word 64 of 64
   gpm::tx_recovery rec;
@@ -387,12 +394,12 @@ TEST_F(TxRecovery, AValidRecordNamingAWordOutsideTheHeapIsNotTrusted) {
 
 // Recovery after real transactions whose records the reproducer has not applied yet: a
 // kernel's commits are replayed from the logs alone.
-TEST_F(TxRecovery, ReplaysWhatKernelsLeftInTheLogs) {
+TEST_P(TxRecovery, ReplaysWhatKernelsLeftInTheLogs) {
   gpm::test::tx::atm w{.accounts = 8, .transactions = 300, .seed = 5};
   std::vector<std::uint32_t> expect;
   {
     auto heap =
-        gpm::tx_heap::create(pool.get(), "bank", {.words = w.words(), .logs = 4}, options());
+        gpm::tx_heap::create(pool.get(), "bank", {.words = w.words(), .logs = 4}, opts());
     const auto init = w.initial(100);
     heap.store(0, init.data(), init.size());
     gpm::device_buffer<std::uint64_t> seq(w.transactions);
@@ -407,7 +414,7 @@ TEST_F(TxRecovery, ReplaysWhatKernelsLeftInTheLogs) {
     b.set_applied(0);
     for (std::uint32_t log = 0; log < 4; ++log) b.head(log) = 0;
   }
-  auto heap = gpm::tx_heap::open(pool.get(), "bank", options());
+  auto heap = gpm::tx_heap::open(pool.get(), "bank", opts());
   EXPECT_EQ(heap.last_recovery().replayed, w.transactions);
   std::vector<std::uint32_t> got(w.words());
   heap.load(0, got.data(), got.size());
@@ -430,8 +437,8 @@ std::vector<std::uint64_t> heads_at(const std::vector<planned_unit>& units, std:
 
 // 3000 records over 16 logs, plain and striped, one unit torn: recovery merges the logs up to it,
 // counts what lies beyond as discarded, and a second recovery changes nothing.
-TEST_F(TxRecovery, MergesManyInterleavedLogsUpToATornUnit) {
-  gpm::tx_heap::create(pool.get(), "many", kMany, options());
+TEST_P(TxRecovery, MergesManyInterleavedLogsUpToATornUnit) {
+  gpm::tx_heap::create(pool.get(), "many", kMany, opts());
   media mm(pool.get(), "many");
   const std::vector<planned_unit> units = plan_history(3000, kMany.logs, kMany.words, 7);
   for (const planned_unit& u : units) mm.put_unit(u);
@@ -444,7 +451,7 @@ TEST_F(TxRecovery, MergesManyInterleavedLogsUpToATornUnit) {
     if (u.seq > torn->seq && u.log != torn->log) beyond += u.members.size();
   }
   const auto open_many = [&] {
-    auto heap = gpm::tx_heap::open(pool.get(), "many", kMany, options());
+    auto heap = gpm::tx_heap::open(pool.get(), "many", kMany, opts());
     std::vector<std::uint32_t> w(kMany.words);
     heap.load(0, w.data(), w.size());
     return std::make_pair(heap.last_recovery(), w);
@@ -463,8 +470,8 @@ TEST_F(TxRecovery, MergesManyInterleavedLogsUpToATornUnit) {
 // An open heap's reproducer, finding more records than one pass applies at once, over 16 logs
 // with a unit missing: it applies exactly the prefix before the gap, frees in each log only the
 // space of applied records, and goes on once the unit arrives.
-TEST_F(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
-  auto heap = gpm::tx_heap::create(pool.get(), "live", kMany, options());
+TEST_P(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
+  auto heap = gpm::tx_heap::create(pool.get(), "live", kMany, opts());
   media lm(pool.get(), "live");
   constexpr std::uint64_t kRecords = 100'000;
   const std::vector<planned_unit> units = plan_history(kRecords, kMany.logs, kMany.words, 11);
@@ -496,5 +503,10 @@ TEST_F(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
   const std::vector<std::uint64_t> ends = heads_at(units, kRecords + 1);
   for (std::uint32_t log = 0; log < kMany.logs; ++log) EXPECT_EQ(lm.head(log), ends[log]) << log;
 }
+
+INSTANTIATE_TEST_SUITE_P(Replay, TxRecovery, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "kernels" : "host");
+                         });
 
 }  // namespace
