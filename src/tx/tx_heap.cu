@@ -1,7 +1,7 @@
 // gpm::tx_heap host side: creating and opening the heap object, recovery, the GPU state (working
 // copy, ownership records, status slots, sequence counter, bandwidth monitor), launch plans with
-// the adaptive per-launch choice of the ring, and the reproducer thread that applies persisted
-// records while kernels run.
+// the adaptive per-launch choice of the ring, the reproducer thread that applies persisted
+// records while kernels run, and the replay kernels' runs (replay.cu) in sync() and recovery.
 //
 // The module's persist sites (gpm::persist_at; docs/crash-checking.md), caught when removed by
 // tests/tx/tx_crash_image_test.cu. Kernels (include/gpm/tx/detail/engine.cuh; on a GPU each is
@@ -12,6 +12,7 @@
 //   tx.undo.log        an undo commit's record of old values, before the home image is written
 //   tx.undo.home       an undo commit's new values in the home image, before the record retires
 //   tx.undo.retire     the retired undo record (slot 0 cleared), before the orecs are released
+//   tx.apply.home and tx.recover.home (below) also name the replay kernels' home-image stores
 // Host (this file, media.cpp, reproducer.cpp):
 //   tx.create.header   a new heap's header, after its first root: until durable, open() refuses it
 //   tx.create.root     a new heap's first `applied` root record
