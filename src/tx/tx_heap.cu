@@ -455,7 +455,10 @@ struct tx_heap::impl {
   // What sync() does instead of a pass: applies every record that extends the prefix, with the
   // replay kernels where the heap has them. Returns the applied seq.
   std::uint64_t apply_pending() {
-    if (!replay) return pass();
+    // A launch of this heap still running (in another stream than sync()'s) may hold every SM
+    // with committers that wait for log space, which only the host's passes would free while
+    // the replay kernels waited for an SM: then the host applies.
+    if (!replay || !last_launch.done()) return pass();
     syncing.fetch_add(1, std::memory_order_relaxed);
     const std::unique_lock lock(mutex);
     syncing.fetch_sub(1, std::memory_order_relaxed);
@@ -493,6 +496,7 @@ struct tx_heap::impl {
   tx_options options;
   T::reproducer rep;
   std::optional<T::gpu_replay> replay;  // tx_options::gpu_replay
+  event last_launch;                     // recorded after each tx_heap::launch
   // Records applied since open (tx_stats), under the mutex.
   std::uint64_t replayed_on_gpu = 0, replay_runs = 0, applied_on_host = 0;
   tx_recovery recovery;
@@ -640,6 +644,7 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
 
 void tx_heap::launched(cudaStream_t stream) {
   impl& st = self();
+  st.last_launch.record(stream);
   if (st.options.mode != tx_mode::adaptive) return;
   gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
               true, false);
