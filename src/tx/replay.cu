@@ -149,6 +149,15 @@ gpu_replay::gpu_replay(const heap_layout& layout, std::uint64_t salt, const std:
 
 bool gpu_replay::reserve() {
   if (slots_.size() != 0) return true;
+  // The replay takes at most a quarter of the GPU memory free now: the rest is the program's.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo (tx replay)");
+  std::uint64_t budget = free_bytes / 4;
+  const std::uint64_t needed = layout_.words * sizeof(std::uint32_t) +
+                               window_ * sizeof(replay_slot) +
+                               (std::uint64_t{layout_.logs} + 2) * sizeof(std::uint64_t);
+  if (needed > budget) return false;
+  budget -= needed;
   try {
     claims_ = device_buffer<std::uint32_t>(layout_.words);
     check_cuda(cudaMemsetAsync(claims_.data(), 0, claims_.bytes(), stream_),
@@ -164,12 +173,15 @@ bool gpu_replay::reserve() {
     counts_ = device_buffer<std::uint64_t>();
     return false;
   }
-  try {
-    mirror_ = device_buffer<std::uint64_t>(2 * layout_.logs * layout_.log_chunks);
-  } catch (const error& e) {
-    if (e.code() != errc::cuda) throw;
-    // No room for a copy of the logs: the kernels read them in place.
+  const std::uint64_t log_slots = 2 * std::uint64_t{layout_.logs} * layout_.log_chunks;
+  if (log_slots * sizeof(std::uint64_t) <= budget) {
+    try {
+      mirror_ = device_buffer<std::uint64_t>(log_slots);
+    } catch (const error& e) {
+      if (e.code() != errc::cuda) throw;
+    }
   }
+  // Without room for a copy of the logs, the kernels read them in place.
   return true;
 }
 

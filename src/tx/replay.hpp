@@ -39,7 +39,8 @@ class gpu_replay {
   gpu_replay(const heap_layout& layout, std::uint64_t salt, const std::uint64_t* logs,
              std::uint32_t* home);
 
-  // Takes the GPU memory run() needs unless it has it: false when the GPU has no room for it
+  // Takes the GPU memory run() needs unless it has it, at most a quarter of what is free (the
+  // copy of the logs only if it fits too): false when the claims and the window do not fit
   // (then the heap applies on the host).
   bool reserve();
 

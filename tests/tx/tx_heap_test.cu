@@ -723,6 +723,40 @@ TEST_F(TxHeap, SyncAppliesWithTheReplayKernelsOrOnTheHost) {
   }
 }
 
+// Registered again as tx_replay_no_room_test with an emulated GPU of 128 MiB (host backend):
+// the replay kernels would need a claim per word, 32 MiB for this heap, over a quarter of what
+// is free, so sync() and recovery apply on the host and lose nothing.
+TEST_F(TxHeap, WithoutRoomForTheReplayKernelsTheHostApplies) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  gpm::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (total_bytes > (256u << 20)) {
+    GTEST_SKIP() << "needs a GPU of at most 256 MiB: ctest runs it as tx_replay_no_room_test";
+  }
+  const gpm::tx_geometry g{.words = 8u << 20, .logs = 4, .log_bytes = 64 << 10};
+  gpm::test::scratch_pool big("tx-no-room", 64u << 20);
+  gpm::tx_options o = small_options(tx_mode::direct);
+  o.background_apply = false;
+  o.orecs = 1 << 10;
+  {
+    auto heap = gpm::tx_heap::create(big.get(), "h", g, o);
+    run_each(heap, 4, 64, add_and_count{});
+    heap.sync();
+    const gpm::tx_stats s = heap.stats();
+    EXPECT_EQ(s.replayed_on_gpu, 0u);
+    EXPECT_EQ(s.applied_on_host, 256u);
+    // 256 more, left in the logs (no sync()): recovery replays them.
+    heap.launch(4, 64, [] __device__(gpm::tx_ref tx) {
+      tx.run([&](auto& t) { add_and_count{}(t, tx.worker_index()); });
+    });
+    gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  auto again = gpm::tx_heap::open(big.get(), "h", o);
+  EXPECT_EQ(again.last_recovery().replayed, 256u);
+  EXPECT_EQ(again.stats().replayed_on_gpu, 0u);
+  const auto w = contents(again);
+  EXPECT_EQ(w[255], 512u);
+}
+
 // ---- adaptive switch, HCL-striped records, calibration -----------------------------------------
 
 TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {

@@ -89,7 +89,8 @@ struct tx_options {
   // Redo records: sync() and recovery apply what is pending with kernels (src/tx/replay.cu: every
   // record at once, each word's newest value of the prefix written), which takes GPU memory at
   // the first use: a 32-bit claim per heap word, up to 24 MiB for a window of records and, where
-  // it fits, a copy of the logs (without room for the first two, the host applies). A sync()
+  // it fits, a copy of the logs, at most a quarter of the GPU memory free then (without room
+  // for the first two, the host applies). A sync()
   // while a tx_heap::launch kernel still runs applies on the host; kernels launched with ref()
   // must be finished before a sync() in another stream. false: the host thread applies them one
   // after another, as it does while kernels run.
