@@ -5,6 +5,7 @@
 // backends); src/tx uses it, nothing else.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -134,10 +135,11 @@ class reproducer {
   recovered recover(bool undo_next);
   // Undo epochs: every commit up to `seq` is in the home image (kernels wrote it there).
   void mark_applied(std::uint64_t seq);
-  // While kernels run: reads new records, applies those that extend the applied prefix (`limit`
-  // at most: the pass stops at the end of the unit that reaches it), flips the root, and frees
-  // the log space of applied records. Returns how many it applied.
-  std::uint64_t pass(std::uint64_t limit = kBatch);
+  // While kernels run: reads new records, applies those that extend the applied prefix (a batch
+  // at most: the pass stops at the end of the unit that reaches kBatch, or at the end of a unit
+  // once `yield` is nonzero), flips the root, and frees the log space of applied records. Returns
+  // how many it applied.
+  std::uint64_t pass(const std::atomic<std::uint32_t>* yield = nullptr);
 
   // Records were applied elsewhere (gpu_replay) and their home words persisted: every commit up
   // to `seq` is in the home image, and each log's first unit not applied lies at positions[log].
@@ -169,7 +171,8 @@ class reproducer {
   // Undo epochs: restores the old values of every undo record still valid; returns how many.
   std::uint64_t roll_back();
   // Applies up to `limit` records that continue the prefix (not persisted); returns how many.
-  std::uint64_t apply_ready(std::uint64_t limit, touched_words& touched);
+  std::uint64_t apply_ready(std::uint64_t limit, touched_words& touched,
+                            const std::atomic<std::uint32_t>* yield = nullptr);
   // Valid records left in the logs from their cursors on (after the first gap).
   std::uint64_t unreachable() const;
   // Publishes each log's cursor as its head: the space of applied records may be reused.

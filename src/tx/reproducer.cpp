@@ -79,7 +79,11 @@ std::uint64_t reproducer::roll_back() {
   return rolled;
 }
 
-std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touched) {
+std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touched,
+                                      const std::atomic<std::uint32_t>* yield) {
+  const auto go_on = [&] {
+    return yield == nullptr || yield->load(std::memory_order_relaxed) == 0;
+  };
   // Logs whose next unit was not there at the last look may have it now.
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     cursor& c = cursors_[log];
@@ -90,7 +94,7 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
   // log's next unit, so in none of their units (each log's seqs rise), and that is the gap. A unit
   // at or below applied_ (at recovery after a crash that came before its space was freed) is
   // passed over.
-  while (!queue_.empty() && queue_.top().seq <= applied_ + 1 && applied < limit) {
+  while (!queue_.empty() && queue_.top().seq <= applied_ + 1 && applied < limit && go_on()) {
     const std::uint32_t log = queue_.top().log;
     cursor& c = cursors_[log];
     // A warp's commits lie in its log one after another: follow the log while it continues.
@@ -100,7 +104,7 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
       c.pos += c.next->chunks;
       c.next = media_.read_unit(log, c.pos, epoch_);
       if (c.next) media_.prefetch(log, c.pos + c.next->chunks);
-    } while (c.next && c.next->seq <= applied_ + 1 && applied < limit);
+    } while (c.next && c.next->seq <= applied_ + 1 && applied < limit && go_on());
     if (c.next) {
       queue_.replace_top({c.next->seq, log});
     } else {
@@ -147,9 +151,9 @@ void reproducer::finish_pass() {
   free_log_space();
 }
 
-std::uint64_t reproducer::pass(std::uint64_t limit) {
+std::uint64_t reproducer::pass(const std::atomic<std::uint32_t>* yield) {
   touched_words touched;
-  const std::uint64_t applied = apply_ready(limit, touched);
+  const std::uint64_t applied = apply_ready(kBatch, touched, yield);
   if (applied == 0) return 0;
   media_.persist_home(touched, "tx.apply.home");
   finish_pass();

@@ -57,8 +57,6 @@ namespace {
 
 // What a block's dynamic shared memory may hold on the GPUs gpmkit targets (H100, H200).
 constexpr std::uint64_t kMaxSharedBytes = 227 << 10;
-// The most records a pass of the reproducer thread applies where sync() has the replay kernels.
-constexpr std::uint64_t kReplayBatch = 4096;
 constexpr std::uint64_t kDefaultMaxOrecs = 1ull << 22;
 constexpr std::uint32_t kMaxBlockThreads = 1024;
 
@@ -313,18 +311,17 @@ struct tx_heap::impl {
     using std::chrono::microseconds;
     microseconds wait{50};
     std::unique_lock lock(mutex);
-    // With the replay kernels, sync() applies what is left faster than the thread: it passes a
-    // small batch at a time, so that a sync() never waits long for the pass in progress.
-    const std::uint64_t batch = replay ? kReplayBatch : T::reproducer::kBatch;
     while (!stop) {
       try {
         // After a full batch more records are likely waiting: the next pass starts at once,
-        // unless a sync() waits for the mutex (std::mutex is not fair: this loop would take it
-        // back before the waiter, pass after pass).
+        // unless a sync() waits for the mutex to run the replay kernels, which apply what is
+        // left faster: then the pass in progress ends at its next unit, and no other starts
+        // (std::mutex is not fair: this loop would take it back before the waiter, pass after
+        // pass).
         const std::uint64_t applied =
-            syncing.load(std::memory_order_relaxed) == 0 ? rep.pass(batch) : 0;
+            syncing.load(std::memory_order_relaxed) == 0 ? rep.pass(&syncing) : 0;
         applied_on_host += applied;
-        wait = applied >= batch ? microseconds{0}
+        wait = applied >= T::reproducer::kBatch ? microseconds{0}
                : applied != 0 || kicked ? microseconds{50}
                                         : std::min(wait * 2, microseconds{1000});
       } catch (...) {
