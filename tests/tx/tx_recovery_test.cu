@@ -383,6 +383,21 @@ TEST_P(TxRecovery, SkipsRecordsTheHomeImageAlreadyHas) {
   EXPECT_EQ(w[1], 4u);
 }
 
+// A group whose sequence numbers wrap around 2^64 (its checksums valid: crafted, not a crash's)
+// ends log 0's replay, on the host and in the kernels alike.
+TEST_P(TxRecovery, AGroupWhoseSequenceNumbersWrapIsNotTrusted) {
+  const std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
+  m.put_member(0, at, 2, 0, ~std::uint64_t{0}, {{2, 7}});
+  m.put_member(0, at, 2, 1, 0, {{3, 7}});
+  m.put(0, at + 4, 2, {{1, 2}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 1u);
+  EXPECT_EQ(rec.applied_seq, 1u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 4)),
+            (std::vector<std::uint32_t>{1, 0, 0, 0}));
+}
+
 TEST_P(TxRecovery, AValidRecordNamingAWordOutsideTheHeapIsNotTrusted) {
   const std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
   m.put(0, at, 2, {{64, 1}});  // word 64 of 64

@@ -124,6 +124,8 @@ struct log_reader {
                                  log_unit& out) const {
     record first;
     if (!read_record(log, pos, epoch, false, first) || first.rank != 0) return false;
+    // Sequence numbers that wrap around 2^64 are no commit's (a crafted group): not trusted.
+    if (first.seq + (first.width - 1) < first.seq) return false;
     log_unit u{first.seq, pos, 0, log, first.width};
     std::uint64_t depth = first.chunks;
     for (std::uint32_t i = 1; i < u.width; ++i) {
