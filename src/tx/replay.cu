@@ -68,8 +68,15 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     const auto l = static_cast<std::uint32_t>(log);
     std::uint64_t pos = positions[l];
     std::uint64_t found = 0;
+    std::uint64_t after = 0;  // the last sequence number of the log's unit before
+    bool first = true;
     log_unit u;
-    while (r.read_unit(l, pos, epoch, u) && u.last() <= applied + window) {
+    // A log's sequence numbers rise (its reservations are ordered): a unit that does not continue
+    // them is no commit's, and the host's merge never applies it either.
+    while (r.read_unit(l, pos, epoch, u) && u.last() <= applied + window &&
+           (first || u.seq > after)) {
+      first = false;
+      after = u.last();
       const std::uint64_t end = pos + u.chunks;
       if (u.last() <= applied) {
         positions[l] = end;  // applied before: passed over
