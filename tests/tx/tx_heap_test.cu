@@ -183,6 +183,14 @@ struct add_and_count {
   }
 };
 
+// 256 add_and_count transactions, their records left in the logs (no sync()).
+void launch_add_and_count(gpm::tx_heap& heap) {
+  heap.launch(4, 64, [] __device__(gpm::tx_ref tx) {
+    tx.run([&](auto& t) { add_and_count{}(t, tx.worker_index()); });
+  });
+  gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
 // The heap after `launches` launches of 256 add_and_count transactions (i = 0..255) each.
 void expect_add_and_count(const gpm::tx_heap& heap, std::uint32_t launches,
                           const std::string& what) {
@@ -746,11 +754,7 @@ TEST_F(TxHeap, WithoutRoomForTheReplayKernelsTheHostApplies) {
     const gpm::tx_stats s = heap.stats();
     EXPECT_EQ(s.replayed_on_gpu, 0u);
     EXPECT_EQ(s.applied_on_host, 256u);
-    // 256 more, left in the logs (no sync()): recovery replays them.
-    heap.launch(4, 64, [] __device__(gpm::tx_ref tx) {
-      tx.run([&](auto& t) { add_and_count{}(t, tx.worker_index()); });
-    });
-    gpm::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    launch_add_and_count(heap);  // 256 more, left in the logs (no sync()): recovery replays them
   }
   auto again = gpm::tx_heap::open(big.get(), "h", o);
   EXPECT_EQ(again.last_recovery().replayed, 256u);
