@@ -449,8 +449,8 @@ struct tx_heap::impl {
     return rep.applied();
   }
 
-  // What sync() does instead of a pass: applies every record that extends the prefix, with the
-  // replay kernels where the heap has them. Returns the applied seq.
+  // What sync() and durable_seq() do: applies every record that extends the prefix, with the
+  // replay kernels where the heap has them, else a pass. Returns the applied seq.
   std::uint64_t apply_pending() {
     // A launch of this heap still running (in another stream than sync()'s) may hold every SM
     // with committers that wait for log space, which only the host's passes would free while
@@ -670,7 +670,7 @@ void tx_heap::sync(cudaStream_t stream) {
 }
 
 std::uint64_t tx_heap::durable_seq() {
-  return self().options.mode == tx_mode::volatile_only ? 0 : self().pass();
+  return self().options.mode == tx_mode::volatile_only ? 0 : self().apply_pending();
 }
 
 void tx_heap::store(std::uint64_t first, const std::uint32_t* values, std::uint64_t count) {

@@ -217,7 +217,8 @@ class tx_heap {
   // Waits for `stream`, then until every commit made so far is durable and applied.
   void sync(cudaStream_t stream = nullptr);
   // The durable watermark: every commit with a sequence number up to it is durable. Applies
-  // what it finds to the home image first. 0 in volatile mode. In undo mode every commit is
+  // what it finds to the home image first (with the replay kernels when no tx_heap::launch
+  // kernel runs, else a pass of the host's reproducer). 0 in volatile mode. In undo mode every commit is
   // durable when run() returns; the watermark is the last commit sync() saw.
   std::uint64_t durable_seq();
 
