@@ -762,6 +762,30 @@ TEST_F(TxHeap, WithoutRoomForTheReplayKernelsTheHostApplies) {
   expect_add_and_count(again, 2, "no room");
 }
 
+// The same emulated GPU: the claims and the window fit a quarter of it, a copy of these logs
+// (32 MiB) does not, so the replay kernels read the logs in the pool in place.
+TEST_F(TxHeap, WithoutRoomForACopyOfTheLogsTheKernelsReadThePool) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  gpm::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (total_bytes > (256u << 20)) {
+    GTEST_SKIP() << "needs a GPU of at most 256 MiB: ctest runs it as tx_replay_no_room_test";
+  }
+  const gpm::tx_geometry g{.words = 1024, .logs = 4, .log_bytes = 8 << 20};
+  gpm::test::scratch_pool big("tx-no-log-copy", 48u << 20);
+  gpm::tx_options o = small_options(tx_mode::direct);
+  o.background_apply = false;
+  {
+    auto heap = gpm::tx_heap::create(big.get(), "h", g, o);
+    run_each(heap, 4, 64, add_and_count{});
+    EXPECT_EQ(heap.stats().replayed_on_gpu, 256u);
+    launch_add_and_count(heap);  // left in the logs: recovery replays them
+  }
+  auto again = gpm::tx_heap::open(big.get(), "h", o);
+  EXPECT_EQ(again.last_recovery().replayed, 256u);
+  EXPECT_EQ(again.stats().replayed_on_gpu, 256u);
+  expect_add_and_count(again, 2, "no log copy");
+}
+
 // ---- adaptive switch, HCL-striped records, calibration -----------------------------------------
 
 TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
