@@ -662,10 +662,14 @@ void tx_heap::sync(cudaStream_t stream) {
     self().rep.mark_applied(committed);
     return;
   }
-  // A pass applies at most a batch: passes follow each other while they make progress. Records
-  // of kernels in other streams may still be on their way.
-  for (std::uint64_t last = 0, now = 0; (now = self().apply_pending()) < committed; last = now) {
-    if (now == last) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // Applies while that makes progress. Records of kernels in other streams may still be on
+  // their way: while the prefix waits for one, the host's cheap passes look for it, not the
+  // replay kernels (each run clears its whole window).
+  bool waiting = false;
+  for (std::uint64_t last = 0, now = 0;
+       (now = waiting ? self().pass() : self().apply_pending()) < committed; last = now) {
+    waiting = now == last;
+    if (waiting) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
