@@ -468,13 +468,13 @@ struct tx_heap::impl {
   // records they applied. The caller holds the mutex, or no other thread runs yet (recovery).
   // `tails`: the logs' device state, whose tails bound what the kernels read (null: unknown).
   std::uint64_t replay_pending(const T::log_state* tails, const char* site) {
-    std::uint64_t total = 0;
     if (!rep.any_ready()) return 0;
     if (!replay->reserve()) {
       replay.reset();  // no room in GPU memory: the host applies from now on
       return 0;
     }
-    while (rep.any_ready()) {
+    std::uint64_t total = 0;
+    do {
       const T::gpu_replay::result r =
           replay->run(rep.applied(), rep.epoch(), rep.positions(), tails, site);
       ++replay_runs;
@@ -482,7 +482,7 @@ struct tx_heap::impl {
       rep.advance(rep.applied() + r.records, r.positions);
       total += r.records;
       replayed_on_gpu += r.records;
-    }
+    } while (rep.any_ready());
     return total;
   }
 

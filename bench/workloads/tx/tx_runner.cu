@@ -212,8 +212,9 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
 
   // The same with the host's reproducer in place of the replay kernels (tx_options::gpu_replay
   // false), side by side: another stopped repeat recovered, then a repeat synced.
+  const bool redo = persistent && setup.persist.mode != gpm::tx_mode::undo;
   double recovery_host_s = 0, durable_host_s = 0;
-  if (persistent && setup.persist.mode != gpm::tx_mode::undo) {
+  if (redo) {
     gpm::tx_options host = o;
     host.gpu_replay = false;
     app.reset(*heap);
@@ -246,17 +247,15 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                {"durable_s", median_of(durable_s)},
                {"recovery_s", recovery_s},
                {"recovery_replayed", static_cast<double>(rec.replayed)}};
-  if (persistent && setup.persist.mode != gpm::tx_mode::undo) {
+  if (redo) {
     const double repeats = static_cast<double>(durable_s.size());
     m.metrics.insert(m.metrics.end(),
                      {{"sync_gpu_records", static_cast<double>(synced_on_gpu) / repeats},
                       {"sync_host_records", static_cast<double>(synced_on_host) / repeats},
                       {"sync_replay_runs", static_cast<double>(sync_runs) / repeats},
-                      {"recovery_gpu_records", static_cast<double>(rec_stats.replayed_on_gpu)}});
-  }
-  if (recovery_host_s != 0) {
-    m.metrics.insert(m.metrics.end(),
-                     {{"durable_host_s", durable_host_s}, {"recovery_host_s", recovery_host_s}});
+                      {"recovery_gpu_records", static_cast<double>(rec_stats.replayed_on_gpu)},
+                      {"durable_host_s", durable_host_s},
+                      {"recovery_host_s", recovery_host_s}});
   }
   if (adaptive) {
     // Since the heap was created: warm-up, timed and stopped repeats.
