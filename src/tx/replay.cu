@@ -6,8 +6,10 @@
 //           place); without GPU memory for the copy the kernels read the pool in place
 //   place   one thread per log walks its units from the log's cursor, validating each as the
 //           host's reproducer does (log_reader.hpp), and puts each record in the window's slot
-//           seq - applied - 1; units at or below `applied` are passed over (the cursor moves),
-//           the walk stops at the first unit missing or torn, or past the window
+//           seq - applied - 1 (a skip record fills a slot for each sequence number it stands
+//           for); units at or below `applied` are passed over (the cursor moves), the walk stops
+//           at the first unit missing or torn, or past the window (a skip record may end there
+//           in part: the next run places the rest)
 //   gap     the prefix ends at the lowest empty slot
 //   claim   each record of the prefix claims its words: a word's claim is the highest slot that
 //           writes it (atomic max), so the newest write of the prefix wins, as in order
@@ -73,20 +75,33 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     log_unit u;
     // A log's sequence numbers rise (its reservations are ordered): a unit that does not continue
     // them is no commit's, and the host's merge never applies it either.
-    while (r.read_unit(l, pos, epoch, u) && u.last() <= applied + window &&
-           (first || u.seq > after)) {
-      first = false;
-      after = u.last();
+    while (r.read_unit(l, pos, epoch, u) && (first || u.seq > after)) {
       const std::uint64_t end = pos + u.chunks;
-      if (u.last() <= applied) {
-        positions[l] = end;  // applied before: passed over
-      } else {
-        for (std::uint32_t i = 0; i < u.width; ++i) {
-          if (u.seq + i <= applied) continue;
-          slots[u.seq + i - applied - 1] = {pos + i, i + 1 == u.width ? end : 0, l, u.width};
+      if (u.skip()) {
+        // Its sequence numbers in the window; its end only once the last of them is.
+        if (u.seq > applied + window) break;
+        const std::uint64_t from = u.seq > applied ? u.seq : applied + 1;
+        const std::uint64_t to = u.last() < applied + window ? u.last() : applied + window;
+        for (std::uint64_t s = from; s <= to; ++s) {
+          slots[s - applied - 1] = {pos, s == u.last() ? end : 0, l, 0};
           ++found;
         }
+        if (u.last() <= applied) positions[l] = end;  // applied before: passed over
+        if (to < u.last()) break;
+      } else {
+        if (u.last() > applied + window) break;
+        if (u.last() <= applied) {
+          positions[l] = end;  // applied before: passed over
+        } else {
+          for (std::uint32_t i = 0; i < u.width; ++i) {
+            if (u.seq + i <= applied) continue;
+            slots[u.seq + i - applied - 1] = {pos + i, i + 1 == u.width ? end : 0, l, u.width};
+            ++found;
+          }
+        }
       }
+      first = false;
+      after = u.last();
       pos = end;
     }
     if (found != 0) atomic_ref<std::uint64_t>(counts[0]).fetch_add(found, memory_order_relaxed);
@@ -105,6 +120,7 @@ __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* c
                       std::uint32_t* claims) {
   for (std::uint64_t i : grid_stride(counts[1])) {
     const replay_slot s = slots[i];
+    if (s.width == 0) continue;  // a skip record's
     const auto pairs = r.at(s.log, s.pos, s.width);
     const std::uint32_t count = count_of(pairs[1]);
     for (std::uint32_t k = 0; k < count; ++k) {
@@ -115,13 +131,15 @@ __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* c
   }
 }
 
-__global__ void write(reader r, const replay_slot* slots, const std::uint64_t* counts,
+__global__ void write(reader r, const replay_slot* slots, std::uint64_t* counts,
                       std::uint32_t* claims, std::uint32_t* home, std::uint64_t* positions,
                       const char* site) {
+  std::uint64_t skipped = 0;
   for (std::uint64_t i : grid_stride(counts[1])) {
     const replay_slot s = slots[i];
-    const auto pairs = r.at(s.log, s.pos, s.width);
-    const std::uint32_t count = count_of(pairs[1]);
+    const auto pairs = r.at(s.log, s.pos, s.width == 0 ? 1 : s.width);
+    const std::uint32_t count = s.width == 0 ? 0 : count_of(pairs[1]);
+    skipped += s.width == 0 ? 1 : 0;
     for (std::uint32_t k = count; k-- > 0;) {
       const std::uint64_t p = pairs[k + 2];
       const std::uint64_t word = p & 0xffffffffu;
@@ -135,6 +153,7 @@ __global__ void write(reader r, const replay_slot* slots, const std::uint64_t* c
       atomic_ref<std::uint64_t>(positions[s.log]).fetch_max(s.unit_end, memory_order_relaxed);
     }
   }
+  if (skipped != 0) atomic_ref<std::uint64_t>(counts[2]).fetch_add(skipped, memory_order_relaxed);
   persist_named_at(site);
 }
 
@@ -162,7 +181,7 @@ bool gpu_replay::reserve() {
   std::uint64_t budget = free_bytes / 4;
   const std::uint64_t needed = layout_.words * sizeof(std::uint32_t) +
                                window_ * sizeof(replay_slot) +
-                               (std::uint64_t{layout_.logs} + 2) * sizeof(std::uint64_t);
+                               (std::uint64_t{layout_.logs} + 3) * sizeof(std::uint64_t);
   if (needed > budget) return false;
   budget -= needed;
   try {
@@ -170,7 +189,7 @@ bool gpu_replay::reserve() {
     check_cuda(cudaMemsetAsync(claims_.data(), 0, claims_.bytes(), stream_),
                "cudaMemsetAsync (tx replay claims)");
     positions_ = device_buffer<std::uint64_t>(layout_.logs);
-    counts_ = device_buffer<std::uint64_t>(2);
+    counts_ = device_buffer<std::uint64_t>(3);
     slots_ = device_buffer<replay_slot>(window_);  // last: its size says all are there
   } catch (const error& e) {
     if (e.code() != errc::cuda) throw;
@@ -234,14 +253,15 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
          claims_.data(), home_, positions_.data(), site);
   result out;
   out.positions.resize(logs);
-  std::uint64_t counts[2] = {0, 0};
+  std::uint64_t counts[3] = {0, 0, 0};
   check_cuda(cudaMemcpyAsync(out.positions.data(), positions_.data(), logs * sizeof(std::uint64_t),
                              cudaMemcpyDeviceToHost, stream_),
              "cudaMemcpyAsync (tx replay positions)");
   check_cuda(cudaMemcpyAsync(counts, counts_.data(), sizeof counts, cudaMemcpyDeviceToHost, stream_),
              "cudaMemcpyAsync (tx replay counts)");
   stream_.synchronize();
-  out.records = counts[1];
+  out.seqs = counts[1];
+  out.records = counts[1] - counts[2];
   return out;
 }
 

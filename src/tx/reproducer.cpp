@@ -119,7 +119,7 @@ std::uint64_t reproducer::unreachable() const {
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     std::uint64_t pos = cursors_[log].pos;
     while (const auto u = media_.read_unit(log, pos, epoch_)) {
-      records += u->width;
+      records += u->records();
       pos += u->chunks;
     }
   }

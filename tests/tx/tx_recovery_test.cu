@@ -2,7 +2,8 @@
 // crash leaves behind): replay in sequence order across logs, the first gap or torn record ends
 // the replay, records of other epochs or heaps and records already applied are ignored, records
 // wrap around the end of their log, discarded records never come back, recovery is idempotent,
-// HCL-striped groups replay only when every member is there, live undo records roll back; and
+// HCL-striped groups replay only when every member is there, skip records carry the replay past
+// the numbers they give back, live undo records roll back; and
 // the merge of many logs, at recovery and while the heap is open (passes in batches, heads
 // published only for applied records).
 #include <gpm/pool/pool.hpp>
@@ -10,6 +11,7 @@
 #include <gpm/tx/tx_heap.cuh>
 
 #include <atomic>
+#include <functional>
 #include <random>
 #include <utility>
 
@@ -125,6 +127,14 @@ class media {
     F::record_source rec{seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(),
                          0};
     return pos + store(log, pos, rec, 1, epoch, salt, chunks_written);
+  }
+  // Writes a skip record giving back numbers seq .. seq + span - 1 at `pos` of `log` (with
+  // `pairs`, or in a group of `width`: a malformed one); returns the position after it.
+  std::uint64_t put_skip(std::uint32_t log, std::uint64_t pos, std::uint64_t seq,
+                         std::uint32_t span, std::uint32_t pairs = 0, std::uint32_t width = 0) const {
+    const std::vector<std::uint32_t> words(pairs, 0), values(pairs, 0);
+    const F::record_source rec{seq, pairs, words.data(), values.data(), 0, width, 0, span};
+    return pos + store(log, pos, rec, 1, 0, 0, 0);
   }
   // Writes member `rank` of a striped group of `width` records starting at `pos` of `log`.
   void put_member(std::uint32_t log, std::uint64_t pos, std::uint32_t width, std::uint32_t rank,
@@ -308,6 +318,64 @@ TEST_P(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
   EXPECT_EQ(rec.applied_seq, 4u);
   EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 7)),
             (std::vector<std::uint32_t>{3, 2, 3, 4, 2, 3, 0}));
+}
+
+// Skip records (sequence ranges, engine.cuh) stand for numbers no commit took: the replay goes
+// on past them. Log 0's skip gives back 40 numbers, more than the kernels' window (16 here), so
+// they place it over two runs.
+TEST_P(TxRecovery, SkipRecordsStandForNumbersNoCommitTook) {
+  std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
+  at = m.put_skip(0, at, 2, 40);
+  m.put(0, at, 44, {{0, 44}, {3, 44}});
+  at = m.put(1, 0, 42, {{1, 42}});
+  at = m.put_skip(1, at, 43, 1);
+  m.put(1, at, 45, {{2, 45}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 4u) << "records, not the numbers skip records gave back";
+  EXPECT_EQ(rec.discarded, 0u);
+  EXPECT_EQ(rec.applied_seq, 45u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 4)),
+            (std::vector<std::uint32_t>{44, 42, 45, 44}));
+}
+
+// A torn skip record is a gap like a torn record; malformed ones (pairs and a span, a span in a
+// striped group, numbers past 2^64) are never trusted.
+TEST_P(TxRecovery, TornOrMalformedSkipRecordsEndTheReplay) {
+  struct variant {
+    const char* what;
+    std::function<std::uint64_t(media&, std::uint64_t)> put;  // a skip for 2 .. 3 at the position
+  };
+  const std::vector<variant> variants = {
+      {"torn", [](media& t, std::uint64_t at) {
+         const std::uint64_t end = t.put_skip(0, at, 2, 2);
+         t.tear(0, at, 1);
+         return end;
+       }},
+      {"with pairs", [](media& t, std::uint64_t at) { return t.put_skip(0, at, 2, 2, 1); }},
+      {"in a group", [](media& t, std::uint64_t at) { return t.put_skip(0, at, 2, 2, 0, 1); }},
+  };
+  int n = 0;
+  for (const variant& v : variants) {
+    SCOPED_TRACE(v.what);
+    const std::string name = "s" + std::to_string(n++);
+    gpm::tx_heap::create(pool.get(), name, kGeometry, opts());
+    media t(pool.get(), name.c_str());
+    const std::uint64_t at = v.put(t, t.put(0, 0, 1, {{0, 1}}));
+    t.put(0, at, 4, {{1, 4}});
+    auto heap = gpm::tx_heap::open(pool.get(), name, kGeometry, opts());
+    EXPECT_EQ(heap.last_recovery().applied_seq, 1u);
+    EXPECT_EQ(heap.last_recovery().replayed, 1u);
+    std::vector<std::uint32_t> w(2);
+    heap.load(0, w.data(), w.size());
+    EXPECT_EQ(w, (std::vector<std::uint32_t>{1, 0}));
+  }
+  // Numbers that would wrap around 2^64, after a root at 2^64 - 3.
+  m.put_skip(0, 0, ~0ull - 1, 4);
+  m.set_applied(~0ull - 2);
+  gpm::tx_recovery rec;
+  recover(&rec);
+  EXPECT_EQ(rec.applied_seq, ~0ull - 2);
 }
 
 // An undo heap whose commits were cut short: live undo records restore the old values, a retired

@@ -114,6 +114,11 @@ struct tx_stats {
   std::uint64_t ring_commits = 0;     // commits whose record helper warps persisted
   std::uint64_t launches = 0;         // tx_heap::launch calls since open
   std::uint64_t ring_launches = 0;    // of them, with the ring and helper warps
+  // helpers, adaptive: sequence numbers that blocks of launches with the ring took for their
+  // commits in ranges and gave back unused, and the skip records that gave them back
+  // (docs/transactions.md); persisted_bytes counts those records too
+  std::uint64_t skipped_seqs = 0;
+  std::uint64_t skip_records = 0;
   // adaptive: time slices the bandwidth monitor decided ON (helpers) and OFF (direct), and how
   // often its decision changed, over the launches with a ring; the threshold in use (bytes/s)
   std::uint64_t slices_on = 0;
