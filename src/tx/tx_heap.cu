@@ -231,7 +231,7 @@ struct tx_heap::impl {
         work(h.words),
         orecs(zeroed<std::uint64_t>(orec_count(o, h.words))),
         versions(zeroed<std::uint32_t>(o.reads == tx_reads::versioned ? orecs.size() : 0)),
-        last_seq(zeroed<std::uint64_t>(has_helpers(o.mode) ? orecs.size() : 0)),
+        last_seq(zeroed<std::uint64_t>(has_helpers(o.mode) && o.seq_ranges ? orecs.size() : 0)),
         status(zeroed<std::uint64_t>(o.max_threads)),
         counters(zeroed<std::uint64_t>(T::kCounters * o.max_threads)),
         seq(zeroed<std::uint64_t>(3)),

@@ -83,6 +83,7 @@ gpm::tx_geometry geometry_of(tx_mode mode, std::uint64_t words) {
 gpm::tx_options options_of(tx_mode mode, bool gpu_replay = true) {
   gpm::tx_options o;
   o.mode = mode;
+  o.seq_ranges = true;  // helpers: numbers in ranges, skip records
   o.gpu_replay = gpu_replay;
   o.helper_warps = 1;
   o.ring_chunks = 16;  // a block's 24 chunks wrap the ring

@@ -27,6 +27,7 @@ gpm::tx_options small_options(tx_mode mode = tx_mode::helpers) {
   o.ring_chunks = 64;
   o.switch_threshold = 0;  // adaptive: helpers on as soon as anything persists
   o.slice_us = 1;
+  o.seq_ranges = true;
   return o;
 }
 

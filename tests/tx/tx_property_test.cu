@@ -107,6 +107,7 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
   o.switch_threshold = c.threshold;
   o.learn = c.learn;
   o.slice_us = 1;
+  o.seq_ranges = true;  // helpers, adaptive: numbers in ranges, skip records
   std::uint64_t flipping_switches = 0;  // adaptive with kFlipping: switches over the seeds' runs
   for (const std::uint64_t seed : {0, 1, 2}) {
     SCOPED_TRACE(std::string(c.name) + ", emulator seed " + std::to_string(seed));

@@ -95,6 +95,12 @@ struct tx_options {
   // must be finished before a sync() in another stream. false: the host thread applies them one
   // after another, as it does while kernels run.
   bool gpu_replay = true;
+  // helpers, adaptive: blocks of tx_heap::launch kernels with the ring take their sequence
+  // numbers from the global counter in ranges and give back what they do not use in skip
+  // records (docs/transactions.md, "Sequence ranges"); a 64-bit stamp per orec in GPU memory.
+  // Off by default until measured on a GPU: false, each batch of commits takes its numbers from
+  // the global counter.
+  bool seq_ranges = false;
 };
 
 // What open() found and did (last_recovery()).
