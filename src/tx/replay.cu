@@ -75,31 +75,21 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     log_unit u;
     // A log's sequence numbers rise (its reservations are ordered): a unit that does not continue
     // them is no commit's, and the host's merge never applies it either.
-    while (r.read_unit(l, pos, epoch, u) && (first || u.seq > after)) {
+    while (r.read_unit(l, pos, epoch, u) && (first || u.seq > after) &&
+           u.seq <= applied + window) {
       const std::uint64_t end = pos + u.chunks;
-      if (u.skip()) {
-        // Its sequence numbers in the window; its end only once the last of them is.
-        if (u.seq > applied + window) break;
-        const std::uint64_t from = u.seq > applied ? u.seq : applied + 1;
-        const std::uint64_t to = u.last() < applied + window ? u.last() : applied + window;
-        for (std::uint64_t s = from; s <= to; ++s) {
-          slots[s - applied - 1] = {pos, s == u.last() ? end : 0, l, 0};
-          ++found;
-        }
-        if (u.last() <= applied) positions[l] = end;  // applied before: passed over
-        if (to < u.last()) break;
-      } else {
-        if (u.last() > applied + window) break;
-        if (u.last() <= applied) {
-          positions[l] = end;  // applied before: passed over
-        } else {
-          for (std::uint32_t i = 0; i < u.width; ++i) {
-            if (u.seq + i <= applied) continue;
-            slots[u.seq + i - applied - 1] = {pos + i, i + 1 == u.width ? end : 0, l, u.width};
-            ++found;
-          }
-        }
+      // A group is placed whole; a skip record may end past the window (placed in part).
+      const bool whole = u.last() <= applied + window;
+      if (!whole && !u.skip()) break;
+      if (u.last() <= applied) positions[l] = end;  // applied before: passed over
+      const std::uint64_t to = whole ? u.last() : applied + window;
+      for (std::uint64_t s = u.seq > applied ? u.seq : applied + 1; s <= to; ++s) {
+        const std::uint64_t i = s - u.seq;  // the member (a skip record's slots share its place)
+        slots[s - applied - 1] = {u.skip() ? pos : pos + i, s == u.last() ? end : 0, l,
+                                  u.skip() ? 0 : u.width};
+        ++found;
       }
+      if (!whole) break;
       first = false;
       after = u.last();
       pos = end;
@@ -138,9 +128,9 @@ __global__ void write(reader r, const replay_slot* slots, std::uint64_t* counts,
   for (std::uint64_t i : grid_stride(counts[1])) {
     const replay_slot s = slots[i];
     const auto pairs = r.at(s.log, s.pos, s.width == 0 ? 1 : s.width);
-    const std::uint32_t count = s.width == 0 ? 0 : count_of(pairs[1]);
-    skipped += s.width == 0 ? 1 : 0;
-    for (std::uint32_t k = count; k-- > 0;) {
+    const bool skip = s.width == 0;  // a skip record's: writes nothing
+    skipped += skip ? 1 : 0;
+    for (std::uint32_t k = skip ? 0 : count_of(pairs[1]); k-- > 0;) {
       const std::uint64_t p = pairs[k + 2];
       const std::uint64_t word = p & 0xffffffffu;
       const atomic_ref<std::uint32_t> c(claims[word]);
