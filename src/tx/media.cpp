@@ -159,11 +159,11 @@ void heap_media::apply(const record& r, touched_words& touched) const {
   apply_pairs(r.log, r.pos, r.width, r.count, touched);
 }
 
-std::uint64_t heap_media::apply(const log_unit& u, std::uint64_t after,
+std::uint64_t heap_media::apply(const log_unit& u, std::uint64_t after, std::uint64_t through,
                                 touched_words& touched) const {
   if (u.skip()) return 0;  // a skip record: no record, nothing to write
   std::uint64_t applied = 0;
-  for (std::uint32_t i = 0; i < u.width; ++i) {
+  for (std::uint32_t i = 0; i < u.width && u.seq + i <= through; ++i) {
     if (u.seq + i <= after) continue;
     const std::uint64_t header =
         reader_.at(u.log, u.pos + i, 1)[1];

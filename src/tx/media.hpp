@@ -68,9 +68,10 @@ class heap_media {
   void prefetch(std::uint32_t log, std::uint64_t pos) const;
   // Writes the record's pairs into the home image (not persisted), adding their words to `touched`.
   void apply(const record& r, touched_words& touched) const;
-  // The same for the unit's records whose seq is above `after`; returns how many (0 for a skip
-  // record).
-  std::uint64_t apply(const log_unit& u, std::uint64_t after, touched_words& touched) const;
+  // The same for the unit's records whose seq is above `after` and at most `through`; returns
+  // how many (0 for a skip record).
+  std::uint64_t apply(const log_unit& u, std::uint64_t after, std::uint64_t through,
+                      touched_words& touched) const;
   // Persists the touched words of the home image at the persist site `site`.
   void persist_home(const touched_words& touched, const char* site) const;
 
@@ -100,6 +101,8 @@ class log_queue {
   };
   bool empty() const { return heap_.empty(); }
   const entry& top() const { return heap_.front(); }
+  // The entry with the lowest seq after the top (a child of the top); null with one entry.
+  const entry* second() const;
   void push(entry e);
   void pop();
   void replace_top(entry e);

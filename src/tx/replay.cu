@@ -8,9 +8,12 @@
 //           host's reproducer does (log_reader.hpp), and puts each record in the window's slot
 //           seq - applied - 1 (a skip record fills a slot for each sequence number it stands
 //           for); units at or below `applied` are passed over (the cursor moves), the walk stops
-//           at the first unit missing or torn, or past the window (a skip record may end there
-//           in part: the next run places the rest)
-//   gap     the prefix ends at the lowest empty slot
+//           at the first unit missing or torn, or past the window (a unit may end there in part:
+//           the next run places the rest)
+//   gap     the prefix ends at the lowest empty slot; it counts the slots filled, and where
+//           fewer than the records placed (a number that units of two logs stand for: crafted or
+//           damaged logs only, each checksum valid) the run applies nothing, and the host's merge
+//           ends its prefix before that number
 //   claim   each record of the prefix claims its words: a word's claim is the highest slot that
 //           writes it (atomic max), so the newest write of the prefix wins, as in order
 //   write   each record stores the words it won into the home image (and clears their claims
@@ -43,6 +46,7 @@ struct device_load {
 using reader = log_reader<device_load>;
 
 constexpr unsigned kThreads = 256;
+constexpr std::size_t kCounts = 5;  // gpu_replay::counts_
 
 __global__ void mirror(const std::uint64_t* logs, std::uint64_t* copy, std::uint64_t log_chunks,
                        std::uint32_t count, const std::uint64_t* positions, const log_state* tails) {
@@ -70,6 +74,7 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     const auto l = static_cast<std::uint32_t>(log);
     std::uint64_t pos = positions[l];
     std::uint64_t found = 0;
+    std::uint64_t reach = 0;  // the highest slot placed + 1
     std::uint64_t after = 0;  // the last sequence number of the log's unit before
     bool first = true;
     log_unit u;
@@ -78,9 +83,7 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     while (r.read_unit(l, pos, epoch, u) && (first || u.seq > after) &&
            u.seq <= applied + window) {
       const std::uint64_t end = pos + u.chunks;
-      // A group is placed whole; a skip record may end past the window (placed in part).
       const bool whole = u.last() <= applied + window;
-      if (!whole && !u.skip()) break;
       if (u.last() <= applied) positions[l] = end;  // applied before: passed over
       const std::uint64_t to = whole ? u.last() : applied + window;
       for (std::uint64_t s = u.seq > applied ? u.seq : applied + 1; s <= to; ++s) {
@@ -89,26 +92,40 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
                                   u.skip() ? 0 : u.width};
         ++found;
       }
+      if (to > applied) reach = to - applied;
       if (!whole) break;
       first = false;
       after = u.last();
       pos = end;
     }
     if (found != 0) atomic_ref<std::uint64_t>(counts[0]).fetch_add(found, memory_order_relaxed);
+    if (reach != 0) atomic_ref<std::uint64_t>(counts[4]).fetch_max(reach, memory_order_relaxed);
   }
 }
 
-// counts[1] starts at counts[0], so a window without a gap ends with its last record found.
+// counts[1] starts at counts[4] (the highest slot placed + 1), so a window without a gap ends
+// with its last record found; counts[3] gets the slots filled.
 __global__ void gap(const replay_slot* slots, std::uint64_t* counts) {
-  const std::uint64_t found = counts[0];
-  for (std::uint64_t i : grid_stride(found)) {
-    if (slots[i].log == kNoLog) atomic_ref<std::uint64_t>(counts[1]).fetch_min(i, memory_order_relaxed);
+  std::uint64_t filled = 0;
+  for (std::uint64_t i : grid_stride(counts[4])) {
+    if (slots[i].log == kNoLog) {
+      atomic_ref<std::uint64_t>(counts[1]).fetch_min(i, memory_order_relaxed);
+    } else {
+      ++filled;
+    }
   }
+  if (filled != 0) atomic_ref<std::uint64_t>(counts[3]).fetch_add(filled, memory_order_relaxed);
+}
+
+// The records the run applies: the prefix, or none where two logs' units stand for one number
+// (fewer slots filled than records placed).
+GPM_HOST_DEVICE std::uint64_t prefix_of(const std::uint64_t* counts) {
+  return counts[3] == counts[0] ? counts[1] : 0;
 }
 
 __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* counts,
                       std::uint32_t* claims) {
-  for (std::uint64_t i : grid_stride(counts[1])) {
+  for (std::uint64_t i : grid_stride(prefix_of(counts))) {
     const replay_slot s = slots[i];
     if (s.width == 0) continue;  // a skip record's
     const auto pairs = r.at(s.log, s.pos, s.width);
@@ -125,7 +142,7 @@ __global__ void write(reader r, const replay_slot* slots, std::uint64_t* counts,
                       std::uint32_t* claims, std::uint32_t* home, std::uint64_t* positions,
                       const char* site) {
   std::uint64_t skipped = 0;
-  for (std::uint64_t i : grid_stride(counts[1])) {
+  for (std::uint64_t i : grid_stride(prefix_of(counts))) {
     const replay_slot s = slots[i];
     const auto pairs = r.at(s.log, s.pos, s.width == 0 ? 1 : s.width);
     const bool skip = s.width == 0;  // a skip record's: writes nothing
@@ -171,7 +188,7 @@ bool gpu_replay::reserve() {
   std::uint64_t budget = free_bytes / 4;
   const std::uint64_t needed = layout_.words * sizeof(std::uint32_t) +
                                window_ * sizeof(replay_slot) +
-                               (std::uint64_t{layout_.logs} + 3) * sizeof(std::uint64_t);
+                               (std::uint64_t{layout_.logs} + kCounts) * sizeof(std::uint64_t);
   if (needed > budget) return false;
   budget -= needed;
   try {
@@ -179,7 +196,7 @@ bool gpu_replay::reserve() {
     check_cuda(cudaMemsetAsync(claims_.data(), 0, claims_.bytes(), stream_),
                "cudaMemsetAsync (tx replay claims)");
     positions_ = device_buffer<std::uint64_t>(layout_.logs);
-    counts_ = device_buffer<std::uint64_t>(3);
+    counts_ = device_buffer<std::uint64_t>(kCounts);
     slots_ = device_buffer<replay_slot>(window_);  // last: its size says all are there
   } catch (const error& e) {
     if (e.code() != errc::cuda) throw;
@@ -233,7 +250,7 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
   }
   launch(place, blocks_for(logs), kThreads, 0, stream_, r, epoch, applied, window_, slots_.data(),
          positions_.data(), counts_.data());
-  check_cuda(cudaMemcpyAsync(counts_.data() + 1, counts_.data(), sizeof(std::uint64_t),
+  check_cuda(cudaMemcpyAsync(counts_.data() + 1, counts_.data() + 4, sizeof(std::uint64_t),
                              cudaMemcpyDeviceToDevice, stream_),
              "cudaMemcpyAsync (tx replay counts)");
   launch(gap, blocks_for(window_), kThreads, 0, stream_, slots_.data(), counts_.data());
@@ -243,15 +260,15 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
          claims_.data(), home_, positions_.data(), site);
   result out;
   out.positions.resize(logs);
-  std::uint64_t counts[3] = {0, 0, 0};
+  std::uint64_t counts[kCounts] = {};
   check_cuda(cudaMemcpyAsync(out.positions.data(), positions_.data(), logs * sizeof(std::uint64_t),
                              cudaMemcpyDeviceToHost, stream_),
              "cudaMemcpyAsync (tx replay positions)");
   check_cuda(cudaMemcpyAsync(counts, counts_.data(), sizeof counts, cudaMemcpyDeviceToHost, stream_),
              "cudaMemcpyAsync (tx replay counts)");
   stream_.synchronize();
-  out.seqs = counts[1];
-  out.records = counts[1] - counts[2];
+  out.seqs = prefix_of(counts);
+  out.records = out.seqs - counts[2];
   return out;
 }
 

@@ -33,6 +33,11 @@ void log_queue::pop() {
 
 void log_queue::replace_top(entry e) { sift_down(0, e); }
 
+const log_queue::entry* log_queue::second() const {
+  if (heap_.size() < 2) return nullptr;
+  return heap_.size() > 2 && heap_[2].seq < heap_[1].seq ? &heap_[2] : &heap_[1];
+}
+
 void log_queue::sift_down(std::size_t i, entry e) {
   const std::size_t n = heap_.size();
   for (std::size_t child = 2 * i + 1; child < n; i = child, child = 2 * i + 1) {
@@ -90,17 +95,33 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
     if (!c.next && (c.next = media_.read_unit(log, c.pos, epoch_))) queue_.push({c.next->seq, log});
   }
   std::uint64_t applied = 0;
+  bool shared = false;  // two logs' units stand for the next number
   // The lowest next unit continues the prefix, or nothing does: then seq applied_ + 1 is in no
   // log's next unit, so in none of their units (each log's seqs rise), and that is the gap. A unit
   // at or below applied_ (at recovery after a crash that came before its space was freed) is
   // passed over.
-  while (!queue_.empty() && queue_.top().seq <= applied_ + 1 && applied < limit && go_on()) {
+  while (!shared && !queue_.empty() && queue_.top().seq <= applied_ + 1 && applied < limit &&
+         go_on()) {
     const std::uint32_t log = queue_.top().log;
     cursor& c = cursors_[log];
+    // A number is one commit's: where units of two logs stand for one (crafted or damaged logs
+    // only, each checksum valid), the prefix ends before it, as the replay kernels' slots find it.
+    // The other logs' next units start at or above the top's (the queue's order), so the lowest
+    // of them is the one that can share a number with the units applied from here.
+    const log_queue::entry* second = queue_.second();
+    const log_unit* other = second != nullptr ? &*cursors_[second->log].next : nullptr;
     // A warp's commits lie in its log one after another: follow the log while it continues.
     do {
-      applied += media_.apply(*c.next, applied_, touched);
-      applied_ = std::max(applied_, c.next->last());
+      const std::uint64_t first = std::max(c.next->seq, applied_ + 1);
+      std::uint64_t through = c.next->last();
+      if (first <= through && other != nullptr && other->seq <= through &&
+          other->last() >= first) {
+        through = std::max(other->seq, first) - 1;
+        shared = true;
+      }
+      applied += media_.apply(*c.next, applied_, through, touched);
+      applied_ = std::max(applied_, through);
+      if (shared) break;  // the unit stays at the cursor, applied in part
       c.pos += c.next->chunks;
       c.next = media_.read_unit(log, c.pos, epoch_);
       if (c.next) media_.prefetch(log, c.pos + c.next->chunks);
@@ -119,7 +140,10 @@ std::uint64_t reproducer::unreachable() const {
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     std::uint64_t pos = cursors_[log].pos;
     while (const auto u = media_.read_unit(log, pos, epoch_)) {
-      records += u->records();
+      // Members at or below applied_: those of a unit applied in part (a number two logs share)
+      if (u->records() != 0 && u->last() > applied_) {
+        records += std::min<std::uint64_t>(u->records(), u->last() - applied_);
+      }
       pos += u->chunks;
     }
   }

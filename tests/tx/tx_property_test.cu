@@ -147,7 +147,9 @@ TEST_P(TxProperty, CommitsAreSerializableInSequenceOrderAndDurable) {
       // Numbers are distinct; 1..N without holes, but where blocks take them in ranges (helpers
       // and adaptive launches), which give back in skip records what they did not use.
       const bool ranges = c.mode == tx_mode::helpers || c.mode == tx_mode::adaptive;
-      if (!ranges) EXPECT_EQ(stats.skipped_seqs, 0u);
+      if (!ranges) {
+        EXPECT_EQ(stats.skipped_seqs, 0u);
+      }
       last = w.transactions + stats.skipped_seqs;
       for (std::uint64_t k = 0; k < order.size(); ++k) {
         ASSERT_GT(seqs[order[k]], k == 0 ? 0 : seqs[order[k - 1]]) << "numbers are distinct";

@@ -213,12 +213,14 @@ class TxRecovery : public ::testing::TestWithParam<bool> {
  protected:
   gpm::tx_options opts() const { return options(GetParam()); }
 
-  // Opens the heap (recovering it) and returns its working copy.
-  std::vector<std::uint32_t> recover(gpm::tx_recovery* report = nullptr) {
+  // Opens the heap (recovering it) and returns its working copy. `shared`: two logs' units
+  // stand for one number in the kernels' window, where the kernels leave the replay to the host.
+  std::vector<std::uint32_t> recover(gpm::tx_recovery* report = nullptr, bool shared = false) {
     auto heap = gpm::tx_heap::open(pool.get(), "h", kGeometry, opts());
     if (report != nullptr) *report = heap.last_recovery();
     // The kernels replay every record recovery replays, or none.
-    EXPECT_EQ(heap.stats().replayed_on_gpu, GetParam() ? heap.last_recovery().replayed : 0);
+    EXPECT_EQ(heap.stats().replayed_on_gpu,
+              GetParam() && !shared ? heap.last_recovery().replayed : 0);
     std::vector<std::uint32_t> w(kGeometry.words);
     heap.load(0, w.data(), w.size());
     return w;
@@ -376,6 +378,74 @@ TEST_P(TxRecovery, TornOrMalformedSkipRecordsEndTheReplay) {
   gpm::tx_recovery rec;
   recover(&rec);
   EXPECT_EQ(rec.applied_seq, ~0ull - 2);
+}
+
+// A sequence number is one commit's: two logs whose units both stand for it (only crafted or
+// damaged logs can hold that, each checksum valid) are no commit order, and the replay ends
+// before it, whichever log it reads first (the kernels find the number placed twice and leave
+// the replay to the host's merge, which stops there).
+TEST_P(TxRecovery, ANumberTwoLogsClaimEndsTheReplayBeforeIt) {
+  std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
+  at = m.put(0, at, 2, {{1, 2}});
+  m.put(0, at, 3, {{2, 3}});
+  at = m.put(1, 0, 2, {{1, 99}});
+  m.put(1, at, 4, {{3, 4}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec, true);
+  EXPECT_EQ(rec.applied_seq, 1u);
+  EXPECT_EQ(rec.replayed, 1u);
+  EXPECT_EQ(rec.discarded, 4u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 4)),
+            (std::vector<std::uint32_t>{1, 0, 0, 0}));
+  gpm::tx_recovery again;
+  EXPECT_EQ(recover(&again, true), w);
+  EXPECT_EQ(again.applied_seq, 1u);
+  EXPECT_EQ(again.replayed, 0u);
+}
+
+// The same where the units overlap in part: a striped group and a skip record share the group's
+// last number; the group's members before it are a prefix and replay.
+TEST_P(TxRecovery, UnitsOverlappingInPartReplayUpToTheirFirstSharedNumber) {
+  m.put(0, 0, 1, {{0, 1}});
+  m.put_member(0, 2, 3, 0, 2, {{1, 2}});
+  m.put_member(0, 2, 3, 1, 3, {{2, 3}});
+  m.put_member(0, 2, 3, 2, 4, {{3, 4}});
+  const std::uint64_t at = m.put_skip(1, 0, 4, 6);
+  m.put(1, at, 10, {{4, 10}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec, true);
+  EXPECT_EQ(rec.applied_seq, 3u);
+  EXPECT_EQ(rec.replayed, 3u);
+  EXPECT_EQ(rec.discarded, 2u) << "the group's member 4 and record 10";
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 5)),
+            (std::vector<std::uint32_t>{1, 2, 3, 0, 0}));
+}
+
+// A group that reaches past the kernels' window (16) still stands for its numbers inside it: one
+// another log's record shares is found in the run that places it.
+TEST_P(TxRecovery, AGroupPastTheWindowSharesItsNumbersInsideIt) {
+  m.put_skip(0, 0, 1, 14);
+  for (std::uint32_t i = 0; i < 4; ++i) m.put_member(0, 2, 4, i, 15 + i, {{i, 15 + i}});
+  m.put(1, 0, 15, {{5, 15}});
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec, true);
+  EXPECT_EQ(rec.applied_seq, 14u);
+  EXPECT_EQ(rec.replayed, 0u);
+  EXPECT_EQ(rec.discarded, 5u);
+  EXPECT_EQ(std::count(w.begin(), w.end(), 0u), static_cast<long>(w.size()));
+}
+
+// Two skip records standing for the same 40 numbers, more than the kernels' window (16): the
+// kernels place each number once, whatever number of logs claim it, and replay nothing.
+TEST_P(TxRecovery, NumbersClaimedTwiceBeyondTheWindowReplayNothing) {
+  m.put(0, m.put_skip(0, 0, 1, 40), 41, {{0, 41}});
+  m.put_skip(1, 0, 1, 40);
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec, true);
+  EXPECT_EQ(rec.applied_seq, 0u);
+  EXPECT_EQ(rec.replayed, 0u);
+  EXPECT_EQ(rec.discarded, 1u);
+  EXPECT_EQ(w[0], 0u);
 }
 
 // An undo heap whose commits were cut short: live undo records restore the old values, a retired
