@@ -10,10 +10,11 @@
 //           for); units at or below `applied` are passed over (the cursor moves), the walk stops
 //           at the first unit missing or torn, or past the window (a unit may end there in part:
 //           the next run places the rest)
-//   gap     the prefix ends at the lowest empty slot; it counts the slots filled, and where
-//           fewer than the records placed (a number that units of two logs stand for: crafted or
-//           damaged logs only, each checksum valid) the run applies nothing, and the host's merge
-//           ends its prefix before that number
+//   gap     the prefix ends at the lowest empty slot; it counts the slots filled. Where fewer
+//           than the records placed (a number that units of two logs stand for), or where a log's
+//           numbers did not rise (crafted or damaged logs only, each checksum valid), the window
+//           is irregular: the run applies nothing and leaves it to the host's merge, whose rules
+//           for them (reproducer.cpp) are the reference
 //   claim   each record of the prefix claims its words: a word's claim is the highest slot that
 //           writes it (atomic max), so the newest write of the prefix wins, as in order
 //   write   each record stores the words it won into the home image (and clears their claims
@@ -46,7 +47,7 @@ struct device_load {
 using reader = log_reader<device_load>;
 
 constexpr unsigned kThreads = 256;
-constexpr std::size_t kCounts = 5;  // gpu_replay::counts_
+constexpr std::size_t kCounts = 6;  // gpu_replay::counts_
 
 __global__ void mirror(const std::uint64_t* logs, std::uint64_t* copy, std::uint64_t log_chunks,
                        std::uint32_t count, const std::uint64_t* positions, const log_state* tails) {
@@ -78,10 +79,14 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     std::uint64_t after = 0;  // the last sequence number of the log's unit before
     bool first = true;
     log_unit u;
-    // A log's sequence numbers rise (its reservations are ordered): a unit that does not continue
-    // them is no commit's, and the host's merge never applies it either.
-    while (r.read_unit(l, pos, epoch, u) && (first || u.seq > after) &&
-           u.seq <= applied + window) {
+    // A log's sequence numbers rise (its reservations are ordered). A unit that does not
+    // continue them (crafted or damaged logs only) makes the window irregular: the host's merge,
+    // which takes each log's units in their order, applies it instead.
+    while (r.read_unit(l, pos, epoch, u) && u.seq <= applied + window) {
+      if (!first && u.seq <= after) {
+        atomic_ref<std::uint64_t>(counts[5]).store(1, memory_order_relaxed);
+        break;
+      }
       const std::uint64_t end = pos + u.chunks;
       const bool whole = u.last() <= applied + window;
       if (u.last() <= applied) positions[l] = end;  // applied before: passed over
@@ -117,10 +122,10 @@ __global__ void gap(const replay_slot* slots, std::uint64_t* counts) {
   if (filled != 0) atomic_ref<std::uint64_t>(counts[3]).fetch_add(filled, memory_order_relaxed);
 }
 
-// The records the run applies: the prefix, or none where two logs' units stand for one number
-// (fewer slots filled than records placed).
+// The records the run applies: the prefix, or none in an irregular window: where two logs' units
+// stand for one number (fewer slots filled than records placed) or a log's numbers do not rise.
 GPM_HOST_DEVICE std::uint64_t prefix_of(const std::uint64_t* counts) {
-  return counts[3] == counts[0] ? counts[1] : 0;
+  return counts[3] == counts[0] && counts[5] == 0 ? counts[1] : 0;
 }
 
 __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* counts,

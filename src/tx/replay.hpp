@@ -74,7 +74,7 @@ class gpu_replay {
   device_buffer<std::uint32_t> claims_;     // per word: the newest slot + 1 that writes it
   device_buffer<std::uint64_t> positions_;  // per log
   // [0]: sequence numbers placed in the window, [1]: the prefix, [2]: of it, skip records',
-  // [3]: slots filled, [4]: the highest slot placed + 1
+  // [3]: slots filled, [4]: the highest slot placed + 1, [5]: 1 where a log's numbers fall
   device_buffer<std::uint64_t> counts_;
   device_buffer<std::uint64_t> mirror_;     // the logs' slots as the kernels read them; empty:
                                             // no room, the kernels read the pool

@@ -465,7 +465,9 @@ TEST_F(TxHeap, CommitsGetDistinctSequenceNumbersAndEmptyOnesNone) {
     const std::uint64_t durable = heap.durable_seq();
     const gpm::tx_stats s = heap.stats();
     EXPECT_EQ(durable, last_number(s, 64)) << name;
-    if (mode == tx_mode::direct) EXPECT_EQ(s.skipped_seqs, 0u);
+    if (mode == tx_mode::direct) {
+      EXPECT_EQ(s.skipped_seqs, 0u);
+    }
     std::vector<bool> seen(durable + 1, false);
     for (std::uint64_t i = 0; i < 128; ++i) {
       EXPECT_EQ(r[i].status, tx_status::committed);
