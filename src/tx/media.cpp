@@ -161,7 +161,6 @@ void heap_media::apply(const record& r, touched_words& touched) const {
 
 std::uint64_t heap_media::apply(const log_unit& u, std::uint64_t after, std::uint64_t through,
                                 touched_words& touched) const {
-  if (u.skip()) return 0;  // a skip record: no record, nothing to write
   std::uint64_t applied = 0;
   for (std::uint32_t i = 0; i < u.width && u.seq + i <= through; ++i) {
     if (u.seq + i <= after) continue;

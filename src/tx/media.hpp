@@ -58,8 +58,7 @@ class heap_media {
   // values) instead of a redo record.
   std::optional<record> read_record(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
                                     bool undo = false) const;
-  // The plain record, the whole striped group or the skip record that starts at `pos`, if every
-  // member is there.
+  // The plain record or the whole striped group that starts at `pos`, if every member is there.
   std::optional<log_unit> read_unit(std::uint32_t log, std::uint64_t pos,
                                     std::uint64_t epoch) const;
   // Starts loading the log's chunks from stream position `pos` into the CPU's caches: where the
@@ -69,7 +68,7 @@ class heap_media {
   // Writes the record's pairs into the home image (not persisted), adding their words to `touched`.
   void apply(const record& r, touched_words& touched) const;
   // The same for the unit's records whose seq is above `after` and at most `through`; returns
-  // how many (0 for a skip record).
+  // how many.
   std::uint64_t apply(const log_unit& u, std::uint64_t after, std::uint64_t through,
                       touched_words& touched) const;
   // Persists the touched words of the home image at the persist site `site`.

@@ -6,10 +6,9 @@
 //           place); without GPU memory for the copy the kernels read the pool in place
 //   place   one thread per log walks its units from the log's cursor, validating each as the
 //           host's reproducer does (log_reader.hpp), and puts each record in the window's slot
-//           seq - applied - 1 (a skip record fills a slot for each sequence number it stands
-//           for); units at or below `applied` are passed over (the cursor moves), the walk stops
-//           at the first unit missing or torn, or past the window (a unit may end there in part:
-//           the next run places the rest)
+//           seq - applied - 1; units at or below `applied` are passed over (the cursor moves),
+//           the walk stops at the first unit missing or torn, or past the window (a group may
+//           end there in part: the next run places the rest)
 //   gap     the prefix ends at the lowest empty slot; it counts the slots filled. Where fewer
 //           than the records placed (a number that units of two logs stand for), or where a log's
 //           numbers did not rise (crafted or damaged logs only, each checksum valid), the window
@@ -47,7 +46,7 @@ struct device_load {
 using reader = log_reader<device_load>;
 
 constexpr unsigned kThreads = 256;
-constexpr std::size_t kCounts = 6;  // gpu_replay::counts_
+constexpr std::size_t kCounts = 5;  // gpu_replay::counts_
 
 __global__ void mirror(const std::uint64_t* logs, std::uint64_t* copy, std::uint64_t log_chunks,
                        std::uint32_t count, const std::uint64_t* positions, const log_state* tails) {
@@ -84,55 +83,53 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     // which takes each log's units in their order, applies it instead.
     while (r.read_unit(l, pos, epoch, u) && u.seq <= applied + window) {
       if (!first && u.seq <= after) {
-        atomic_ref<std::uint64_t>(counts[5]).store(1, memory_order_relaxed);
+        atomic_ref<std::uint64_t>(counts[4]).store(1, memory_order_relaxed);
         break;
       }
+      first = false;
+      after = u.last();
       const std::uint64_t end = pos + u.chunks;
       const bool whole = u.last() <= applied + window;
       if (u.last() <= applied) positions[l] = end;  // applied before: passed over
       const std::uint64_t to = whole ? u.last() : applied + window;
       for (std::uint64_t s = u.seq > applied ? u.seq : applied + 1; s <= to; ++s) {
-        const std::uint64_t i = s - u.seq;  // the member (a skip record's slots share its place)
-        slots[s - applied - 1] = {u.skip() ? pos : pos + i, s == u.last() ? end : 0, l,
-                                  u.skip() ? 0 : u.width};
+        const std::uint64_t i = s - u.seq;  // the member
+        slots[s - applied - 1] = {pos + i, s == u.last() ? end : 0, l, u.width};
         ++found;
       }
       if (to > applied) reach = to - applied;
       if (!whole) break;
-      first = false;
-      after = u.last();
       pos = end;
     }
     if (found != 0) atomic_ref<std::uint64_t>(counts[0]).fetch_add(found, memory_order_relaxed);
-    if (reach != 0) atomic_ref<std::uint64_t>(counts[4]).fetch_max(reach, memory_order_relaxed);
+    if (reach != 0) atomic_ref<std::uint64_t>(counts[3]).fetch_max(reach, memory_order_relaxed);
   }
 }
 
-// counts[1] starts at counts[4] (the highest slot placed + 1), so a window without a gap ends
-// with its last record found; counts[3] gets the slots filled.
+// counts[1] starts at counts[3] (the highest slot placed + 1), so a window without a gap ends
+// with its last record found; counts[2] gets the slots filled.
 __global__ void gap(const replay_slot* slots, std::uint64_t* counts) {
   std::uint64_t filled = 0;
-  for (std::uint64_t i : grid_stride(counts[4])) {
+  for (std::uint64_t i : grid_stride(counts[3])) {
     if (slots[i].log == kNoLog) {
       atomic_ref<std::uint64_t>(counts[1]).fetch_min(i, memory_order_relaxed);
     } else {
       ++filled;
     }
   }
-  if (filled != 0) atomic_ref<std::uint64_t>(counts[3]).fetch_add(filled, memory_order_relaxed);
+  if (filled != 0) atomic_ref<std::uint64_t>(counts[2]).fetch_add(filled, memory_order_relaxed);
 }
 
 // The records the run applies: the prefix, or none in an irregular window: where two logs' units
 // stand for one number (fewer slots filled than records placed) or a log's numbers do not rise.
 GPM_HOST_DEVICE std::uint64_t prefix_of(const std::uint64_t* counts) {
-  return counts[3] == counts[0] && counts[5] == 0 ? counts[1] : 0;
+  return counts[2] == counts[0] && counts[4] == 0 ? counts[1] : 0;
 }
 
 __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* counts,
                       std::uint32_t* claims) {
   for (std::uint64_t i : grid_stride(prefix_of(counts))) {
     const replay_slot s = slots[i];
-    if (s.width == 0) continue;  // a skip record's
     const auto pairs = r.at(s.log, s.pos, s.width);
     const std::uint32_t count = count_of(pairs[1]);
     for (std::uint32_t k = 0; k < count; ++k) {
@@ -143,16 +140,14 @@ __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* c
   }
 }
 
-__global__ void write(reader r, const replay_slot* slots, std::uint64_t* counts,
+__global__ void write(reader r, const replay_slot* slots, const std::uint64_t* counts,
                       std::uint32_t* claims, std::uint32_t* home, std::uint64_t* positions,
                       const char* site) {
-  std::uint64_t skipped = 0;
   for (std::uint64_t i : grid_stride(prefix_of(counts))) {
     const replay_slot s = slots[i];
-    const auto pairs = r.at(s.log, s.pos, s.width == 0 ? 1 : s.width);
-    const bool skip = s.width == 0;  // a skip record's: writes nothing
-    skipped += skip ? 1 : 0;
-    for (std::uint32_t k = skip ? 0 : count_of(pairs[1]); k-- > 0;) {
+    const auto pairs = r.at(s.log, s.pos, s.width);
+    const std::uint32_t count = count_of(pairs[1]);
+    for (std::uint32_t k = count; k-- > 0;) {
       const std::uint64_t p = pairs[k + 2];
       const std::uint64_t word = p & 0xffffffffu;
       const atomic_ref<std::uint32_t> c(claims[word]);
@@ -165,7 +160,6 @@ __global__ void write(reader r, const replay_slot* slots, std::uint64_t* counts,
       atomic_ref<std::uint64_t>(positions[s.log]).fetch_max(s.unit_end, memory_order_relaxed);
     }
   }
-  if (skipped != 0) atomic_ref<std::uint64_t>(counts[2]).fetch_add(skipped, memory_order_relaxed);
   persist_named_at(site);
 }
 
@@ -255,7 +249,7 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
   }
   launch(place, blocks_for(logs), kThreads, 0, stream_, r, epoch, applied, window_, slots_.data(),
          positions_.data(), counts_.data());
-  check_cuda(cudaMemcpyAsync(counts_.data() + 1, counts_.data() + 4, sizeof(std::uint64_t),
+  check_cuda(cudaMemcpyAsync(counts_.data() + 1, counts_.data() + 3, sizeof(std::uint64_t),
                              cudaMemcpyDeviceToDevice, stream_),
              "cudaMemcpyAsync (tx replay counts)");
   launch(gap, blocks_for(window_), kThreads, 0, stream_, slots_.data(), counts_.data());
@@ -272,8 +266,7 @@ gpu_replay::result gpu_replay::run_kernels(std::uint64_t applied, std::uint64_t 
   check_cuda(cudaMemcpyAsync(counts, counts_.data(), sizeof counts, cudaMemcpyDeviceToHost, stream_),
              "cudaMemcpyAsync (tx replay counts)");
   stream_.synchronize();
-  out.seqs = prefix_of(counts);
-  out.records = out.seqs - counts[2];
+  out.records = prefix_of(counts);
   return out;
 }
 

@@ -18,8 +18,7 @@ namespace gpm::detail::tx {
 struct log_state;  // engine.cuh: per log, in GPU memory, `next` its tail
 
 // A record placed in the window by its sequence number: where it lies, and the end of its unit
-// (the stream position after it) when it is its unit's last record, else 0. A sequence number a
-// skip record stands for gets a slot too, with width 0: it writes nothing.
+// (the stream position after it) when it is its unit's last record, else 0.
 struct replay_slot {
   std::uint64_t pos;
   std::uint64_t unit_end;
@@ -46,8 +45,7 @@ class gpu_replay {
   bool reserve();
 
   struct result {
-    std::uint64_t seqs = 0;     // applied: sequence numbers applied + 1 .. applied + seqs
-    std::uint64_t records = 0;  // of them, records' (the others' skip records gave back)
+    std::uint64_t records = 0;            // applied: sequence numbers applied + 1 .. + records
     std::vector<std::uint64_t> positions;  // per log: the stream position after what was applied
   };
   // Applies the records of `epoch` that continue the prefix after `applied`, reading each log
@@ -73,8 +71,8 @@ class gpu_replay {
   device_buffer<replay_slot> slots_;
   device_buffer<std::uint32_t> claims_;     // per word: the newest slot + 1 that writes it
   device_buffer<std::uint64_t> positions_;  // per log
-  // [0]: sequence numbers placed in the window, [1]: the prefix, [2]: of it, skip records',
-  // [3]: slots filled, [4]: the highest slot placed + 1, [5]: 1 where a log's numbers fall
+  // [0]: records placed in the window, [1]: the prefix, [2]: slots filled, [3]: the highest slot
+  // placed + 1, [4]: 1 where a log's numbers fall
   device_buffer<std::uint64_t> counts_;
   device_buffer<std::uint64_t> mirror_;     // the logs' slots as the kernels read them; empty:
                                             // no room, the kernels read the pool

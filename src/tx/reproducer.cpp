@@ -105,7 +105,8 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
     const std::uint32_t log = queue_.top().log;
     cursor& c = cursors_[log];
     // A number is one commit's: where units of two logs stand for one (crafted or damaged logs
-    // only, each checksum valid), the prefix ends before it, as the replay kernels' slots find it.
+    // only, each checksum valid), the prefix ends before it (the replay kernels leave a window
+    // that holds one to this merge).
     // The other logs' next units start at or above the top's (the queue's order), so the lowest
     // of them is the one that can share a number with the units applied from here.
     const log_queue::entry* second = queue_.second();
@@ -140,10 +141,9 @@ std::uint64_t reproducer::unreachable() const {
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     std::uint64_t pos = cursors_[log].pos;
     while (const auto u = media_.read_unit(log, pos, epoch_)) {
-      // Members at or below applied_: those of a unit applied in part (a number two logs share)
-      if (u->records() != 0 && u->last() > applied_) {
-        records += std::min<std::uint64_t>(u->records(), u->last() - applied_);
-      }
+      // Members at or below applied_ (of a unit applied in part, where a number two logs share
+      // ended the prefix) are not counted.
+      if (u->last() > applied_) records += std::min<std::uint64_t>(u->width, u->last() - applied_);
       pos += u->chunks;
     }
   }

@@ -9,8 +9,6 @@
 //   tx.commit.record   a direct or hcl commit's redo record, before run() returns
 //   tx.drain.chunks    the ring chunks a helper lane copied into the block's log, before they count
 //                      as persisted (and their ring slots are freed)
-//   tx.skip.record     a skip record (numbers of a block's range given back), written by the
-//                      committer or helper that gave them back
 //   tx.undo.log        an undo commit's record of old values, before the home image is written
 //   tx.undo.home       an undo commit's new values in the home image, before the record retires
 //   tx.undo.retire     the retired undo record (slot 0 cleared), before the orecs are released
@@ -90,8 +88,7 @@ __global__ void mark_launch(T::heap_view v, launch_marks* marks, std::uint64_t n
   }
   for (unsigned o = 16; o > 0; o /= 2) chunks += __shfl_down_sync(~0u, chunks, o);
   if (threadIdx.x != 0) return;
-  // Commits: numbers handed out less those given back.
-  const launch_mark m{chunks, *v.seq - (v.skipped != nullptr ? *v.skipped : 0), global_time_ns()};
+  const launch_mark m{chunks, *v.seq, global_time_ns()};
   launch_marks& pair = marks[n % 2];
   if (!stop) {
     pair.start = m;
@@ -231,10 +228,9 @@ struct tx_heap::impl {
         work(h.words),
         orecs(zeroed<std::uint64_t>(orec_count(o, h.words))),
         versions(zeroed<std::uint32_t>(o.reads == tx_reads::versioned ? orecs.size() : 0)),
-        last_seq(zeroed<std::uint64_t>(has_helpers(o.mode) && o.seq_ranges ? orecs.size() : 0)),
         status(zeroed<std::uint64_t>(o.max_threads)),
         counters(zeroed<std::uint64_t>(T::kCounters * o.max_threads)),
-        seq(zeroed<std::uint64_t>(3)),
+        seq(1),
         logs_state(zeroed<T::log_state>(h.logs)),
         monitor(zeroed<T::bandwidth_monitor>(1)),
         marks(o.mode == tx_mode::adaptive ? 2 : 0, true) {
@@ -283,10 +279,6 @@ struct tx_heap::impl {
     view.max_threads = options.max_threads;
     view.words = geometry.words;
     view.seq = seq.data();
-    if (last_seq.size() != 0) {  // sequence ranges (engine.cuh, "Commit order")
-      view.last_seq = last_seq.data();
-      view.skipped = seq.data() + 1;
-    }
     view.logs_state = logs_state.data();
     view.control = gpu.ptr<T::log_control>(base + layout.control_offset());
     view.log_data = gpu.ptr<ulonglong2>(base + layout.log_offset());
@@ -486,8 +478,8 @@ struct tx_heap::impl {
       const T::gpu_replay::result r =
           replay->run(rep.applied(), rep.epoch(), rep.positions(), tails, site);
       ++replay_runs;
-      if (r.seqs == 0) break;
-      rep.advance(rep.applied() + r.seqs, r.positions);
+      if (r.records == 0) break;
+      rep.advance(rep.applied() + r.records, r.positions);
       total += r.records;
       replayed_on_gpu += r.records;
     } while (rep.any_ready());
@@ -508,10 +500,8 @@ struct tx_heap::impl {
   device_buffer<std::uint32_t> work;
   device_buffer<std::uint64_t> orecs;
   device_buffer<std::uint32_t> versions;  // tx_reads::versioned: one per orec
-  device_buffer<std::uint64_t> last_seq;  // helpers, adaptive: one per orec (sequence ranges)
   device_buffer<std::uint64_t> status;
   device_buffer<std::uint64_t> counters;
-  // The last number handed out; the numbers given back in skip records, and those records.
   device_buffer<std::uint64_t> seq;
   device_buffer<T::log_state> logs_state;
   device_buffer<T::bandwidth_monitor> monitor;
@@ -739,10 +729,6 @@ tx_stats tx_heap::stats() const {
   s.launches = self().launches;
   s.ring_launches = self().ring_launches;
   s.persisted_bytes = self().persisted_bytes();
-  std::uint64_t seq[3];
-  self().seq.copy_to_host(seq, 3);
-  s.skipped_seqs = seq[1];
-  s.skip_records = seq[2];
   const std::lock_guard lock(self().mutex);
   s.durable_seq = self().rep.applied();
   s.replayed_on_gpu = self().replayed_on_gpu;

@@ -11,9 +11,8 @@
 // check opens the heap on it (recovery) and requires:
 //  - the image holds a set of the workload's transactions whole: markers 0 or 1, and the balances
 //    are the initial ones with exactly those transfers applied (so the total is unchanged);
-//  - redo modes: that set is the commits numbered up to recovery's applied root (helpers mode
-//    gives numbers back in skip records, which no commit took), and it holds every commit
-//    durable at the crash: acknowledged by durable_seq(), persisted
+//  - redo modes: that set is the first n commits by sequence number, recovery reports n applied,
+//    and n reaches every commit durable at the crash: acknowledged by durable_seq(), persisted
 //    when run() returned (direct), or persisted before the kernel ended (hcl: by every lane of
 //    its striped group, helpers: by the helper warps);
 //  - undo mode: every transaction whose run() had returned is in it, and recovery's applied root
@@ -83,7 +82,6 @@ gpm::tx_geometry geometry_of(tx_mode mode, std::uint64_t words) {
 gpm::tx_options options_of(tx_mode mode, bool gpu_replay = true) {
   gpm::tx_options o;
   o.mode = mode;
-  o.seq_ranges = true;  // helpers: numbers in ranges, skip records
   o.gpu_replay = gpu_replay;
   o.helper_warps = 1;
   o.ring_chunks = 16;  // a block's 24 chunks wrap the ring
@@ -122,26 +120,16 @@ struct model {
   std::string doing;
 };
 
-bool committed(std::uint64_t seq) { return seq != 0 && seq != ~0ull; }
-
-// The largest n such that every commit numbered up to n had returned from run() (`returned`: the
-// numbers then; `seqs`: every commit's number, known once the launch ended). Numbers no commit
-// took (sequence ranges' skip records) do not count.
-std::uint64_t returned_prefix(const std::vector<std::uint64_t>& returned,
-                              const std::vector<std::uint64_t>& seqs) {
-  std::vector<std::uint64_t> all, done;
-  for (std::uint64_t q : seqs) {
-    if (committed(q)) all.push_back(q);
-  }
+// The largest n such that commits 1 .. n all returned from run() (their seqs in `returned`).
+std::uint64_t returned_prefix(const std::vector<std::uint64_t>& returned) {
+  std::vector<std::uint64_t> s;
   for (std::uint64_t q : returned) {
-    if (committed(q)) done.push_back(q);
+    if (q != 0 && q != ~0ull) s.push_back(q);
   }
-  std::sort(all.begin(), all.end());
-  std::sort(done.begin(), done.end());
+  std::sort(s.begin(), s.end());
   std::uint64_t n = 0;
-  for (std::uint64_t q : all) {
-    if (!std::binary_search(done.begin(), done.end(), q)) break;
-    n = q;
+  for (std::uint64_t q : s) {
+    if (q == n + 1) n = q;
   }
   return n;
 }
@@ -183,7 +171,7 @@ std::string check_image(const std::string& image, const gpm::pool_options& o, co
       continue;
     }
     if (marker == 0) continue;
-    if (!committed(seqs[i])) return which + " is in the image but never committed";
+    if (seqs[i] == 0 || seqs[i] == ~0ull) return which + " is in the image but never committed";
     w.apply(expect, i);
     ++in;
   }
@@ -207,14 +195,16 @@ std::string check_image(const std::string& image, const gpm::pool_options& o, co
     }
     return "";
   }
-  // The image holds exactly the commits numbered up to recovery's applied root (the numbers in
-  // between that no commit took were given back in skip records).
+  if (applied != in) {
+    return "recovery reports " + std::to_string(applied) + " commits applied, the image holds " +
+           std::to_string(in);
+  }
   for (std::uint64_t i = 0; i < w.transactions; ++i) {
-    if (!committed(seqs[i])) continue;
-    if ((words[w.accounts + i] == 1) != (seqs[i] <= applied)) {
+    if (seqs[i] == 0 || seqs[i] == ~0ull) continue;
+    if ((words[w.accounts + i] == 1) != (seqs[i] <= in)) {
       return "transaction " + std::to_string(i) + " with seq " + std::to_string(seqs[i]) + " is " +
-             (words[w.accounts + i] == 1 ? "in" : "not in") + " the image, recovered up to seq " +
-             std::to_string(applied) + ": not a prefix";
+             (words[w.accounts + i] == 1 ? "in" : "not in") + " the image, which holds " +
+             std::to_string(in) + " commits: not a prefix";
     }
   }
   // Durable: acknowledged; or persisted when run() returned (direct); or, in hcl mode, by every
@@ -222,15 +212,11 @@ std::string check_image(const std::string& image, const gpm::pool_options& o, co
   // make its commit recoverable while a lane of its group has not persisted), and by the helpers,
   // before the kernel ended.
   const std::uint64_t persisted =
-      m.mode != tx_mode::direct && m.in_kernel ? 0 : returned_prefix(returned, seqs);
+      m.mode != tx_mode::direct && m.in_kernel ? 0 : returned_prefix(returned);
   const std::uint64_t durable = std::max(m.acked, persisted);
-  for (std::uint64_t i = 0; i < w.transactions; ++i) {
-    if (committed(seqs[i]) && seqs[i] <= durable && words[w.accounts + i] != 1) {
-      return "the image (" + std::to_string(in) + " commits, recovered up to seq " +
-             std::to_string(applied) + ") lacks transaction " + std::to_string(i) + " with seq " +
-             std::to_string(seqs[i]) + "; commits up to seq " + std::to_string(durable) +
-             " were durable (acknowledged " + std::to_string(m.acked) + ")";
-    }
+  if (in < durable) {
+    return "the image holds the first " + std::to_string(in) + " commits; the first " +
+           std::to_string(durable) + " were durable (acknowledged " + std::to_string(m.acked) + ")";
   }
   return "";
 }
@@ -487,12 +473,11 @@ std::vector<std::string> sites_reached(tx_mode mode) {
   }
   s.insert(s.end(), {mode == tx_mode::helpers ? "tx.drain.chunks" : "tx.commit.record",
                      "tx.apply.home", "tx.apply.root", "tx.apply.head", "tx.recover.home"});
-  if (mode == tx_mode::helpers) s.push_back("tx.skip.record");
   return s;
 }
 
 const std::vector<std::string> kSites = {
-    "tx.commit.record", "tx.drain.chunks",  "tx.skip.record",  "tx.undo.log",     "tx.undo.home",
+    "tx.commit.record", "tx.drain.chunks",  "tx.undo.log",     "tx.undo.home",
     "tx.undo.retire",   "tx.create.header", "tx.create.root",  "tx.store.home",
     "tx.apply.home",    "tx.apply.root",    "tx.apply.head",   "tx.sync.root",
     "tx.recover.home",  "tx.recover.undo",  "tx.recover.root", "tx.recover.head",

@@ -27,18 +27,7 @@ gpm::tx_options small_options(tx_mode mode = tx_mode::helpers) {
   o.ring_chunks = 64;
   o.switch_threshold = 0;  // adaptive: helpers on as soon as anything persists
   o.slice_us = 1;
-  o.seq_ranges = true;
   return o;
-}
-
-// The last sequence number handed out after `commits` commits: in launches with the ring,
-// blocks take numbers in ranges and give back what they did not use (skip records).
-std::uint64_t last_number(const gpm::tx_stats& s, std::uint64_t commits) {
-  return commits + s.skipped_seqs;
-}
-// What the skip records that gave them back persisted.
-std::uint64_t skip_bytes(const gpm::tx_stats& s) {
-  return s.skip_records * gpm::detail::tx::record_chunks(0) * gpm::detail::tx::kChunkBytes;
 }
 
 template <class E>
@@ -455,35 +444,25 @@ TEST_F(TxHeap, ModesHaveTheBenchmarksNamesAndParseBack) {
   EXPECT_EQ(gpm::parse_tx_mode(""), std::nullopt);
 }
 
-// Consecutive numbers without the ring; with it (helpers), what blocks did not use of their
-// ranges is given back, so the last number counts those too.
-TEST_F(TxHeap, CommitsGetDistinctSequenceNumbersAndEmptyOnesNone) {
-  for (const tx_mode mode : {tx_mode::direct, tx_mode::helpers}) {
-    const std::string name(gpm::to_string(mode));
-    auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, small_options(mode));
-    const auto r = run_each(heap, 2, 64, write_if_even{});
-    const std::uint64_t durable = heap.durable_seq();
-    const gpm::tx_stats s = heap.stats();
-    EXPECT_EQ(durable, last_number(s, 64)) << name;
-    if (mode == tx_mode::direct) {
-      EXPECT_EQ(s.skipped_seqs, 0u);
+TEST_F(TxHeap, CommitsGetConsecutiveSequenceNumbersAndEmptyOnesNone) {
+  auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options());
+  const auto r = run_each(heap, 2, 64, write_if_even{});
+  std::vector<bool> seen(65, false);
+  for (std::uint64_t i = 0; i < 128; ++i) {
+    EXPECT_EQ(r[i].status, tx_status::committed);
+    EXPECT_EQ(r[i].attempts, 1u);
+    if (i % 2 == 1) {
+      EXPECT_EQ(r[i].seq, 0u);
+      continue;
     }
-    std::vector<bool> seen(durable + 1, false);
-    for (std::uint64_t i = 0; i < 128; ++i) {
-      EXPECT_EQ(r[i].status, tx_status::committed);
-      EXPECT_EQ(r[i].attempts, 1u);
-      if (i % 2 == 1) {
-        EXPECT_EQ(r[i].seq, 0u);
-        continue;
-      }
-      ASSERT_GE(r[i].seq, 1u);
-      ASSERT_LE(r[i].seq, durable);
-      EXPECT_FALSE(seen[r[i].seq]) << "seq " << r[i].seq << " twice";
-      seen[r[i].seq] = true;
-    }
-    const auto w = contents(heap);
-    for (std::uint64_t i = 0; i < 128; ++i) EXPECT_EQ(w[i], i % 2 == 0 ? i + 1 : 0) << i;
+    ASSERT_GE(r[i].seq, 1u);
+    ASSERT_LE(r[i].seq, 64u);
+    EXPECT_FALSE(seen[r[i].seq]) << "seq " << r[i].seq << " twice";
+    seen[r[i].seq] = true;
   }
+  EXPECT_EQ(heap.durable_seq(), 64u);
+  const auto w = contents(heap);
+  for (std::uint64_t i = 0; i < 128; ++i) EXPECT_EQ(w[i], i % 2 == 0 ? i + 1 : 0) << i;
 }
 
 TEST_F(TxHeap, FailedTransactionsReportTheirStatusAndWriteNothing) {
@@ -503,7 +482,7 @@ TEST_F(TxHeap, FailedTransactionsReportTheirStatusAndWriteNothing) {
   for (std::uint64_t i = 0; i < 32; ++i) EXPECT_EQ(w[i], i < 6 ? 1u : 7u) << i;
   EXPECT_EQ(w[100], 1u);
   EXPECT_EQ(w[101], 1u);
-  EXPECT_EQ(heap.durable_seq(), last_number(heap.stats(), 26));
+  EXPECT_EQ(heap.durable_seq(), 26u);
 }
 
 TEST_F(TxHeap, RecordsLargerThanTheRingOrTheLogAreRefused) {
@@ -607,8 +586,7 @@ TEST_F(TxHeap, ReadsSeeOwnWritesAndTypedValuesSpanWholeWords) {
   EXPECT_EQ(x, 2.5);
   EXPECT_EQ(w[30] + w[31] + w[32], 24u);
   // The record holds 1 + 2 + 2 + 3 pairs: 6 chunks.
-  const gpm::tx_stats s = heap.stats();
-  EXPECT_EQ(s.persisted_bytes, 6 * gpm::detail::tx::kChunkBytes + skip_bytes(s));
+  EXPECT_EQ(heap.stats().persisted_bytes, 6 * gpm::detail::tx::kChunkBytes);
 }
 
 TEST_F(TxHeap, OkTurnsFalseOnceAnAttemptIsDoomed) {
@@ -718,12 +696,11 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
     {
       auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
       run_each(heap, 4, 64, add_and_count{});
-      const std::uint64_t durable = heap.durable_seq();
+      EXPECT_EQ(heap.durable_seq(), 256u) << name;
       const gpm::tx_stats s = heap.stats();
-      EXPECT_EQ(durable, last_number(s, 256)) << name;
       EXPECT_EQ(s.commits, 256u) << name;
-      EXPECT_EQ(s.durable_seq, durable) << name;
-      EXPECT_EQ(s.persisted_bytes, 256 * 3 * gpm::detail::tx::kChunkBytes + skip_bytes(s)) << name;
+      EXPECT_EQ(s.durable_seq, 256u) << name;
+      EXPECT_EQ(s.persisted_bytes, 256 * 3 * gpm::detail::tx::kChunkBytes) << name;
     }
     auto again = gpm::tx_heap::open(pool.get(), name, o);
     expect_add_and_count(again, 1, name);
@@ -743,7 +720,7 @@ TEST_F(TxHeap, SyncAppliesWithTheReplayKernelsOrOnTheHost) {
         run_each(heap, 4, 64, add_and_count{});
         heap.sync();
         const gpm::tx_stats s = heap.stats();
-        EXPECT_EQ(s.durable_seq, last_number(s, 256)) << name;
+        EXPECT_EQ(s.durable_seq, 256u) << name;
         EXPECT_EQ(s.replayed_on_gpu, kernels ? 256u : 0u) << name;
         EXPECT_EQ(s.applied_on_host, kernels ? 0u : 256u) << name;
         EXPECT_EQ(s.replay_runs, kernels ? 1u : 0u) << name;
@@ -868,7 +845,7 @@ TEST_F(TxHeap, AdaptiveChoosesTheRingPerLaunchFromTheLastLaunchsBandwidth) {
     const gpm::tx_stats s = heap.stats();
     EXPECT_EQ(s.launches, 3u);
     EXPECT_EQ(s.commits, 3 * 256u);
-    EXPECT_EQ(s.durable_seq, last_number(s, 3 * 256u));
+    EXPECT_EQ(s.durable_seq, 3 * 256u);
     EXPECT_EQ(s.switch_threshold, threshold);
     if (threshold == 0) {
       EXPECT_EQ(s.ring_launches, 3u);
@@ -932,7 +909,7 @@ TEST_F(TxHeap, AdaptiveLearnsEachKernelsFasterKind) {
     const gpm::tx_stats end = heap.stats();
     EXPECT_EQ(end.launches, 20u);
     EXPECT_EQ(end.commits, 20 * 256u);
-    EXPECT_EQ(end.durable_seq, last_number(end, 20 * 256u));
+    EXPECT_EQ(end.durable_seq, 20 * 256u);
     // write_own_number left 255 in the counter word; 16 add_and_count launches followed
     EXPECT_EQ(contents(heap)[255], 255 + 16 * 256u);
   }

@@ -2,8 +2,7 @@
 // crash leaves behind): replay in sequence order across logs, the first gap or torn record ends
 // the replay, records of other epochs or heaps and records already applied are ignored, records
 // wrap around the end of their log, discarded records never come back, recovery is idempotent,
-// HCL-striped groups replay only when every member is there, skip records carry the replay past
-// the numbers they give back, live undo records roll back; and
+// HCL-striped groups replay only when every member is there, live undo records roll back; and
 // the merge of many logs, at recovery and while the heap is open (passes in batches, heads
 // published only for applied records).
 #include <gpm/pool/pool.hpp>
@@ -11,7 +10,6 @@
 #include <gpm/tx/tx_heap.cuh>
 
 #include <atomic>
-#include <functional>
 #include <random>
 #include <utility>
 
@@ -127,14 +125,6 @@ class media {
     F::record_source rec{seq, static_cast<std::uint32_t>(pairs.size()), words.data(), values.data(),
                          0};
     return pos + store(log, pos, rec, 1, epoch, salt, chunks_written);
-  }
-  // Writes a skip record giving back numbers seq .. seq + span - 1 at `pos` of `log` (with
-  // `pairs`, or in a group of `width`: a malformed one); returns the position after it.
-  std::uint64_t put_skip(std::uint32_t log, std::uint64_t pos, std::uint64_t seq,
-                         std::uint32_t span, std::uint32_t pairs = 0, std::uint32_t width = 0) const {
-    const std::vector<std::uint32_t> words(pairs, 0), values(pairs, 0);
-    const F::record_source rec{seq, pairs, words.data(), values.data(), 0, width, 0, span};
-    return pos + store(log, pos, rec, 1, 0, 0, 0);
   }
   // Writes member `rank` of a striped group of `width` records starting at `pos` of `log`.
   void put_member(std::uint32_t log, std::uint64_t pos, std::uint32_t width, std::uint32_t rank,
@@ -323,64 +313,6 @@ TEST_P(TxRecovery, StripedGroupsReplayOnlyWhenEveryMemberIsThere) {
             (std::vector<std::uint32_t>{3, 2, 3, 4, 2, 3, 0}));
 }
 
-// Skip records (sequence ranges, engine.cuh) stand for numbers no commit took: the replay goes
-// on past them. Log 0's skip gives back 40 numbers, more than the kernels' window (16 here), so
-// they place it over two runs.
-TEST_P(TxRecovery, SkipRecordsStandForNumbersNoCommitTook) {
-  std::uint64_t at = m.put(0, 0, 1, {{0, 1}});
-  at = m.put_skip(0, at, 2, 40);
-  m.put(0, at, 44, {{0, 44}, {3, 44}});
-  at = m.put(1, 0, 42, {{1, 42}});
-  at = m.put_skip(1, at, 43, 1);
-  m.put(1, at, 45, {{2, 45}});
-  gpm::tx_recovery rec;
-  const std::vector<std::uint32_t> w = recover(&rec);
-  EXPECT_EQ(rec.replayed, 4u) << "records, not the numbers skip records gave back";
-  EXPECT_EQ(rec.discarded, 0u);
-  EXPECT_EQ(rec.applied_seq, 45u);
-  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 4)),
-            (std::vector<std::uint32_t>{44, 42, 45, 44}));
-}
-
-// A torn skip record is a gap like a torn record; malformed ones (pairs and a span, a span in a
-// striped group, numbers past 2^64) are never trusted.
-TEST_P(TxRecovery, TornOrMalformedSkipRecordsEndTheReplay) {
-  struct variant {
-    const char* what;
-    std::function<std::uint64_t(media&, std::uint64_t)> put;  // a skip for 2 .. 3 at the position
-  };
-  const std::vector<variant> variants = {
-      {"torn", [](media& t, std::uint64_t at) {
-         const std::uint64_t end = t.put_skip(0, at, 2, 2);
-         t.tear(0, at, 1);
-         return end;
-       }},
-      {"with pairs", [](media& t, std::uint64_t at) { return t.put_skip(0, at, 2, 2, 1); }},
-      {"in a group", [](media& t, std::uint64_t at) { return t.put_skip(0, at, 2, 2, 0, 1); }},
-  };
-  int n = 0;
-  for (const variant& v : variants) {
-    SCOPED_TRACE(v.what);
-    const std::string name = "s" + std::to_string(n++);
-    gpm::tx_heap::create(pool.get(), name, kGeometry, opts());
-    media t(pool.get(), name.c_str());
-    const std::uint64_t at = v.put(t, t.put(0, 0, 1, {{0, 1}}));
-    t.put(0, at, 4, {{1, 4}});
-    auto heap = gpm::tx_heap::open(pool.get(), name, kGeometry, opts());
-    EXPECT_EQ(heap.last_recovery().applied_seq, 1u);
-    EXPECT_EQ(heap.last_recovery().replayed, 1u);
-    std::vector<std::uint32_t> w(2);
-    heap.load(0, w.data(), w.size());
-    EXPECT_EQ(w, (std::vector<std::uint32_t>{1, 0}));
-  }
-  // Numbers that would wrap around 2^64, after a root at 2^64 - 3.
-  m.put_skip(0, 0, ~0ull - 1, 4);
-  m.set_applied(~0ull - 2);
-  gpm::tx_recovery rec;
-  recover(&rec);
-  EXPECT_EQ(rec.applied_seq, ~0ull - 2);
-}
-
 // A sequence number is one commit's: two logs whose units both stand for it (only crafted or
 // damaged logs can hold that, each checksum valid) are no commit order, and the replay ends
 // before it, whichever log it reads first (the kernels find the number placed twice and leave
@@ -404,49 +336,23 @@ TEST_P(TxRecovery, ANumberTwoLogsClaimEndsTheReplayBeforeIt) {
   EXPECT_EQ(again.replayed, 0u);
 }
 
-// The same where the units overlap in part: a striped group and a skip record share the group's
-// last number; the group's members before it are a prefix and replay.
+// The same where the units overlap in part: two striped groups share the first one's last
+// number; its members before it are a prefix and replay.
 TEST_P(TxRecovery, UnitsOverlappingInPartReplayUpToTheirFirstSharedNumber) {
   m.put(0, 0, 1, {{0, 1}});
   m.put_member(0, 2, 3, 0, 2, {{1, 2}});
   m.put_member(0, 2, 3, 1, 3, {{2, 3}});
   m.put_member(0, 2, 3, 2, 4, {{3, 4}});
-  const std::uint64_t at = m.put_skip(1, 0, 4, 6);
-  m.put(1, at, 10, {{4, 10}});
+  m.put_member(1, 0, 2, 0, 4, {{4, 4}});
+  m.put_member(1, 0, 2, 1, 5, {{5, 5}});
+  m.put(1, 4, 6, {{6, 6}});
   gpm::tx_recovery rec;
   const std::vector<std::uint32_t> w = recover(&rec, true);
   EXPECT_EQ(rec.applied_seq, 3u);
   EXPECT_EQ(rec.replayed, 3u);
-  EXPECT_EQ(rec.discarded, 2u) << "the group's member 4 and record 10";
-  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 5)),
-            (std::vector<std::uint32_t>{1, 2, 3, 0, 0}));
-}
-
-// A group that reaches past the kernels' window (16) still stands for its numbers inside it: one
-// another log's record shares is found in the run that places it.
-TEST_P(TxRecovery, AGroupPastTheWindowSharesItsNumbersInsideIt) {
-  m.put_skip(0, 0, 1, 14);
-  for (std::uint32_t i = 0; i < 4; ++i) m.put_member(0, 2, 4, i, 15 + i, {{i, 15 + i}});
-  m.put(1, 0, 15, {{5, 15}});
-  gpm::tx_recovery rec;
-  const std::vector<std::uint32_t> w = recover(&rec, true);
-  EXPECT_EQ(rec.applied_seq, 14u);
-  EXPECT_EQ(rec.replayed, 0u);
-  EXPECT_EQ(rec.discarded, 5u);
-  EXPECT_EQ(std::count(w.begin(), w.end(), 0u), static_cast<long>(w.size()));
-}
-
-// Two skip records standing for the same 40 numbers, more than the kernels' window (16): the
-// kernels place each number once, whatever number of logs claim it, and replay nothing.
-TEST_P(TxRecovery, NumbersClaimedTwiceBeyondTheWindowReplayNothing) {
-  m.put(0, m.put_skip(0, 0, 1, 40), 41, {{0, 41}});
-  m.put_skip(1, 0, 1, 40);
-  gpm::tx_recovery rec;
-  const std::vector<std::uint32_t> w = recover(&rec, true);
-  EXPECT_EQ(rec.applied_seq, 0u);
-  EXPECT_EQ(rec.replayed, 0u);
-  EXPECT_EQ(rec.discarded, 1u);
-  EXPECT_EQ(w[0], 0u);
+  EXPECT_EQ(rec.discarded, 4u) << "the first group's member 4, the second group, record 6";
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 7)),
+            (std::vector<std::uint32_t>{1, 2, 3, 0, 0, 0, 0}));
 }
 
 // An undo heap whose commits were cut short: live undo records restore the old values, a retired
@@ -675,8 +581,8 @@ TEST_P(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
 }
 
 // Logs crafted at random with valid checksums (units out of their log's order, numbers two logs
-// share, overlapping groups and skip records, an applied root above some of them, over several
-// of the kernels' windows): the replay kernels and the host's merge recover the same state from
+// share, overlapping groups, an applied root above some of them, over several of the kernels'
+// windows): the replay kernels and the host's merge recover the same state from
 // each, and a second recovery changes nothing.
 TEST(TxRecoveryPaths, KernelsAndHostRecoverTheSameStateFromAnyValidRecords) {
   constexpr gpm::tx_geometry kSmall{.words = 16, .logs = 3, .log_bytes = 512};  // 32 chunks
@@ -694,8 +600,8 @@ TEST(TxRecoveryPaths, KernelsAndHostRecoverTheSameStateFromAnyValidRecords) {
     for (int n = 0; n < 14; ++n) {
       const auto log = static_cast<std::uint32_t>(rng() % kSmall.logs);
       const std::uint64_t seq = rng() % 4 != 0 ? next : 1 + rng() % (next + 3);
-      const std::uint64_t kind = rng() % 4;  // 0, 1: a record, 2: a group, 3: a skip record
-      const std::uint32_t width = kind == 2 ? 2 + static_cast<std::uint32_t>(rng() % 3) : 1;
+      const bool group = rng() % 3 == 0;  // else a plain record
+      const std::uint32_t width = group ? 2 + static_cast<std::uint32_t>(rng() % 3) : 1;
       std::vector<pairs> members(width);
       for (pairs& m : members) {
         for (std::uint64_t k = 1 + rng() % 2; k-- > 0;) {
@@ -703,13 +609,10 @@ TEST(TxRecoveryPaths, KernelsAndHostRecoverTheSameStateFromAnyValidRecords) {
                        static_cast<std::uint32_t>(rng() % 1000)});
         }
       }
-      const std::uint32_t span = 1 + static_cast<std::uint32_t>(rng() % 12);
-      const std::uint64_t chunks = F::record_chunks(kind == 3 ? 0 : 2) * width;
+      const std::uint64_t chunks = F::record_chunks(2) * width;
       const std::uint64_t at = pos[log];
       if (at + chunks > kChunks) continue;
-      if (kind == 3) {
-        writes.push_back([=](media& t) { t.put_skip(log, at, seq, span); });
-      } else if (kind == 2) {
+      if (group) {
         writes.push_back([=](media& t) {
           for (std::uint32_t r = 0; r < width; ++r) {
             t.put_member(log, at, width, r, seq + r, members[r]);
@@ -718,7 +621,7 @@ TEST(TxRecoveryPaths, KernelsAndHostRecoverTheSameStateFromAnyValidRecords) {
       } else {
         writes.push_back([=](media& t) { t.put(log, at, seq, members[0]); });
       }
-      next = std::max(next, seq + (kind == 3 ? span : width));
+      next = std::max(next, seq + width);
       pos[log] += chunks;
     }
     const std::uint64_t applied = rng() % 3 == 0 ? rng() % 6 : 0;

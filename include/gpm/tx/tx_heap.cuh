@@ -95,12 +95,6 @@ struct tx_options {
   // must be finished before a sync() in another stream. false: the host thread applies them one
   // after another, as it does while kernels run.
   bool gpu_replay = true;
-  // helpers, adaptive: blocks of tx_heap::launch kernels with the ring take their sequence
-  // numbers from the global counter in ranges and give back what they do not use in skip
-  // records (docs/transactions.md, "Sequence ranges"); a 64-bit stamp per orec in GPU memory.
-  // Off by default until measured on a GPU: false, each batch of commits takes its numbers from
-  // the global counter.
-  bool seq_ranges = false;
 };
 
 // What open() found and did (last_recovery()).
@@ -120,11 +114,6 @@ struct tx_stats {
   std::uint64_t ring_commits = 0;     // commits whose record helper warps persisted
   std::uint64_t launches = 0;         // tx_heap::launch calls since open
   std::uint64_t ring_launches = 0;    // of them, with the ring and helper warps
-  // helpers, adaptive: sequence numbers that blocks of launches with the ring took for their
-  // commits in ranges and gave back unused, and the skip records that gave them back
-  // (docs/transactions.md); persisted_bytes counts those records too
-  std::uint64_t skipped_seqs = 0;
-  std::uint64_t skip_records = 0;
   // adaptive: time slices the bandwidth monitor decided ON (helpers) and OFF (direct), and how
   // often its decision changed, over the launches with a ring; the threshold in use (bytes/s)
   std::uint64_t slices_on = 0;

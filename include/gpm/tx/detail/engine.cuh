@@ -29,20 +29,6 @@
 // positions: a committer releases its orecs right after (its number already orders it before any
 // conflicting commit that follows), and only then waits for log or ring space and writes its
 // record.
-//
-// Sequence ranges (launches with a ring, in heaps whose modes have them: helpers, adaptive). The
-// global atomic's latency, paid while the committers hold their orecs, made them hold orecs
-// several times longer than without persistence, and conflicting transactions abort in that
-// time. So a block takes its numbers from the global counter kSeqRange at a time and hands them
-// out from that range under its order lock. Conflict order then needs a check: each commit stamps
-// the orecs it held with its number (heap_view::last_seq, before it releases them), and a
-// committer reads the stamps of its orecs (it holds them: they no longer change) and needs a
-// number above every one. The range's next number is handed out only if it is above; else the
-// block gives the rest of its range back and takes a new range, whose numbers are above every
-// number handed out so far, stamps included. Numbers given back, and those of a range a block
-// stops using (at its end, or when its range stood still while its helpers had nothing to do),
-// go into the block's log as a skip record (format.hpp), so that the sequence stays dense for
-// the watermark and recovery's rule (the prefix up to the first gap).
 #pragma once
 
 #include <cstdint>
@@ -94,16 +80,6 @@ struct ring_control {
   std::uint32_t on;
   std::uint32_t reserved0;
   std::uint64_t reserved1;
-  // The block's sequence range (heap_view::last_seq set): numbers [range_next, range_end) are
-  // the block's to hand out; empty at the start
-  std::uint64_t range_next;
-  std::uint64_t range_end;
-  // The size of the block's next range: halved when a range is given back in part, doubled (up
-  // to kSeqRange) when one is used up, so that a block whose commits keep meeting newer numbers
-  // (a hot spot) takes exactly what it serves and writes few skip records
-  std::uint32_t range_size;
-  std::uint32_t reserved2;
-  std::uint64_t reserved3;
 };
 static_assert(sizeof(ring_control) % kChunkBytes == 0);
 
@@ -116,8 +92,6 @@ struct reservation_request {
   std::uint64_t chunks;       // log chunks asked for; served: the first log position
   std::uint64_t ring_chunks;  // ring chunks asked for (0: not through the ring); served: first
   std::uint64_t seq;          // 0 until served, then the first sequence number
-  std::uint64_t after;        // the numbers must be above it (the requesters' orecs' stamps)
-  std::uint64_t reserved;
 };
 static_assert(sizeof(reservation_request) % kChunkBytes == 0);
 
@@ -162,10 +136,6 @@ struct heap_view {
   std::uint64_t max_threads = 0;
   std::uint64_t words = 0;
   std::uint64_t* seq = nullptr;  // the last sequence number handed out
-  // Sequence ranges (helpers and adaptive heaps; null: none): per orec, the number of the last
-  // commit that held it; the numbers given back in skip records since open, and those records.
-  std::uint64_t* last_seq = nullptr;
-  std::uint64_t* skipped = nullptr;  // [0] numbers, [1] records
   log_state* logs_state = nullptr;
   log_control* control = nullptr;  // the logs' control lines (pool, the GPU's mapping)
   ulonglong2* log_data = nullptr;  // log l's chunks start at l * log_chunks
@@ -340,16 +310,6 @@ __device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes
   monitor_tick(v);
 }
 
-// Where a skip record goes (span 0: none): numbers [seq, seq + span) given back, at log position
-// pos, through the ring from ring_pos when via_ring.
-struct skip_place {
-  std::uint64_t seq = 0;
-  std::uint64_t pos = 0;
-  std::uint64_t ring_pos = 0;
-  std::uint32_t span = 0;
-  bool via_ring = false;
-};
-
 // Where one commit's record goes.
 struct placement {
   std::uint64_t seq = 0;       // its sequence number
@@ -358,10 +318,7 @@ struct placement {
   bool via_ring = false;
   std::uint32_t width = 1;   // its striped group's width: its chunks lie `width` positions apart
   std::uint32_t member = 0;  // its rank in the group
-  skip_place skip;  // a skip record the reserving thread must write (write_skip)
 };
-
-inline constexpr std::uint32_t kSeqRange = 16;  // numbers a block takes from the global counter
 
 // ---- one transaction ------------------------------------------------------------------------
 
@@ -490,20 +447,8 @@ class transaction {
     if (chunks > record_room(v_, v_.mode == tx_mode::helpers && v_.ring != nullptr)) {
       return finish(r, tx_status::record_too_large);
     }
-    // The stamps of the orecs held (with versioned reads a writer holds every orec it read):
-    // the number must be above them. COMMITTING, nobody takes them from us any more.
-    after_ = 0;
-    if (v_.last_seq != nullptr) {
-      for (std::uint32_t i = 0; i < locks_; ++i) {
-        if (Versioned && (held_[i] & kReadBit) != 0) continue;
-        const std::uint64_t stamp = dev64(v_.last_seq[held_[i]]).load(memory_order_relaxed);
-        after_ = stamp > after_ ? stamp : after_;
-      }
-    }
     return commit_step::record;
   }
-  // The number this commit must be above (after prepare() returned commit_step::record).
-  __device__ std::uint64_t after() const { return after_; }
 
   // Writes the record where `o` says (persisted into the block's log, or into the ring for the
   // helpers), applies the write set to the working copy, releases.
@@ -771,7 +716,6 @@ class transaction {
   std::uint32_t writes_ = 0;
   std::uint64_t blocker_ = kNoBlocker;  // the orec that ended the last attempt (await_blocker)
   std::uint64_t blocker_word_ = 0;      // its value then
-  std::uint64_t after_ = 0;             // the held orecs' highest stamp (sequence ranges)
   std::uint64_t held_[MaxLocks];
   std::uint32_t words_[MaxWrites];
   std::uint32_t values_[MaxWrites];
@@ -794,77 +738,20 @@ __device__ inline std::uint32_t log_of(const heap_view& v) {
   return v.ring != nullptr ? blockIdx.x : log_of_block(v);
 }
 
-// Gives back the block's range [range_next, range_end), if any, as a skip record: takes its log
-// positions (and ring positions, for a committer whose records go through the ring: `ring_pos`
-// not null) and notes it in `o` for the caller to write (write_skip) once it released the lock.
+// Serves every pending request of the block: takes the list, one global atomic for all their
+// sequence numbers, and consecutive log and ring positions, in list order. The requesters all
+// hold their orecs, so none conflicts with another and any order among them is a conflict order.
 // Called with the block's order lock held.
-__device__ inline void give_back_range(const heap_view& v, std::uint64_t& pos,
-                                       std::uint64_t* ring_pos, skip_place& o) {
-  ring_control* ring = v.ring;
-  const std::uint64_t next = blk64(ring->range_next).load(memory_order_relaxed);
-  const std::uint64_t end = blk64(ring->range_end).load(memory_order_relaxed);
-  if (next >= end) return;
-  o.seq = next;
-  o.span = static_cast<std::uint32_t>(end - next);
-  o.pos = pos;
-  pos += record_chunks(0);
-  o.via_ring = ring_pos != nullptr;
-  if (o.via_ring) {
-    o.ring_pos = *ring_pos;
-    *ring_pos += record_chunks(0);
-  }
-  blk64(ring->range_next).store(end, memory_order_relaxed);
-  dev64(v.skipped[0]).fetch_add(end - next, memory_order_relaxed);
-  dev64(v.skipped[1]).fetch_add(1, memory_order_relaxed);
-}
-
-// The first of `count` sequence numbers above `after` (sequence ranges): from the block's range
-// while it has them, else from a new one, the rest of the old one given back (give_back_range).
-// Called with the block's order lock held.
-__device__ inline std::uint64_t take_from_range(const heap_view& v, std::uint64_t count,
-                                                std::uint64_t after, std::uint64_t& pos,
-                                                std::uint64_t* ring_pos, skip_place& o) {
-  ring_control* ring = v.ring;
-  std::uint64_t next = blk64(ring->range_next).load(memory_order_relaxed);
-  const std::uint64_t end = blk64(ring->range_end).load(memory_order_relaxed);
-  if (next <= after || end - next < count) {
-    std::uint32_t size = blk32(ring->range_size).load(memory_order_relaxed);
-    if (next < end) {
-      give_back_range(v, pos, ring_pos, o);
-      size /= 2;
-    } else {
-      size = size == 0 ? 1 : (2 * size < kSeqRange ? 2 * size : kSeqRange);
-    }
-    blk32(ring->range_size).store(size, memory_order_relaxed);
-    const std::uint64_t take = count > size ? count : size;
-    next = dev64(*v.seq).fetch_add(take, memory_order_relaxed) + 1;
-    blk64(ring->range_end).store(next + take, memory_order_relaxed);
-  }
-  blk64(ring->range_next).store(next + count, memory_order_relaxed);
-  return next;
-}
-
-// Serves every pending request of the block: takes the list, their sequence numbers (one global
-// atomic for all, or from the block's range), and consecutive log and ring positions, in list
-// order. The requesters all hold their orecs, so none conflicts with another and any order among
-// them is a conflict order. Called with the block's order lock held; a skip record to write, if
-// any, goes into `o`.
-__device__ inline void serve_requests(const heap_view& v, skip_place& o) {
+__device__ inline void serve_requests(const heap_view& v) {
   ring_control* ring = v.ring;
   reservation_request* req = ring_requests(v);
   const std::uint32_t list = blk32(ring->pending).exchange(0, memory_order_acquire);
-  std::uint64_t count = 0, after = 0;
-  for (std::uint32_t i = list; i != 0; i = req[i - 1].next) {
-    count += req[i - 1].count;
-    after = req[i - 1].after > after ? req[i - 1].after : after;
-  }
+  std::uint64_t count = 0;
+  for (std::uint32_t i = list; i != 0; i = req[i - 1].next) count += req[i - 1].count;
   if (count == 0) return;
+  std::uint64_t seq = dev64(*v.seq).fetch_add(count, memory_order_relaxed) + 1;
   std::uint64_t pos = dev64(ring->stream.next).load(memory_order_relaxed);
   std::uint64_t ring_pos = blk64(ring->reserved).load(memory_order_relaxed);
-  std::uint64_t seq =
-      v.last_seq != nullptr
-          ? take_from_range(v, count, after, pos, use_ring(v) ? &ring_pos : nullptr, o)
-          : dev64(*v.seq).fetch_add(count, memory_order_relaxed) + 1;
   for (std::uint32_t i = list; i != 0;) {
     reservation_request& r = req[i - 1];
     i = r.next;
@@ -883,108 +770,34 @@ __device__ inline void serve_requests(const heap_view& v, skip_place& o) {
   blk64(ring->reserved).store(ring_pos, memory_order_release);
 }
 
-__device__ inline void wait_for_space(const heap_view& v, const placement& o,
-                                      std::uint64_t chunks);
-
-// Puts a record's `chunks` chunks into the block's ring from ring position `ring_pos`, for a
-// helper to copy to log position `pos` on.
-__device__ inline void put_in_ring(const heap_view& v, const record_source& rec,
-                                   std::uint64_t chunks, std::uint64_t ring_pos,
-                                   std::uint64_t pos) {
-  ulonglong2* ring = ring_chunks(v);
-  std::uint32_t* flags = ring_flags(v);
-  std::uint32_t* where = ring_log_index(v);
-  const std::uint64_t ring_at = ring_pos % v.ring_chunks, log_at = pos % v.log_chunks;
-  GPM_UNROLL_1
-  for (std::uint64_t j = 0; j < chunks; ++j) {
-    const std::uint64_t at = ring_step(ring_at, j, v.ring_chunks);
-    ring[at] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
-    where[at] = static_cast<std::uint32_t>(ring_step(log_at, j, v.log_chunks));
-    blk32(flags[at]).store(static_cast<std::uint32_t>(ring_pos + j + 1), memory_order_release);
-  }
-}
-
-// Writes the skip record `o` noted (give_back_range): into the ring, or into the block's log,
-// persisted. The caller holds no lock (it may wait for log or ring space).
-__device__ inline void write_skip(const heap_view& v, const skip_place& o) {
-  placement at;
-  at.pos = o.pos;
-  at.ring_pos = o.ring_pos;
-  at.via_ring = o.via_ring;
-  const std::uint64_t chunks = record_chunks(0);
-  wait_for_space(v, at, chunks);
-  const std::uint32_t log = blockIdx.x;
-  record_source rec{o.seq, 0, nullptr, nullptr, 0, 0, 0, o.span};
-  rec.checksum = record_checksum(rec, 0, record_seed(v.salt, v.epoch, log, o.pos));
-  if (o.via_ring) return put_in_ring(v, rec, chunks, o.ring_pos, o.pos);
-  ulonglong2* data = v.log_data + std::uint64_t{log} * v.log_chunks;
-  const std::uint64_t log_at = o.pos % v.log_chunks;
-  const auto chunk = [&](std::uint64_t j) { return data + ring_step(log_at, j, v.log_chunks); };
-  for (std::uint64_t j = 0; j < chunks; ++j) {
-    *chunk(j) = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
-  }
-  persist_each_at("tx.skip.record", chunks, kChunkBytes, chunk);
-  dev64(v.logs_state[log].persisted).fetch_add(chunks, memory_order_relaxed);
-}
-
-// A helper warp's lane: gives the block's range back with a skip record, unless a committer
-// holds the order lock (`wait`: waits for it) or a ring position handed out is not yet claimed
-// by a helper. Writing the skip record may wait for log space, which records before it in the
-// log may need: none of them may wait for this helper to drain the ring.
-__device__ inline void close_range(const heap_view& v, bool wait) {
-  ring_control* ring = v.ring;
-  for (std::uint32_t round = 0;; ++round) {
-    std::uint32_t unlocked = 0;
-    if (blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) break;
-    if (!wait) return;
-    pause(round);
-  }
-  skip_place o;
-  std::uint64_t pos = dev64(ring->stream.next).load(memory_order_relaxed);
-  if (blk64(ring->reserved).load(memory_order_relaxed) ==
-      blk64(ring->claimed).load(memory_order_acquire)) {
-    give_back_range(v, pos, nullptr, o);
-  }
-  dev64(ring->stream.next).store(pos, memory_order_relaxed);
-  blk32(ring->stream.lock).store(0, memory_order_release);
-  if (o.span != 0) write_skip(v, o);
-}
-
 // reserve() in launches with a ring (flat combining): the worker posts its request on the
 // block's list, and whoever takes the block's order lock serves every request posted so far.
 // A block then makes one global atomic per batch of waiting workers instead of one per worker,
 // each under the lock: with the lock held through the atomic's latency, the block's commits
 // were serialized at that latency.
 __device__ inline placement reserve_combined(const heap_view& v, std::uint32_t count,
-                                             std::uint64_t chunks, bool via_ring,
-                                             std::uint64_t after) {
+                                             std::uint64_t chunks, bool via_ring) {
   ring_control* ring = v.ring;
   reservation_request& mine = ring_requests(v)[threadIdx.x];
   mine.count = count;
   mine.chunks = chunks;
   mine.ring_chunks = via_ring ? chunks : 0;
-  mine.after = after;
   blk64(mine.seq).store(0, memory_order_relaxed);
   std::uint32_t head = blk32(ring->pending).load(memory_order_relaxed);
   do {
     mine.next = head;
   } while (
       !blk32(ring->pending).compare_exchange_weak(head, threadIdx.x + 1, memory_order_release));
-  placement o;
   for (std::uint32_t round = 0; blk64(mine.seq).load(memory_order_acquire) == 0; ++round) {
     std::uint32_t unlocked = 0;
     if (blk32(ring->stream.lock).compare_exchange_strong(unlocked, 1, memory_order_acquire)) {
-      skip_place served;
-      serve_requests(v, served);
+      serve_requests(v);
       blk32(ring->stream.lock).store(0, memory_order_release);
-      if (served.span != 0) {
-        if (o.skip.span != 0) write_skip(v, o.skip);  // a second serve by this thread (rare)
-        o.skip = served;
-      }
     } else {
       pause(round);
     }
   }
+  placement o;
   o.via_ring = via_ring;
   o.seq = blk64(mine.seq).load(memory_order_relaxed);
   o.pos = mine.chunks;
@@ -998,14 +811,14 @@ __device__ inline placement reserve_combined(const heap_view& v, std::uint32_t c
 // are handed out here: the lock is held for counter updates and one global atomic, and waiting
 // for the space (wait_for_space) happens after the committer has released its orecs.
 __device__ inline placement reserve(const heap_view& v, std::uint32_t count, std::uint64_t chunks,
-                                    bool via_ring, std::uint64_t after) {
+                                    bool via_ring) {
   placement o;
   o.via_ring = via_ring;
   if (v.mode == tx_mode::undo) {  // undo records lie in their threads' own slots
     o.seq = dev64(*v.seq).fetch_add(count, memory_order_relaxed) + 1;
     return o;
   }
-  if (v.ring != nullptr) return reserve_combined(v, count, chunks, via_ring, after);
+  if (v.ring != nullptr) return reserve_combined(v, count, chunks, via_ring);
   log_state& ls = v.logs_state[log_of(v)];
   lock_order(dev32(ls.lock));
   o.pos = dev64(ls.next).load(memory_order_relaxed);
@@ -1117,10 +930,7 @@ __device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx&
   placement o;
   if (v.mode == tx_mode::undo || total <= record_room(v, via_ring)) {
     const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
-    const std::uint64_t after =
-        v.last_seq != nullptr ? g.shfl(inclusive_scan(g, needs ? t.after() : 0, max), g.size() - 1)
-                              : 0;
-    if (rank == leader) o = reserve(v, width, total, via_ring, after);
+    if (rank == leader) o = reserve(v, width, total, via_ring);
     const std::uint32_t member = __popc(mask & ((1u << rank) - 1));
     o.seq = g.shfl(o.seq, leader) + member;
     o.pos = g.shfl(o.pos, leader) + (striped ? member : before);
@@ -1129,11 +939,8 @@ __device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx&
     o.width = striped ? width : 1;
     o.member = striped ? member : 0;
   } else if (needs) {
-    o = reserve(v, 1, chunks, via_ring && chunks <= record_room(v, true), t.after());
+    o = reserve(v, 1, chunks, via_ring && chunks <= record_room(v, true));
   }
-  // A range given back while serving: written first, since the records served with it lie after
-  // it in the log, and their log space may wait for the host to apply it.
-  if (o.skip.span != 0) write_skip(v, o.skip);
   if (needs) t.publish(r, o);
 }
 
@@ -1192,12 +999,6 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::publish(tx_result& 
                                                                      const placement& o) {
   if (v_.mode == tx_mode::undo) return commit_in_place(r, o.seq);
   apply();
-  if (v_.last_seq != nullptr) {  // stamps, ordered before the release by end()'s fence
-    for (std::uint32_t i = 0; i < locks_; ++i) {
-      if (Versioned && (held_[i] & kReadBit) != 0) continue;
-      dev64(v_.last_seq[held_[i]]).store(o.seq, memory_order_relaxed);
-    }
-  }
   finish(r, tx_status::committed);
   r.seq = o.seq;
   const bool grouped = o.width > 1;
@@ -1208,7 +1009,17 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::publish(tx_result& 
   const std::uint64_t chunks = record_chunks(writes_);
   wait_for_space(v_, o, chunks);
   if (o.via_ring) {
-    put_in_ring(v_, rec, chunks, o.ring_pos, o.pos);
+    ulonglong2* ring = ring_chunks(v_);
+    std::uint32_t* flags = ring_flags(v_);
+    std::uint32_t* where = ring_log_index(v_);
+    const std::uint64_t ring_at = o.ring_pos % v_.ring_chunks, log_at = o.pos % v_.log_chunks;
+    GPM_UNROLL_1
+    for (std::uint64_t j = 0; j < chunks; ++j) {
+      const std::uint64_t at = ring_step(ring_at, j, v_.ring_chunks);
+      ring[at] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+      where[at] = static_cast<std::uint32_t>(ring_step(log_at, j, v_.log_chunks));
+      blk32(flags[at]).store(static_cast<std::uint32_t>(o.ring_pos + j + 1), memory_order_release);
+    }
     ++v_.counters[kCounters * slot_ + 2];
     monitor_tick(v_);  // the helpers count what they persist; committers report it
   } else {
@@ -1278,9 +1089,6 @@ __device__ tx_result run(const heap_view& v, const Tile& tile, Body& body) {
 // ---- helper warps (tx_heap::launch with a ring) ---------------------------------------------
 
 inline constexpr std::uint32_t kDrainBatch = 128;  // chunks a helper copies before one persist
-// Idle rounds (pause(): about 2 us each once idle) after which a helper gives back a range that
-// stood still.
-inline constexpr std::uint32_t kIdleRounds = 32;
 
 // Called by every thread of the block before the workers start: the block's log stream continues
 // where the previous launch left it; ring positions start at 0 (no flag holds a position + 1).
@@ -1289,7 +1097,6 @@ __device__ inline void init_ring(const heap_view& v) {
   std::uint32_t* flags = ring_flags(v);
   if (threadIdx.x == 0) {
     *ring = ring_control{};
-    ring->range_size = kSeqRange;
     if (v.mode == tx_mode::adaptive) ring->on = dev32(v.monitor->on).load(memory_order_relaxed);
     ring->stream.next = v.logs_state[blockIdx.x].next;
     ring->stream.head_seen = v.logs_state[blockIdx.x].head_seen;
@@ -1311,8 +1118,6 @@ __device__ inline void drain_ring(const heap_view& v) {
   const std::uint32_t log = blockIdx.x;
   ulonglong2* data = v.log_data + std::uint64_t{log} * v.log_chunks;
   const unsigned lane = threadIdx.x % 32;
-  std::uint64_t range_seen = 0;  // lane 0: the range's next number, and for how many idle rounds
-  std::uint32_t still = 0;
   for (std::uint32_t idle = 0;;) {
     // Lane 0 reads what the other helper may change; the warp works on one view of it.
     std::uint64_t c = 0;
@@ -1340,17 +1145,6 @@ __device__ inline void drain_ring(const heap_view& v) {
     }
     if (k == 0) {
       if (__shfl_sync(~0u, static_cast<int>(done), 0) != 0) break;
-      // A range that stood still while there was nothing to drain: the workers commit nothing
-      // now (they may wait for another block, whose commits wait for this range's numbers).
-      if (v.last_seq != nullptr && lane == 0) {
-        const std::uint64_t next = blk64(ring->range_next).load(memory_order_relaxed);
-        if (next != range_seen) {
-          range_seen = next;
-          still = 0;
-        } else if (++still == kIdleRounds) {
-          close_range(v, false);
-        }
-      }
       pause(idle++);
       continue;
     }
@@ -1384,7 +1178,6 @@ __device__ inline void drain_ring(const heap_view& v) {
     __syncwarp();
   }
   if (lane == 0) {
-    if (v.last_seq != nullptr) close_range(v, true);  // the numbers the block did not use
     dev64(v.logs_state[log].next).store(dev64(ring->stream.next).load(), memory_order_relaxed);
     dev64(v.logs_state[log].head_seen)
         .store(dev64(ring->stream.head_seen).load(memory_order_relaxed), memory_order_relaxed);

@@ -1,4 +1,4 @@
-// The on-media format of a transactional heap (gpm::tx_heap), version 1.2; docs/transactions.md
+// The on-media format of a transactional heap (gpm::tx_heap), version 1.1; docs/transactions.md
 // ("On-media format") describes it for humans. A heap is one named pool object:
 //
 //   [0, 128)          header: gpm::format::object_header (magic "GPMTXHP", version, object size,
@@ -14,8 +14,7 @@
 // began; the chunk's place in the log is the position modulo log_chunks), read as 8-byte slots:
 //   slot 0  seq, the commit's place in the global order
 //   slot 1  count of (word, value) pairs (low 32 bits); for a member of a striped group (1.1,
-//           tx_mode::hcl) also the group's width (bits 32..39) and the member's rank (40..47);
-//           for a skip record (1.2) no pairs and its span (bits 48..63)
+//           tx_mode::hcl) also the group's width (bits 32..39) and the member's rank (40..47)
 //   slots 2 .. count + 1   word (low 32 bits) | value (high 32 bits)
 //   slot count + 2         checksum, seeded with the heap's salt, the epoch, the log and the
 //                          position, so a stale record (older lap or epoch) never validates
@@ -47,8 +46,7 @@
 namespace gpm::format::tx {
 
 inline constexpr std::uint16_t kMajor = 1;
-// 1.1: striped groups; 1.2: skip records. Heaps of 1.0 and 1.1 open unchanged.
-inline constexpr std::uint16_t kMinor = 2;
+inline constexpr std::uint16_t kMinor = 1;  // 1.1: striped groups; 1.0 heaps open unchanged
 inline constexpr std::uint64_t kTypeTag = 0x6770747868656170ull;  // pool type tag: "gptxheap"
 
 inline constexpr std::uint64_t kLineBytes = 128;
@@ -139,14 +137,11 @@ GPM_HOST_DEVICE constexpr std::uint64_t record_chunks(std::uint64_t count) {
 
 inline constexpr std::uint32_t kMaxGroupWidth = 32;  // a warp
 
-inline constexpr std::uint64_t kMaxSkipSpan = 0xffff;  // sequence numbers one skip record covers
-
-// Slot 1 of a record: its pair count, for a member of a striped group the group's width and the
-// member's rank (0 for a plain record), for a skip record (no pairs) its span.
+// Slot 1 of a record: its pair count, and for a member of a striped group the group's width and
+// the member's rank (0 for a plain record).
 GPM_HOST_DEVICE constexpr std::uint64_t count_slot(std::uint32_t count, std::uint32_t width,
-                                                   std::uint32_t rank, std::uint32_t span = 0) {
-  return std::uint64_t{count} | std::uint64_t{width} << 32 | std::uint64_t{rank} << 40 |
-         std::uint64_t{span} << 48;
+                                                   std::uint32_t rank) {
+  return std::uint64_t{count} | std::uint64_t{width} << 32 | std::uint64_t{rank} << 40;
 }
 GPM_HOST_DEVICE constexpr std::uint32_t count_of(std::uint64_t slot1) {
   return static_cast<std::uint32_t>(slot1);
@@ -156,9 +151,6 @@ GPM_HOST_DEVICE constexpr std::uint32_t width_of(std::uint64_t slot1) {
 }
 GPM_HOST_DEVICE constexpr std::uint32_t rank_of(std::uint64_t slot1) {
   return static_cast<std::uint32_t>(slot1 >> 40) & 0xff;
-}
-GPM_HOST_DEVICE constexpr std::uint32_t span_of(std::uint64_t slot1) {
-  return static_cast<std::uint32_t>(slot1 >> 48);
 }
 
 GPM_HOST_DEVICE constexpr std::uint64_t pair_slot(std::uint32_t word, std::uint32_t value) {
@@ -204,11 +196,10 @@ struct record_source {
   std::uint64_t checksum;   // record_checksum(*this, count, seed)
   std::uint32_t width = 0;  // a striped group's width and this member's rank; 0, 0: plain
   std::uint32_t rank = 0;
-  std::uint32_t span = 0;  // a skip record's (count 0)
 
   GPM_HOST_DEVICE std::uint64_t slot(std::uint64_t i) const {
     if (i == 0) return seq;
-    if (i == 1) return count_slot(count, width, rank, span);
+    if (i == 1) return count_slot(count, width, rank);
     if (i < std::uint64_t{count} + 2) return pair_slot(words[i - 2], values[i - 2]);
     return i == std::uint64_t{count} + 2 ? checksum : 0;
   }

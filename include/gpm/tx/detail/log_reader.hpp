@@ -25,23 +25,17 @@ struct record {
   std::uint32_t count = 0;  // (word, value) pairs
   std::uint32_t width = 1;  // of its striped group (1: a plain record)
   std::uint32_t rank = 0;   // within the group
-  std::uint32_t span = 0;   // a skip record's (count 0): the sequence numbers it stands for
 };
 
-// What one reservation left in a log: a plain record, every member of a striped group (member
-// i's first chunk at pos + i), or a skip record. It stands for the consecutive sequence numbers
-// seq .. last(): its records', or those the skip record gives back.
+// What one reservation left in a log: a plain record, or every member of a striped group (member
+// i's first chunk at pos + i). Its records have the consecutive sequence numbers seq .. last().
 struct log_unit {
   std::uint64_t seq = 0;
   std::uint64_t pos = 0;
   std::uint64_t chunks = 0;  // stream positions it occupies
   std::uint32_t log = 0;
   std::uint32_t width = 1;
-  std::uint32_t span = 0;  // a skip record's; 0: records
-  GPM_HOST_DEVICE bool skip() const { return span != 0; }
-  GPM_HOST_DEVICE std::uint64_t last() const { return seq + (skip() ? span : width) - 1; }
-  // The records that carry pairs (none in a skip record).
-  GPM_HOST_DEVICE std::uint32_t records() const { return skip() ? 0 : width; }
+  GPM_HOST_DEVICE std::uint64_t last() const { return seq + width - 1; }
 };
 
 // The slots of the record whose first chunk lies at stream position `pos` of a log of `n` chunks,
@@ -97,11 +91,8 @@ struct log_reader {
     r.count = count_of(header);
     r.width = width_of(header) == 0 ? 1 : width_of(header);
     r.rank = rank_of(header);
-    r.span = span_of(header);
-    // Pairs, or a skip record: a plain record with a span and no pairs (never in undo logs).
-    const bool skip = r.count == 0 && r.span != 0 && width_of(header) == 0 && !undo;
-    if ((r.count == 0) != skip || (r.span != 0 && !skip) || r.width > kMaxGroupWidth ||
-        r.rank >= r.width || record_chunks(r.count) * r.width > n) {
+    if (r.count == 0 || r.width > kMaxGroupWidth || r.rank >= r.width ||
+        record_chunks(r.count) * r.width > n) {
       return false;
     }
     // Slots 0 and 1 as read above, so that the values checked are the values used.
@@ -133,9 +124,9 @@ struct log_reader {
                                  log_unit& out) const {
     record first;
     if (!read_record(log, pos, epoch, false, first) || first.rank != 0) return false;
-    log_unit u{first.seq, pos, 0, log, first.width, first.span};
-    // Sequence numbers that wrap around 2^64 are no commit's (a crafted unit): not trusted.
-    if (u.last() < u.seq) return false;
+    // Sequence numbers that wrap around 2^64 are no commit's (a crafted group): not trusted.
+    if (first.seq + (first.width - 1) < first.seq) return false;
+    log_unit u{first.seq, pos, 0, log, first.width};
     std::uint64_t depth = first.chunks;
     for (std::uint32_t i = 1; i < u.width; ++i) {
       record m;
