@@ -233,6 +233,7 @@ struct tx_heap::impl {
         seq(1),
         logs_state(zeroed<T::log_state>(h.logs)),
         monitor(zeroed<T::bandwidth_monitor>(1)),
+        occupancy(zeroed<std::uint64_t>(T::kOccupancyBins)),
         marks(o.mode == tx_mode::adaptive ? 2 : 0, true) {
     for (std::size_t i = 0; i < marks.size(); ++i) marks.data()[i].done = 0;
   }
@@ -280,6 +281,7 @@ struct tx_heap::impl {
     view.words = geometry.words;
     view.seq = seq.data();
     view.logs_state = logs_state.data();
+    view.occupancy = occupancy.data();
     view.control = gpu.ptr<T::log_control>(base + layout.control_offset());
     view.log_data = gpu.ptr<ulonglong2>(base + layout.log_offset());
     view.log_chunks = layout.log_chunks;
@@ -505,6 +507,7 @@ struct tx_heap::impl {
   device_buffer<std::uint64_t> seq;
   device_buffer<T::log_state> logs_state;
   device_buffer<T::bandwidth_monitor> monitor;
+  device_buffer<std::uint64_t> occupancy;  // T::kOccupancyBins bins of ring occupancy (ns)
   T::heap_view view;
 
   // tx_heap::launch bookkeeping; adaptive mode's threshold and last measured launch.
@@ -734,7 +737,26 @@ tx_stats tx_heap::stats() const {
   s.replayed_on_gpu = self().replayed_on_gpu;
   s.replay_runs = self().replay_runs;
   s.applied_on_host = self().applied_on_host;
+  self().occupancy.copy_to_host(s.ring_occupancy_ns.data(), s.ring_occupancy_ns.size());
   return s;
+}
+
+double tx_ring_occupancy(const std::array<std::uint64_t, T::kOccupancyBins>& bins,
+                         double fraction) {
+  require(fraction > 0 && fraction <= 1,
+          "tx_ring_occupancy: fraction must be in (0, 1], not " + std::to_string(fraction));
+  std::uint64_t total = 0;
+  for (const std::uint64_t b : bins) total += b;
+  if (total == 0) return 0;
+  const double reach = fraction * static_cast<double>(total);
+  std::uint64_t below = 0;
+  for (std::size_t i = 0; i < bins.size(); ++i) {
+    below += bins[i];
+    if (static_cast<double>(below) >= reach) {
+      return static_cast<double>(i + 1) / static_cast<double>(bins.size());
+    }
+  }
+  return 1;
 }
 
 const tx_geometry& tx_heap::geometry() const { return self().geometry; }

@@ -35,7 +35,8 @@ def main():
     fill = {"blocks": 1056}
     detail = {"aborts_per_commit": 0.25, "persist_GBps": 5.0, "durable_s": 0.002,
               "durable_host_s": 0.02, "recovery_s": 0.003, "recovery_replayed": 1234,
-              "recovery_host_s": 0.03}
+              "recovery_host_s": 0.03, "ring_occupancy_p50": 0.5, "ring_occupancy_p90": 0.75,
+              "ring_occupancy_p99": 1.0, "ring_occupancy_max": 1.0}
     records = [
         # an older run whose numbers must not be used
         record("tx_atm_a1", "volatile", 1000.0, stamp=OLDER),
@@ -78,6 +79,8 @@ def main():
         "| 9000 | 50 | 2.50× |",
         "| tx_atm_a1 | helpers | 80 | 0.25 | 4,800 | 5 (0.100) | 2 | 20 | 3 (1,234) | 30 | 1300 "
         "| – |",
+        # occupancy fractions of the 1300-entry ring, in entries too
+        "| tx_atm_a1 | helpers | 1300 | 50% (650) | 75% (975) | 100% (1300) | 100% (1300) |",
         # versioned reads 100/40 Mtx/s; no locked redo-direct in the run: no ratio
         "| tx_hash_lookup | helpers | 40 | 100 | 2.50× | 0.5 | 0.05 |",
         "| tx_hash_lookup | redo-direct | – | 30 | – | – | – |",

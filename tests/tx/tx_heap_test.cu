@@ -7,8 +7,10 @@
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/tx_heap.cuh>
 
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "tx_test_support.hpp"
 
@@ -678,6 +680,44 @@ TEST_F(TxHeap, VolatileModeLogsNothingAndLeavesTheHomeImage) {
   }
   auto again = gpm::tx_heap::open(pool.reopen(), "h", small_options());
   EXPECT_EQ(contents(again)[63], 0u);
+}
+
+// The rings' occupancy over the helpers' time (the paper's Fig. 15): launches without a ring
+// record none; a ring of 64 chunks under 256 committers a block stands full at times, one of
+// 4,096 that a launch's records never fill stays below 1/32.
+TEST_F(TxHeap, HelpersRecordHowFullTheirRingsStood) {
+  using bins = std::array<std::uint64_t, 64>;
+  const auto total = [](const bins& b) { return std::accumulate(b.begin(), b.end(), 0ull); };
+  {
+    auto heap = gpm::tx_heap::create(pool.get(), "direct", kGeometry, small_options(tx_mode::direct));
+    run_each(heap, 4, 256, write_own_number{});
+    EXPECT_EQ(total(heap.stats().ring_occupancy_ns), 0u);
+    EXPECT_EQ(gpm::tx_ring_occupancy(heap.stats().ring_occupancy_ns, 0.5), 0.0);
+  }
+  {
+    auto heap = gpm::tx_heap::create(pool.get(), "small", kGeometry, small_options());
+    run_each(heap, 4, 256, write_own_number{});
+    const bins b = heap.stats().ring_occupancy_ns;
+    EXPECT_GT(total(b), 0u);
+    double before = 0;
+    for (const double f : {0.1, 0.5, 0.9, 0.99, 1.0}) {
+      const double at = gpm::tx_ring_occupancy(b, f);
+      EXPECT_GE(at, before) << f;
+      EXPECT_GT(at, 0.0) << f;
+      EXPECT_LE(at, 1.0) << f;
+      before = at;
+    }
+    EXPECT_GE(gpm::tx_ring_occupancy(b, 1.0), 0.5) << "256 records a block through 64 chunks";
+    expect_error(gpm::errc::invalid_argument, [&] { gpm::tx_ring_occupancy(b, 0); });
+    expect_error(gpm::errc::invalid_argument, [&] { gpm::tx_ring_occupancy(b, 1.5); });
+  }
+  gpm::tx_options big = small_options();
+  big.ring_chunks = 4096;
+  auto heap = gpm::tx_heap::create(pool.get(), "big", kGeometry, big);
+  run_each(heap, 1, 32, write_own_number{});
+  const bins b = heap.stats().ring_occupancy_ns;
+  EXPECT_GT(total(b), 0u);
+  EXPECT_LE(gpm::tx_ring_occupancy(b, 1.0), 2.0 / 64) << "32 records of 2 chunks in 4,096";
 }
 
 TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {

@@ -169,6 +169,8 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   std::uint64_t commits = 0, aborts = 0, bytes = 0;
   // What the timed repeats' sync() calls applied: replay kernels (in how many runs) and host.
   std::uint64_t synced_on_gpu = 0, synced_on_host = 0, sync_runs = 0;
+  // Ring modes: how full the rings stood over the timed repeats' kernels (the paper's Fig. 15).
+  decltype(gpm::tx_stats::ring_occupancy_ns) occupancy{};
   measurement m;
   m.times_s = ctx.repeat([&](int call) {
     app.reset(*heap);
@@ -191,6 +193,9 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
       sync_runs += after.replay_runs - ran.replay_runs;
       commits += after.commits - before.commits;
       aborts += after.aborts - before.aborts;
+      for (std::size_t i = 0; i < occupancy.size(); ++i) {
+        occupancy[i] += ran.ring_occupancy_ns[i] - before.ring_occupancy_ns[i];
+      }
       bytes = after.persisted_bytes - before.persisted_bytes;
     }
     return total;
@@ -239,6 +244,15 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
     m.sizes.insert(m.sizes.end(),
                    {{"helper_warps", o.helper_warps}, {"ring_entries", 2ull * o.ring_chunks}});
   }
+  // Percentiles of the rings' occupancy over time, as fractions of the ring (1/64 steps); none
+  // where no launch had the ring (an adaptive mode that kept it off).
+  std::vector<std::pair<std::string, double>> occupancy_metrics;
+  if (ring && std::any_of(occupancy.begin(), occupancy.end(), [](auto b) { return b != 0; })) {
+    for (const auto& [name, f] : {std::pair{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"max", 1.0}}) {
+      occupancy_metrics.emplace_back(std::string("ring_occupancy_") + name,
+                                     gpm::tx_ring_occupancy(occupancy, f));
+    }
+  }
   m.throughput = mega_operations(app.transactions());
   m.bytes_persisted = bytes;
   const double median_s = median_of(m.times_s);
@@ -270,6 +284,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                       {"slices_off", static_cast<double>(a.slices_off)},
                       {"switches", static_cast<double>(a.switches)}});
   }
+  m.metrics.insert(m.metrics.end(), occupancy_metrics.begin(), occupancy_metrics.end());
   for (std::size_t k = 0; k < phase_names.size(); ++k) {
     m.metrics.emplace_back(phase_names[k] + "_s", median_of(phase_s[k]));
   }

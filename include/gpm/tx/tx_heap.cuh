@@ -26,6 +26,7 @@
 // heap must be destroyed after its kernels finish and before its pool is closed.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -129,7 +130,19 @@ struct tx_stats {
   std::uint64_t replayed_on_gpu = 0;
   std::uint64_t replay_runs = 0;
   std::uint64_t applied_on_host = 0;
+  // helpers, adaptive: how full the rings were while helper warps ran, since open (the paper's
+  // Fig. 15): bin i holds the time, in ns summed over blocks, during which a block's ring held
+  // between i / 64 and (i + 1) / 64 of its chunks (taken by committers and not yet persisted;
+  // the last bin also counts a full ring that committers wait for). tx_ring_occupancy() reads
+  // percentiles from it.
+  std::array<std::uint64_t, detail::tx::kOccupancyBins> ring_occupancy_ns{};
 };
+
+// The ring occupancy at or below which the rings stood for `fraction` (0..1] of the time that
+// `bins` (tx_stats::ring_occupancy_ns, or the difference of two) covers, as a fraction of the
+// ring: the upper edge of the bin that reaches it (1/64 steps). 0 when the bins hold no time.
+double tx_ring_occupancy(const std::array<std::uint64_t, detail::tx::kOccupancyBins>& bins,
+                         double fraction);
 
 // The Helper Warps paper's Fig. 6 micro-benchmark (TPDS'20 §5.2), which finds the switching
 // threshold: every thread runs `reps` transactions that each write `writes` words of its own

@@ -123,6 +123,12 @@ inline constexpr std::uint32_t kOffSlices = 5;           // the paper's choice (
 // Per thread slot, in GPU memory: commits, aborts, commits whose record went through a ring.
 inline constexpr std::uint32_t kCounters = 3;
 
+// How full the rings were (the paper's Fig. 15): bin i holds the time, in ns, during which a
+// block's ring held between i / kOccupancyBins and (i + 1) / kOccupancyBins of its chunks
+// (positions handed out and not yet freed; the last bin also holds a full ring with committers
+// waiting), summed over blocks, as the first helper warp of each block saw it.
+inline constexpr std::uint32_t kOccupancyBins = 64;
+
 struct heap_view {
   std::uint32_t* work = nullptr;  // the working copy in GPU memory: reads and writes go here
   std::uint64_t* orecs = nullptr;
@@ -150,6 +156,7 @@ struct heap_view {
   bandwidth_monitor* monitor = nullptr;  // adaptive mode
   std::uint64_t slice_ns = 1;            // adaptive: the monitor's time slice
   std::uint64_t slice_threshold = 0;     // adaptive: helpers ON above this many bytes in a slice
+  std::uint64_t* occupancy = nullptr;    // kOccupancyBins bins of ring occupancy (ns)
   // Set by tx_heap::launch for the blocks it runs (0 / null in kernels the caller launched):
   std::uint32_t workers_per_block = 0;
   std::uint32_t ring_chunks = 0;
@@ -1105,6 +1112,46 @@ __device__ inline void init_ring(const heap_view& v) {
   __syncthreads();
 }
 
+// The first helper warp's record of its ring's occupancy over time (kOccupancyBins): at each
+// look lane 0 adds the time since its last look to the bin of what the ring holds now; each lane
+// keeps two bins in registers, added to the heap's bins when the block ends.
+class occupancy_sampler {
+ public:
+  static_assert(kOccupancyBins == 64, "two bins a lane");
+  __device__ explicit occupancy_sampler(const heap_view& v)
+      : on_(v.occupancy != nullptr && threadIdx.x - v.workers_per_block < 32),
+        last_(on_ ? global_time_ns() : 0) {}
+  // Lane 0's view: the ring holds `held` of its `size` chunks. Every lane of the warp calls it.
+  __device__ void look(std::uint64_t held, std::uint64_t size) {
+    if (!on_) return;
+    std::uint32_t bin = 0;
+    std::uint64_t dt = 0;
+    if (threadIdx.x % 32 == 0) {
+      const std::uint64_t now = global_time_ns();
+      dt = now - last_;
+      last_ = now;
+      const std::uint64_t b = held * kOccupancyBins / size;
+      bin = static_cast<std::uint32_t>(b < kOccupancyBins ? b : kOccupancyBins - 1);
+    }
+    bin = __shfl_sync(~0u, bin, 0);
+    dt = __shfl_sync(~0u, dt, 0);
+    const unsigned lane = threadIdx.x % 32;
+    if (bin == 2 * lane) low_ += dt;
+    if (bin == 2 * lane + 1) high_ += dt;
+  }
+  __device__ void add_to(const heap_view& v) const {
+    if (!on_) return;
+    const unsigned lane = threadIdx.x % 32;
+    if (low_ != 0) dev64(v.occupancy[2 * lane]).fetch_add(low_, memory_order_relaxed);
+    if (high_ != 0) dev64(v.occupancy[2 * lane + 1]).fetch_add(high_, memory_order_relaxed);
+  }
+
+ private:
+  bool on_;
+  std::uint64_t last_;
+  std::uint64_t low_ = 0, high_ = 0;  // bins 2 * lane and 2 * lane + 1
+};
+
 // A helper warp: copies filled ring chunks, in ring order, to their places in the block's log
 // with coalesced 16-byte stores, persists each batch with one fence per lane, then counts them
 // in order (two helpers may copy two batches at once) and frees the ring slots. Log space was
@@ -1118,15 +1165,20 @@ __device__ inline void drain_ring(const heap_view& v) {
   const std::uint32_t log = blockIdx.x;
   ulonglong2* data = v.log_data + std::uint64_t{log} * v.log_chunks;
   const unsigned lane = threadIdx.x % 32;
+  occupancy_sampler occupancy(v);
   for (std::uint32_t idle = 0;;) {
     // Lane 0 reads what the other helper may change; the warp works on one view of it.
     std::uint64_t c = 0;
+    std::uint64_t held = 0;
     bool done = false;
     if (lane == 0) {
       done = blk32(ring->workers_done).load(memory_order_acquire) == v.workers_per_block;
       c = blk64(ring->claimed).load(memory_order_acquire);
-      done = done && blk64(ring->reserved).load(memory_order_acquire) == c;
+      const std::uint64_t reserved = blk64(ring->reserved).load(memory_order_acquire);
+      done = done && reserved == c;
+      held = reserved - blk64(ring->persisted).load(memory_order_relaxed);
     }
+    occupancy.look(held, v.ring_chunks);
     c = __shfl_sync(~0u, c, 0);
     // At most a ring's worth is filled from c on.
     const std::uint64_t c_at = c % v.ring_chunks;
@@ -1177,6 +1229,7 @@ __device__ inline void drain_ring(const heap_view& v) {
     }
     __syncwarp();
   }
+  occupancy.add_to(v);
   if (lane == 0) {
     dev64(v.logs_state[log].next).store(dev64(ring->stream.next).load(), memory_order_relaxed);
     dev64(v.logs_state[log].head_seen)
