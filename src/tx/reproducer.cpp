@@ -106,9 +106,9 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
     cursor& c = cursors_[log];
     // A number is one commit's: where units of two logs stand for one (crafted or damaged logs
     // only, each checksum valid), the prefix ends before it (the replay kernels leave a window
-    // that holds one to this merge).
-    // The other logs' next units start at or above the top's (the queue's order), so the lowest
-    // of them is the one that can share a number with the units applied from here.
+    // that holds one to this merge). The other logs' next units start at or above the top's (the
+    // queue's order), so the lowest of them is the one that can share a number with the units
+    // applied from here.
     const log_queue::entry* second = queue_.second();
     const log_unit* other = second != nullptr ? &*cursors_[second->log].next : nullptr;
     // A warp's commits lie in its log one after another: follow the log while it continues.
