@@ -169,14 +169,14 @@ unsigned blocks_for(std::uint64_t items) {
 
 }  // namespace
 
-gpu_replay::gpu_replay(const heap_layout& layout, std::uint64_t salt, const std::uint64_t* logs,
-                       std::uint32_t* home)
+gpu_replay::gpu_replay(const heap_layout& layout, std::uint64_t window, std::uint64_t salt,
+                       const std::uint64_t* logs, std::uint32_t* home)
     : layout_(layout),
       salt_(salt),
       logs_(logs),
       home_(home),
       // A record takes at least 2 chunks: the logs never hold more than this many.
-      window_(std::min<std::uint64_t>(kWindow, layout.logs * layout.log_chunks / 2)),
+      window_(std::min<std::uint64_t>(window, layout.logs * layout.log_chunks / 2)),
       stream_(true) {}
 
 bool gpu_replay::reserve() {

@@ -29,15 +29,12 @@ inline constexpr std::uint32_t kNoLog = ~0u;
 
 class gpu_replay {
  public:
-  // The most records one run() applies.
-  static constexpr std::uint64_t kWindow = 1 << 20;
-
   // `logs` and `home`: the heap's logs and home image as kernels address them (its pool mapped
-  // into the GPU). reserve() takes the GPU memory: a window of slots (at most kWindow, fewer
-  // where the logs cannot hold as many records), a 32-bit claim per heap word and, where it
-  // fits, a copy of the logs.
-  gpu_replay(const heap_layout& layout, std::uint64_t salt, const std::uint64_t* logs,
-             std::uint32_t* home);
+  // into the GPU). reserve() takes the GPU memory: a window of slots (at most `window`, fewer
+  // where the logs cannot hold as many records: the most sequence numbers one run() covers), a
+  // 32-bit claim per heap word and, where it fits, a copy of the logs.
+  gpu_replay(const heap_layout& layout, std::uint64_t window, std::uint64_t salt,
+             const std::uint64_t* logs, std::uint32_t* home);
 
   // Takes the GPU memory run() needs unless it has it, at most a quarter of what is free (the
   // copy of the logs only if it fits too): false when the claims and the window do not fit

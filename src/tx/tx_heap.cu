@@ -121,6 +121,7 @@ void check_options(const tx_options& o) {
           "tx_options: switch_threshold must be a bandwidth in bytes/s, 0 or more (leave it unset "
           "to calibrate)");
   require(o.slice_us >= 1, "tx_options: slice_us must be at least 1 microsecond");
+  require(o.replay_window >= 1, "tx_options: replay_window must be at least 1 sequence number");
   require(
       !has_helpers(o.mode) ||
           (o.ring_chunks >= 2 && T::ring_bytes(o.ring_chunks, kMaxBlockThreads) <= kMaxSharedBytes),
@@ -256,7 +257,8 @@ struct tx_heap::impl {
     const std::uint64_t base = owner->get(name).offset;
     const pool_ref gpu = owner->ref();
     if (options.gpu_replay) {
-      replay.emplace(layout, rep.media().salt(), gpu.ptr<std::uint64_t>(base + layout.log_offset()),
+      replay.emplace(layout, options.replay_window, rep.media().salt(),
+                     gpu.ptr<std::uint64_t>(base + layout.log_offset()),
                      gpu.ptr<std::uint32_t>(base + layout.home_offset()));
     }
     std::uint64_t replayed = 0;

@@ -839,6 +839,9 @@ TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
   o = small_options(tx_mode::adaptive);
   o.slice_us = 0;
   expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::direct);
+  o.replay_window = 0;
+  expect_error(gpm::errc::invalid_argument, create(o));
   o = small_options(tx_mode::adaptive);
   o.helper_warps = 3;
   expect_error(gpm::errc::invalid_argument, create(o));

@@ -355,6 +355,48 @@ TEST_P(TxRecovery, UnitsOverlappingInPartReplayUpToTheirFirstSharedNumber) {
             (std::vector<std::uint32_t>{1, 2, 3, 0, 0, 0, 0}));
 }
 
+// Replay windows smaller than what the logs hold (tx_options::replay_window): with both logs
+// standing for numbers 1..6, the kernels of a 4-number window place twice as many records as
+// it has slots and must read none past it; a group reaching past the window still stands for
+// its first number, which another log's record shares. Both paths recover the same state.
+TEST_P(TxRecovery, TinyReplayWindowsFindNumbersTwoLogsShare) {
+  gpm::tx_options o = opts();
+  o.replay_window = 4;
+  const auto recover_small = [&](const std::string& name) {
+    auto heap = gpm::tx_heap::open(pool.get(), name, kGeometry, o);
+    EXPECT_EQ(heap.stats().replayed_on_gpu, 0u) << "irregular windows go to the host";
+    std::vector<std::uint32_t> w(8);
+    heap.load(0, w.data(), w.size());
+    return std::make_pair(heap.last_recovery(), w);
+  };
+  gpm::tx_heap::create(pool.get(), "twice", kGeometry, o);
+  {
+    media t(pool.get(), "twice");
+    for (std::uint32_t log = 0; log < 2; ++log) {
+      std::uint64_t at = 0;
+      for (std::uint32_t n = 1; n <= 6; ++n) at = t.put(log, at, n, {{n, 10 * log + n}});
+    }
+  }
+  const auto [twice, w1] = recover_small("twice");
+  EXPECT_EQ(twice.applied_seq, 0u);
+  EXPECT_EQ(twice.replayed, 0u);
+  EXPECT_EQ(twice.discarded, 12u);
+  EXPECT_EQ(w1, std::vector<std::uint32_t>(8, 0));
+
+  gpm::tx_heap::create(pool.get(), "group", kGeometry, o);
+  {
+    media t(pool.get(), "group");
+    std::uint64_t at = 0;
+    for (std::uint32_t n = 1; n <= 3; ++n) at = t.put(0, at, n, {{n, n}});
+    for (std::uint32_t r = 0; r < 3; ++r) t.put_member(0, at, 3, r, 4 + r, {{4 + r, 4 + r}});
+    t.put(1, 0, 4, {{7, 99}});
+  }
+  const auto [group, w2] = recover_small("group");
+  EXPECT_EQ(group.applied_seq, 3u);
+  EXPECT_EQ(group.replayed, 3u);
+  EXPECT_EQ(w2, (std::vector<std::uint32_t>{0, 1, 2, 3, 0, 0, 0, 0}));
+}
+
 // An undo heap whose commits were cut short: live undo records restore the old values, a retired
 // (here: torn) one and a redo record do nothing, and the next recovery finds nothing.
 TEST_P(TxRecovery, UndoEpochsRollBackLiveUndoRecordsOnly) {
@@ -581,8 +623,8 @@ TEST_P(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
 }
 
 // Logs crafted at random with valid checksums (units out of their log's order, numbers two logs
-// share, overlapping groups, an applied root above some of them, over several of the kernels'
-// windows): the replay kernels and the host's merge recover the same state from
+// share, overlapping groups, an applied root above some of them, kernels' windows of 1 to 8
+// numbers or as many as the logs hold): the replay kernels and the host's merge recover the same state from
 // each, and a second recovery changes nothing.
 TEST(TxRecoveryPaths, KernelsAndHostRecoverTheSameStateFromAnyValidRecords) {
   constexpr gpm::tx_geometry kSmall{.words = 16, .logs = 3, .log_bytes = 512};  // 32 chunks
@@ -628,13 +670,18 @@ TEST(TxRecoveryPaths, KernelsAndHostRecoverTheSameStateFromAnyValidRecords) {
     const std::string names[2] = {"kernels", "host"};
     gpm::tx_recovery rec[2];
     std::vector<std::uint32_t> home[2];
+    // The kernels' window: what the logs can hold (48 numbers), or a few numbers, so that units
+    // and shared numbers fall across windows.
+    constexpr std::uint64_t kWindows[] = {1 << 20, 1, 2, 3, 5, 8};
+    gpm::tx_options side_options[2] = {options(true), options(false)};
+    side_options[0].replay_window = kWindows[rng() % std::size(kWindows)];
     for (int side = 0; side < 2; ++side) {
-      gpm::tx_heap::create(pool.get(), names[side], kSmall, options(side == 0));
+      gpm::tx_heap::create(pool.get(), names[side], kSmall, side_options[side]);
       media t(pool.get(), names[side].c_str());
       for (const auto& w : writes) w(t);
       if (applied != 0) t.set_applied(applied);
       for (int round = 0; round < 2; ++round) {
-        auto heap = gpm::tx_heap::open(pool.get(), names[side], kSmall, options(side == 0));
+        auto heap = gpm::tx_heap::open(pool.get(), names[side], kSmall, side_options[side]);
         std::vector<std::uint32_t> w(kSmall.words);
         heap.load(0, w.data(), w.size());
         if (round == 0) {

@@ -96,6 +96,9 @@ struct tx_options {
   // must be finished before a sync() in another stream. false: the host thread applies them one
   // after another, as it does while kernels run.
   bool gpu_replay = true;
+  // The most sequence numbers one run of the replay kernels covers (fewer where the logs cannot
+  // hold as many records); its slots take 24 bytes each in GPU memory. At least 1.
+  std::uint64_t replay_window = 1 << 20;
 };
 
 // What open() found and did (last_recovery()).
