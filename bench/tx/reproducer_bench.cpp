@@ -41,10 +41,13 @@ constexpr std::uint32_t kPairs = 2;
 constexpr std::uint64_t kLogBytes =
     (2 * kRecords / kLogs * F::record_chunks(kPairs) * F::kChunkBytes + 4095) / 4096 * 4096;
 
+// The host's reproducer alone: without gpu_replay = false, durable_seq() and open() would apply
+// with the replay kernels (on this backend, emulated ones).
 gpm::tx_options options() {
   gpm::tx_options o;
   o.mode = gpm::tx_mode::direct;
   o.max_threads = 32;
+  o.gpu_replay = false;
   return o;
 }
 
