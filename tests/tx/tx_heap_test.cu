@@ -7,7 +7,6 @@
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/tx_heap.cuh>
 
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -686,7 +685,7 @@ TEST_F(TxHeap, VolatileModeLogsNothingAndLeavesTheHomeImage) {
 // record none; a ring of 64 chunks under 256 committers a block stands full at times, one of
 // 4,096 that a launch's records never fill stays below 1/32.
 TEST_F(TxHeap, HelpersRecordHowFullTheirRingsStood) {
-  using bins = std::array<std::uint64_t, 64>;
+  using bins = decltype(gpm::tx_stats::ring_occupancy_ns);
   const auto total = [](const bins& b) { return std::accumulate(b.begin(), b.end(), 0ull); };
   {
     auto heap = gpm::tx_heap::create(pool.get(), "direct", kGeometry, small_options(tx_mode::direct));

@@ -244,15 +244,6 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
     m.sizes.insert(m.sizes.end(),
                    {{"helper_warps", o.helper_warps}, {"ring_entries", 2ull * o.ring_chunks}});
   }
-  // Percentiles of the rings' occupancy over time, as fractions of the ring (1/64 steps); none
-  // where no launch had the ring (an adaptive mode that kept it off).
-  std::vector<std::pair<std::string, double>> occupancy_metrics;
-  if (ring && std::any_of(occupancy.begin(), occupancy.end(), [](auto b) { return b != 0; })) {
-    for (const auto& [name, f] : {std::pair{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"max", 1.0}}) {
-      occupancy_metrics.emplace_back(std::string("ring_occupancy_") + name,
-                                     gpm::tx_ring_occupancy(occupancy, f));
-    }
-  }
   m.throughput = mega_operations(app.transactions());
   m.bytes_persisted = bytes;
   const double median_s = median_of(m.times_s);
@@ -284,7 +275,14 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                       {"slices_off", static_cast<double>(a.slices_off)},
                       {"switches", static_cast<double>(a.switches)}});
   }
-  m.metrics.insert(m.metrics.end(), occupancy_metrics.begin(), occupancy_metrics.end());
+  // Percentiles of the rings' occupancy over time, as fractions of the ring (1/64 steps); none
+  // where no launch had the ring (an adaptive mode that kept it off).
+  if (ring && std::any_of(occupancy.begin(), occupancy.end(), [](auto b) { return b != 0; })) {
+    for (const auto& [name, f] : {std::pair{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"max", 1.0}}) {
+      m.metrics.emplace_back(std::string("ring_occupancy_") + name,
+                             gpm::tx_ring_occupancy(occupancy, f));
+    }
+  }
   for (std::size_t k = 0; k < phase_names.size(); ++k) {
     m.metrics.emplace_back(phase_names[k] + "_s", median_of(phase_s[k]));
   }
