@@ -402,24 +402,27 @@ class transaction {
     state_ = running;
     blocker_ = kNoBlocker;
     // One fence orders this status before every orec the attempt takes (a thread that finds one
-    // of them owned by this attempt reads the owner's status next, owner_yields): the orecs' CASes
+    // of them owned by this attempt reads the owner's status next, ask_owner): the orecs' CASes
     // are then acquires alone, where each was a release too, a GPU-wide fence per orec taken.
     dev64(v_.status[slot_]).store(status_word(attempt, kActive), memory_order_relaxed);
     atomic_thread_fence<thread_scope::device>(memory_order_acq_rel);
   }
 
-  // Between a failed attempt and the next: when the attempt met an orec it could not take (its
-  // owner committing, or outranking this transaction) and commits persist their records in the
-  // committing thread, waits until that orec changes hands, holding nothing (the attempt released
-  // its orecs), for at most kBlockerRounds polls; otherwise backs off by the attempts made. There
-  // a committing owner holds its orecs through its sequence number and its record's persist, and
-  // retrying at once ran into it again. Where commits persist nothing or hand their records to
-  // the ring, the wait cost more than it saved: on an H200 (two calls), ATM A1 ran 9-14% slower
-  // with it in helpers mode and 6-7% in volatile, 2-3% faster in redo-direct.
+  // Between a failed attempt and the next: when the attempt met an orec it could not take and
+  // commits persist their records in the committing thread, or when that orec's owner was
+  // committing, waits until the orec changes hands, holding nothing (the attempt released its
+  // orecs), for at most kBlockerRounds polls; otherwise backs off by the attempts made. A
+  // committing owner holds its orecs through its sequence number (and, committing directly, its
+  // record's persist), microseconds, and an attempt retried after pause()'s 32 ns to 2 us ran into
+  // it again: ATM A1's helpers aborted 4.4-5.6 times per commit on H100s against 1.1 without
+  // persistence, each abort a begin and an end, a device fence each. An owner that merely
+  // outranks this attempt may run on for long: where commits persist nothing or hand their
+  // records to the ring, waiting for it cost more than it saved (on an H200, ATM A1 ran 9-14%
+  // slower in helpers mode and 6-7% in volatile when every blocker was waited for).
   __device__ void await_blocker(std::uint32_t attempts) const {
-    if (blocker_ == kNoBlocker || v_.mode == tx_mode::volatile_only || use_ring(v_)) {
-      return pause(attempts);
-    }
+    const bool wait = blocker_ != kNoBlocker && v_.mode != tx_mode::volatile_only &&
+                      (blocker_committing_ || !use_ring(v_));
+    if (!wait) return pause(attempts);
     dev64 orec(v_.orecs[blocker_]);
     for (std::uint32_t round = 0;
          round < kBlockerRounds && orec.load(memory_order_relaxed) == blocker_word_; ++round) {
@@ -482,12 +485,14 @@ class transaction {
   __device__ bool version_unchanged(std::uint64_t o, std::uint64_t entry) const {
     return (dev32(v_.versions[o]).load(memory_order_relaxed) & 0x7fffffffu) == version_of(entry);
   }
-  // Dooms the attempt on orec o, held as `rec` by a transaction this one may not take it from:
-  // the next attempt waits for o to change hands (await_blocker).
-  __device__ void blocked_by(std::uint64_t o, std::uint64_t rec) {
+  // Dooms the attempt on orec o, held as `rec` by a transaction this one may not take it from
+  // (`committing`: because it is committing): the next attempt may wait for o to change hands
+  // (await_blocker).
+  __device__ void blocked_by(std::uint64_t o, std::uint64_t rec, bool committing) {
     state_ = conflict;
     blocker_ = o;
     blocker_word_ = rec;
+    blocker_committing_ = committing;
   }
 
   __device__ void fail(tx_status s) {
@@ -535,8 +540,9 @@ class transaction {
     }
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
+    owner_says said = owner_says::take;
     for (int tries = 0; tries < 4; ++tries) {
-      if (cur != 0 && !owner_yields(cur)) break;
+      if (cur != 0 && (said = ask_owner(cur)) != owner_says::take) break;
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {  // begin() fenced
         if (read_at == MaxLocks) {
           held_[locks_++] = o;
@@ -550,7 +556,7 @@ class transaction {
       }
     }
     if (cur != 0) {
-      blocked_by(o, cur);
+      blocked_by(o, cur, said == owner_says::committing);
     } else {
       state_ = conflict;  // it came free, after four lost CASes
     }
@@ -592,7 +598,7 @@ class transaction {
     const std::uint32_t version = dev32(v_.versions[o]).load(memory_order_acquire);
     const std::uint64_t rec = dev64(v_.orecs[o]).load(memory_order_acquire);
     if (rec != 0 && owner_committing(rec)) {
-      blocked_by(o, rec);
+      blocked_by(o, rec, true);
       return false;
     }
     held_[locks_++] = read_entry(o, version);
@@ -635,19 +641,21 @@ class transaction {
     return attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec) && state_of(s) == kCommitting;
   }
 
-  // Whether the attempt that holds an orec (value `rec`) lets us take it: it is over, or we
-  // aborted it just now. False when it is committing or outranks us.
-  __device__ bool owner_yields(std::uint64_t rec) const {
+  // What the attempt that holds an orec (value `rec`) lets us do: take it (it is over, or we
+  // aborted it just now), or not, because it is committing or outranks us.
+  enum class owner_says : std::uint32_t { take, committing, outranks };
+  __device__ owner_says ask_owner(std::uint64_t rec) const {
     const std::uint64_t owner = (rec >> 32) - 1;
-    if (owner >= v_.max_threads) return true;  // not a live owner's record
+    if (owner >= v_.max_threads) return owner_says::take;  // not a live owner's record
     dev64 st(v_.status[owner]);
     std::uint64_t s = st.load(memory_order_acquire);
     for (;;) {
       const bool same_attempt = attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec);
-      if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return true;
-      if (state_of(s) == kCommitting || owner < slot_) return false;
+      if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return owner_says::take;
+      if (state_of(s) == kCommitting) return owner_says::committing;
+      if (owner < slot_) return owner_says::outranks;
       if (st.compare_exchange_strong(s, status_word(s >> 2, kAborted), memory_order_acq_rel)) {
-        return true;
+        return owner_says::take;
       }
     }
   }
@@ -723,6 +731,7 @@ class transaction {
   std::uint32_t writes_ = 0;
   std::uint64_t blocker_ = kNoBlocker;  // the orec that ended the last attempt (await_blocker)
   std::uint64_t blocker_word_ = 0;      // its value then
+  bool blocker_committing_ = false;     // its owner was committing
   std::uint64_t held_[MaxLocks];
   std::uint32_t words_[MaxWrites];
   std::uint32_t values_[MaxWrites];
