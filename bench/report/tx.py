@@ -33,6 +33,12 @@ def rate(modes, name):
     return None if r is None else r["throughput"]["value"]
 
 
+def aborts_of(modes, name):
+    """The aborts per commit of mode `name` in `modes`, None where it or the metric is absent."""
+    r = modes.get(name)
+    return None if r is None else r.get("metrics", {}).get("aborts_per_commit")
+
+
 def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
@@ -103,6 +109,36 @@ def throughput_table(by_workload):
              "between records of one run.", ""]
     lines += [header, "| --- | --- |" + " --- |" * (len(shown) + 3)] + rows + [""]
     return lines, used
+
+
+def attempts_table(by_workload):
+    """The slowdown of the fastest persistent mode against volatile, split into the attempts each
+    commit took (1 + aborts per commit) and the time of one attempt."""
+    rows = []
+    for w in PAPER_WORKLOADS:
+        modes = newest_run(by_workload.get(w, []))
+        for launch, suffix in (("paper", ""), ("fill", FILL)):
+            best = comparisons(modes, suffix)["best_persistent"]
+            if best is None:
+                continue
+            aborts = [aborts_of(modes, m + suffix) for m in ("volatile", best[0])]
+            if None in aborts:
+                continue
+            attempts = [1 + a for a in aborts]
+            from_attempts = attempts[1] / attempts[0]
+            rows.append(f"| {w} | {launch} | {best[0]} | {fmt_factor(best[1])} | "
+                        f"{fmt(attempts[0], 3)} | {fmt(attempts[1], 3)} | "
+                        f"{fmt_factor(from_attempts)} | {fmt_factor(best[1] / from_attempts)} |")
+    if not rows:
+        return []
+    return ["### Where the slowdown against volatile comes from", "",
+            "The fastest persistent mode's slowdown against the same STM without persistence "
+            "(the throughput table's last column), split into two factors that multiply to it: "
+            "how many more attempts each commit took (attempts per commit: 1 + aborts per "
+            "commit) and how much longer one attempt took.", "",
+            "| workload | launch | mode | slowdown | attempts per commit, volatile | "
+            "attempts per commit, mode | from attempts | per attempt |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
 
 
 def details_table(by_workload):
@@ -225,8 +261,7 @@ def versioned_table(by_workload):
         modes = newest_run(by_workload[w])
         for name in [m for m in MODES if m + VERSIONED in modes]:
             locked, versioned = rate(modes, name), rate(modes, name + VERSIONED)
-            aborts = [modes[m]["metrics"].get("aborts_per_commit") if m in modes else None
-                      for m in (name, name + VERSIONED)]
+            aborts = [aborts_of(modes, m) for m in (name, name + VERSIONED)]
             rows.append(f"| {w} | {name} | {fmt(locked)} | {fmt(versioned)} | "
                         f"{fmt_factor(ratio(versioned, locked))} | {fmt(aborts[0], 3)} | "
                         f"{fmt(aborts[1], 3)} |")
@@ -256,6 +291,7 @@ def tx_sections(records, describe_machine):
              "docs/workloads/tx.md explains the modes and the figures.", "",
              f"Machine: {'; '.join(machines)}. Runs: {', '.join(runs)}.", ""]
     lines += throughput
+    lines += attempts_table(by_workload)
     lines += pressure_table(by_workload.get("tx_micro_pressure", []))
     lines += ring_table(by_workload.get("tx_ring_sweep", []))
     lines += versioned_table(by_workload)
