@@ -402,7 +402,7 @@ class transaction {
     state_ = running;
     blocker_ = kNoBlocker;
     // One fence orders this status before every orec the attempt takes (a thread that finds one
-    // of them owned by this attempt reads the owner's status next, ask_owner): the orecs' CASes
+    // of them owned by this attempt reads the owner's status next, owner_yields): the orecs' CASes
     // are then acquires alone, where each was a release too, a GPU-wide fence per orec taken.
     dev64(v_.status[slot_]).store(status_word(attempt, kActive), memory_order_relaxed);
     atomic_thread_fence<thread_scope::device>(memory_order_acq_rel);
@@ -420,10 +420,12 @@ class transaction {
   // records to the ring, waiting for it cost more than it saved (on an H200, ATM A1 ran 9-14%
   // slower in helpers mode and 6-7% in volatile when every blocker was waited for).
   __device__ void await_blocker(std::uint32_t attempts) const {
-    const bool wait = blocker_ != kNoBlocker && v_.mode != tx_mode::volatile_only &&
-                      (blocker_committing_ || !use_ring(v_));
-    if (!wait) return pause(attempts);
-    dev64 orec(v_.orecs[blocker_]);
+    const bool committing = (blocker_ & kCommittingOwner) != 0;
+    if (blocker_ == kNoBlocker || v_.mode == tx_mode::volatile_only ||
+        (use_ring(v_) && !committing)) {
+      return pause(attempts);
+    }
+    dev64 orec(v_.orecs[blocker_ & ~kCommittingOwner]);
     for (std::uint32_t round = 0;
          round < kBlockerRounds && orec.load(memory_order_relaxed) == blocker_word_; ++round) {
       pause(round);
@@ -470,6 +472,7 @@ class transaction {
  private:
   enum run_state : std::uint32_t { running, conflict, failed };
   static constexpr std::uint64_t kNoBlocker = ~0ull;
+  static constexpr std::uint64_t kCommittingOwner = 1ull << 62;  // in blocker_ (orecs <= 2^30)
   static constexpr std::uint32_t kBlockerRounds = 64;  // about 100 us at pause()'s longest
   // Versioned reads: a held_ entry with kReadBit is an orec read, not taken: its index (low 32
   // bits; at most 2^30 orecs) and the version the read saw (bits 32-62).
@@ -487,12 +490,15 @@ class transaction {
   }
   // Dooms the attempt on orec o, held as `rec` by a transaction this one may not take it from
   // (`committing`: because it is committing): the next attempt may wait for o to change hands
-  // (await_blocker).
+  // (await_blocker). Whether the owner was committing rides in blocker_'s kCommittingOwner bit,
+  // and acquire_orec reads the owner's status again to learn it: a flag of its own, carried from
+  // attempt to attempt, and a three-way answer from owner_yields took registers (ATM's kernel 80
+  // a thread instead of 72, which left room for 2 blocks of 288 threads an SM instead of 3; BVH's
+  // build 112 instead of 94).
   __device__ void blocked_by(std::uint64_t o, std::uint64_t rec, bool committing) {
     state_ = conflict;
-    blocker_ = o;
+    blocker_ = committing ? o | kCommittingOwner : o;
     blocker_word_ = rec;
-    blocker_committing_ = committing;
   }
 
   __device__ void fail(tx_status s) {
@@ -540,9 +546,8 @@ class transaction {
     }
     dev64 orec(v_.orecs[o]);
     std::uint64_t cur = orec.load(memory_order_acquire);
-    owner_says said = owner_says::take;
     for (int tries = 0; tries < 4; ++tries) {
-      if (cur != 0 && (said = ask_owner(cur)) != owner_says::take) break;
+      if (cur != 0 && !owner_yields(cur)) break;
       if (orec.compare_exchange_strong(cur, mine_, memory_order_acquire)) {  // begin() fenced
         if (read_at == MaxLocks) {
           held_[locks_++] = o;
@@ -556,7 +561,7 @@ class transaction {
       }
     }
     if (cur != 0) {
-      blocked_by(o, cur, said == owner_says::committing);
+      blocked_by(o, cur, owner_committing(cur));
     } else {
       state_ = conflict;  // it came free, after four lost CASes
     }
@@ -641,21 +646,19 @@ class transaction {
     return attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec) && state_of(s) == kCommitting;
   }
 
-  // What the attempt that holds an orec (value `rec`) lets us do: take it (it is over, or we
-  // aborted it just now), or not, because it is committing or outranks us.
-  enum class owner_says : std::uint32_t { take, committing, outranks };
-  __device__ owner_says ask_owner(std::uint64_t rec) const {
+  // Whether the attempt that holds an orec (value `rec`) lets us take it: it is over, or we
+  // aborted it just now. False when it is committing or outranks us.
+  __device__ bool owner_yields(std::uint64_t rec) const {
     const std::uint64_t owner = (rec >> 32) - 1;
-    if (owner >= v_.max_threads) return owner_says::take;  // not a live owner's record
+    if (owner >= v_.max_threads) return true;  // not a live owner's record
     dev64 st(v_.status[owner]);
     std::uint64_t s = st.load(memory_order_acquire);
     for (;;) {
       const bool same_attempt = attempt_tag(s >> 2) == static_cast<std::uint32_t>(rec);
-      if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return owner_says::take;
-      if (state_of(s) == kCommitting) return owner_says::committing;
-      if (owner < slot_) return owner_says::outranks;
+      if (!same_attempt || state_of(s) == kAborted || state_of(s) == kIdle) return true;
+      if (state_of(s) == kCommitting || owner < slot_) return false;
       if (st.compare_exchange_strong(s, status_word(s >> 2, kAborted), memory_order_acq_rel)) {
-        return owner_says::take;
+        return true;
       }
     }
   }
@@ -731,7 +734,6 @@ class transaction {
   std::uint32_t writes_ = 0;
   std::uint64_t blocker_ = kNoBlocker;  // the orec that ended the last attempt (await_blocker)
   std::uint64_t blocker_word_ = 0;      // its value then
-  bool blocker_committing_ = false;     // its owner was committing
   std::uint64_t held_[MaxLocks];
   std::uint32_t words_[MaxWrites];
   std::uint32_t values_[MaxWrites];
