@@ -515,6 +515,15 @@ struct tx_heap::impl {
   // tx_heap::launch bookkeeping; adaptive mode's threshold and last measured launch.
   std::uint64_t launches = 0;
   std::uint64_t ring_launches = 0;
+  // The last launch's kernel and shape, and what it takes (tx_stats), asked of the runtime when
+  // either changes.
+  struct residency {
+    const void* kernel = nullptr;
+    std::uint32_t threads = 0;
+    std::size_t shared_bytes = 0;
+    std::uint32_t registers = 0;
+    std::uint32_t blocks_per_sm = 0;
+  } resident;
   double threshold = 0;
   std::unordered_map<const void*, kernel_rates> kernels;
   const void* measured_kernel = nullptr;  // the launch being measured: its kernel and kind
@@ -644,9 +653,21 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   return plan;
 }
 
-void tx_heap::launched(cudaStream_t stream) {
+void tx_heap::launched(cudaStream_t stream, const void* kernel, const T::launch_plan& plan) {
   impl& st = self();
   st.last_launch.record(stream);
+  impl::residency& r = st.resident;
+  if (r.kernel != kernel || r.threads != plan.threads_per_block ||
+      r.shared_bytes != plan.shared_bytes) {
+    cudaFuncAttributes a{};
+    int per_sm = 0;
+    check_cuda(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes (tx_heap::launch)");
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                   &per_sm, kernel, static_cast<int>(plan.threads_per_block), plan.shared_bytes),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor (tx_heap::launch)");
+    r = {kernel, plan.threads_per_block, plan.shared_bytes, static_cast<std::uint32_t>(a.numRegs),
+         static_cast<std::uint32_t>(per_sm)};
+  }
   if (st.options.mode != tx_mode::adaptive) return;
   gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
               true, false);
@@ -733,6 +754,8 @@ tx_stats tx_heap::stats() const {
   s.direct_commit_rate = self().direct_commit_rate;
   s.launches = self().launches;
   s.ring_launches = self().ring_launches;
+  s.launch_registers = self().resident.registers;
+  s.launch_blocks_per_sm = self().resident.blocks_per_sm;
   s.persisted_bytes = self().persisted_bytes();
   const std::lock_guard lock(self().mutex);
   s.durable_seq = self().rep.applied();

@@ -719,6 +719,27 @@ TEST_F(TxHeap, HelpersRecordHowFullTheirRingsStood) {
   EXPECT_LE(gpm::tx_ring_occupancy(b, 1.0), 2.0 / 64) << "32 records of 2 chunks in 4,096";
 }
 
+TEST_F(TxHeap, LaunchesReportWhatTheirKernelTakes) {
+  auto direct = gpm::tx_heap::create(pool.get(), "direct", kGeometry, small_options(tx_mode::direct));
+  EXPECT_EQ(direct.stats().launch_blocks_per_sm, 0u) << "no launch yet";
+  run_each(direct, 4, 256, write_own_number{});
+  const gpm::tx_stats d = direct.stats();
+  EXPECT_GE(d.launch_blocks_per_sm, 1u);
+#if GPM_BACKEND_HOST
+  EXPECT_EQ(d.launch_registers, 0u) << "the emulator's kernels are host functions";
+#else
+  EXPECT_GT(d.launch_registers, 0u);
+#endif
+  // A ring of about 120 KB of shared memory leaves room for one such block an SM on a GPU.
+  gpm::tx_options big = small_options();
+  big.ring_chunks = 5000;
+  auto helpers = gpm::tx_heap::create(pool.get(), "big", kGeometry, big);
+  run_each(helpers, 1, 32, write_own_number{});
+  const gpm::tx_stats h = helpers.stats();
+  EXPECT_EQ(h.launch_blocks_per_sm, 1u);
+  EXPECT_LE(h.launch_blocks_per_sm, d.launch_blocks_per_sm);
+}
+
 TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
   struct config {
     tx_mode mode;

@@ -207,7 +207,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   // still waiting in its logs for the host; reopening it recovers them.
   app.reset(*heap);
   app.run(*heap, launch, s);
-  const gpm::tx_stats adaptive_stats = heap->stats();
+  const gpm::tx_stats stopped_stats = heap->stats();
   heap.reset();
   const double recovery_s =
       seconds_on_host([&] { heap.emplace(gpm::tx_heap::open(pool.pool(), "heap", g, o)); });
@@ -251,7 +251,10 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
                {"persist_GBps", static_cast<double>(bytes) / median_s / 1e9},
                {"durable_s", median_of(durable_s)},
                {"recovery_s", recovery_s},
-               {"recovery_replayed", static_cast<double>(rec.replayed)}};
+               {"recovery_replayed", static_cast<double>(rec.replayed)},
+               // what the repeats' last kernel took (BVH: the reduce), as the stopped repeat ran it
+               {"kernel_registers", static_cast<double>(stopped_stats.launch_registers)},
+               {"resident_blocks_per_sm", static_cast<double>(stopped_stats.launch_blocks_per_sm)}};
   if (redo) {
     const double repeats = static_cast<double>(durable_s.size());
     m.metrics.insert(m.metrics.end(),
@@ -264,7 +267,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   }
   if (adaptive) {
     // Since the heap was created: warm-up, timed and stopped repeats.
-    const gpm::tx_stats& a = adaptive_stats;
+    const gpm::tx_stats& a = stopped_stats;
     m.metrics.insert(m.metrics.end(),
                      {{"switch_threshold_GBps", a.switch_threshold / 1e9},
                       {"ring_launch_fraction",

@@ -118,6 +118,11 @@ struct tx_stats {
   std::uint64_t ring_commits = 0;     // commits whose record helper warps persisted
   std::uint64_t launches = 0;         // tx_heap::launch calls since open
   std::uint64_t ring_launches = 0;    // of them, with the ring and helper warps
+  // The last tx_heap::launch's kernel: registers a thread (0 on the host emulator) and blocks of
+  // its shape resident at once on one multiprocessor (with how many transactions run at once,
+  // this sets how often they conflict: docs/workloads/tx.md, "Registers decide ...")
+  std::uint32_t launch_registers = 0;
+  std::uint32_t launch_blocks_per_sm = 0;
   // adaptive: time slices the bandwidth monitor decided ON (helpers) and OFF (direct), and how
   // often its decision changed, over the launches with a ring; the threshold in use (bytes/s)
   std::uint64_t slices_on = 0;
@@ -227,7 +232,7 @@ class tx_heap {
                "cudaFuncSetAttribute (the persistence ring's shared memory)");
     gpm::launch(kernel, plan.blocks, plan.threads_per_block, plan.shared_bytes, stream, plan.view,
                 body);
-    launched(stream);
+    launched(stream, reinterpret_cast<const void*>(kernel), plan);
   }
 
   // Waits for `stream`, then until every commit made so far is durable and applied.
@@ -259,7 +264,8 @@ class tx_heap {
   // `kernel` names what the launch runs (adaptive mode learns per kernel).
   detail::tx::launch_plan plan_launch(std::uint32_t blocks, std::uint32_t workers,
                                       cudaStream_t stream, const void* kernel);
-  void launched(cudaStream_t stream);  // after the kernel is queued: adaptive bookkeeping
+  // After the kernel is queued: adaptive bookkeeping, and what the kernel takes (tx_stats).
+  void launched(cudaStream_t stream, const void* kernel, const detail::tx::launch_plan& plan);
   std::unique_ptr<impl> impl_;
 };
 
