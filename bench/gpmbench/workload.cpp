@@ -34,6 +34,7 @@ const std::vector<workload>& workloads() {
       tx_atm_a1_workload(), tx_atm_a2_workload(), tx_hash_h1_workload(), tx_hash_h2_workload(),
       tx_hash_lookup_workload(), tx_bvh_1_workload(), tx_bvh_2_workload(), tx_micro_pressure_workload(),
       tx_ring_sweep_workload(),
+      tx_residency_sweep_workload(),
       ooc::vectoradd_workload(), ooc::blackscholes_workload(), ooc::binomial_workload(),
       ooc::pathfinder_workload(), ooc::hotspot_workload(), ooc::lavamd_workload(),
       ooc::srad_workload(), ooc::backprop_workload(),

@@ -121,7 +121,8 @@ workload tx_atm_a1_workload(), tx_atm_a2_workload();              // workloads/t
 workload tx_hash_h1_workload(), tx_hash_h2_workload();            // workloads/tx
 workload tx_hash_lookup_workload();                               // workloads/tx
 workload tx_bvh_1_workload(), tx_bvh_2_workload();                // workloads/tx
-workload tx_micro_pressure_workload(), tx_ring_sweep_workload();  // workloads/tx
+workload tx_micro_pressure_workload(), tx_ring_sweep_workload(),  // workloads/tx
+    tx_residency_sweep_workload();
 namespace native {
 workload bfs_workload(), srad_workload(), prefix_sum_workload();
 }  // namespace native

@@ -252,6 +252,33 @@ def occupancy_table(by_workload):
             "| --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
 
 
+RESIDENCY_CAPS = (("", "as many as fit"), ("-sm2", "2"), ("-sm1", "1"))
+
+
+def residency_table(records):
+    modes = newest_run(records)
+    rows = []
+    for name in ("volatile", "redo-direct", "helpers"):
+        uncapped = rate(modes, name)
+        for suffix, cap in RESIDENCY_CAPS:
+            r = modes.get(name + suffix)
+            if r is None:
+                continue
+            resident = r.get("metrics", {}).get("resident_blocks_per_sm")
+            rows.append(f"| {name} | {cap} | {fmt(rate(modes, name + suffix))} | "
+                        f"{fmt(aborts_of(modes, name + suffix), 3)} | {fmt(resident, 3)} | "
+                        f"{fmt_factor(ratio(rate(modes, name + suffix), uncapped))} |")
+    if not rows:
+        return []
+    return ["### Resident blocks (tx_residency_sweep)", "",
+            "ATM A1 at the paper's launch with at most 2 or 1 blocks an SM "
+            "(`tx_options::max_blocks_per_sm`) against as many as fit: Mtx/s, aborts per commit, "
+            "the blocks an SM held (`resident_blocks_per_sm`), and the rate against the same mode "
+            "uncapped, all in one run.", "",
+            "| mode | blocks an SM at most | Mtx/s | aborts / commit | resident blocks / SM | "
+            "against uncapped |", "| --- | --- | --- | --- | --- | --- |"] + rows + [""]
+
+
 VERSIONED = "-versioned"
 
 
@@ -294,6 +321,7 @@ def tx_sections(records, describe_machine):
     lines += attempts_table(by_workload)
     lines += pressure_table(by_workload.get("tx_micro_pressure", []))
     lines += ring_table(by_workload.get("tx_ring_sweep", []))
+    lines += residency_table(by_workload.get("tx_residency_sweep", []))
     lines += versioned_table(by_workload)
     lines += occupancy_table(by_workload)
     lines += details_table(by_workload)

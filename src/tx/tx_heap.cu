@@ -37,8 +37,10 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -121,6 +123,8 @@ void check_options(const tx_options& o) {
           "tx_options: switch_threshold must be a bandwidth in bytes/s, 0 or more (leave it unset "
           "to calibrate)");
   require(o.slice_us >= 1, "tx_options: slice_us must be at least 1 microsecond");
+  require(o.max_blocks_per_sm <= 32, "tx_options: max_blocks_per_sm must be 0 (no cap) to 32, got " +
+                                         std::to_string(o.max_blocks_per_sm));
   require(o.replay_window >= 1, "tx_options: replay_window must be at least 1 sequence number");
   require(
       !has_helpers(o.mode) ||
@@ -151,6 +155,40 @@ std::uint64_t undo_slot_chunks(const T::heap_layout& layout, const tx_options& o
               " bytes, which leave " + std::to_string(depth * T::kChunkBytes) +
               " bytes each (32 at least): lower max_threads or create larger logs");
   return depth;
+}
+
+// The dynamic shared memory a launch of `threads` threads a block asks for so that at most `cap`
+// of its blocks share an SM: `bytes` where no more fit already, else the least that brings the
+// occupancy down to `cap` (by bisection with the occupancy API, the kernel allowed the device's
+// most shared memory a block meanwhile; tx_heap::launch then sets the attribute to what it asks).
+std::size_t capped_shared_bytes(const void* kernel, std::uint32_t threads, std::size_t bytes,
+                                std::uint32_t cap) {
+  const auto occupancy = [&](std::size_t shared) {
+    int blocks = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel,
+                                                             static_cast<int>(threads), shared),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor (tx_options::max_blocks_per_sm)");
+    return static_cast<std::uint32_t>(blocks);
+  };
+  int dev = 0, most = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  // Before any query: the occupancy API counts no block that asks for more than the kernel's
+  // attribute allows.
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+             "cudaFuncSetAttribute (tx_options::max_blocks_per_sm)");
+  if (occupancy(bytes) <= cap) return bytes;
+  std::size_t lo = bytes, hi = static_cast<std::size_t>(most);  // occupancy(lo) > cap
+  require(occupancy(hi) <= cap,
+          "tx_options: max_blocks_per_sm = " + std::to_string(cap) + " cannot be reached for " +
+              std::to_string(threads) + " threads a block: " + std::to_string(occupancy(hi)) +
+              " blocks fit an SM even with the most shared memory a block may ask for");
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (occupancy(mid) <= cap ? hi : lo) = mid;
+  }
+  return hi;
 }
 
 std::uint64_t orec_count(const tx_options& o, std::uint64_t words) {
@@ -524,6 +562,9 @@ struct tx_heap::impl {
     std::uint32_t registers = 0;
     std::uint32_t blocks_per_sm = 0;
   } resident;
+  // tx_options::max_blocks_per_sm: the shared memory each kernel and shape asks for
+  using shape_key = std::tuple<const void*, std::uint32_t, std::size_t>;
+  std::map<shape_key, std::size_t> capped;
   double threshold = 0;
   std::unordered_map<const void*, kernel_rates> kernels;
   const void* measured_kernel = nullptr;  // the launch being measured: its kernel and kind
@@ -640,6 +681,16 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   plan.blocks = blocks;
   plan.threads_per_block = workers + (ring ? 32 * o.helper_warps : 0);
   plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks, workers) : 0;
+  if (o.max_blocks_per_sm != 0) {
+    // Found once per kernel and shape: the search asks the occupancy API up to ~20 times.
+    const impl::shape_key key{kernel, plan.threads_per_block, plan.shared_bytes};
+    auto [at, added] = st.capped.try_emplace(key, 0);
+    if (added) {
+      at->second = capped_shared_bytes(kernel, plan.threads_per_block, plan.shared_bytes,
+                                       o.max_blocks_per_sm);
+    }
+    plan.shared_bytes = at->second;
+  }
   if (adaptive) {
     // The monitor starts each launch afresh; the start mark of this launch's measurement.
     st.measured_launch = st.launches + 1;

@@ -58,6 +58,10 @@ def main():
         record("tx_ring_sweep", "redo-direct", 20.0),
         record("tx_ring_sweep", "helpers-ring500", 30.0, sizes={"ring_entries": 500}),
         record("tx_ring_sweep", "helpers-ring9000", 50.0, sizes={"ring_entries": 9000}),
+        record("tx_residency_sweep", "helpers", 50.0,
+               metrics={"aborts_per_commit": 5.5, "resident_blocks_per_sm": 3}),
+        record("tx_residency_sweep", "helpers-sm2", 60.0,
+               metrics={"aborts_per_commit": 1.5, "resident_blocks_per_sm": 2}),
         record("tx_hash_lookup", "helpers", 40.0, metrics={"aborts_per_commit": 0.5}),
         record("tx_hash_lookup", "helpers-versioned", 100.0, metrics={"aborts_per_commit": 0.05}),
         record("tx_hash_lookup", "redo-direct-versioned", 30.0),
@@ -79,6 +83,9 @@ def main():
         "| tx_atm_a1 | paper | adaptive | 1.19× | 1.6 | 2 | 1.25× | 0.95× |",
         "| 4 | 30 | 5 | 15 | 3.00× | 1.5 | 4.5 |",
         "| 500 | 30 | 1.50× |",
+        # residency: helpers capped at 2 blocks an SM 60/50 of uncapped
+        "| helpers | as many as fit | 50 | 5.5 | 3 | 1.00× |",
+        "| helpers | 2 | 60 | 1.5 | 2 | 1.20× |",
         "| 9000 | 50 | 2.50× |",
         "| tx_atm_a1 | helpers | 80 | 0.25 | 4,800 | 5 (0.100) | 2 | 20 | 3 (1,234) | 30 | 1300 "
         "| – |",

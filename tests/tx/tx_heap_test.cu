@@ -738,6 +738,23 @@ TEST_F(TxHeap, LaunchesReportWhatTheirKernelTakes) {
   const gpm::tx_stats h = helpers.stats();
   EXPECT_EQ(h.launch_blocks_per_sm, 1u);
   EXPECT_LE(h.launch_blocks_per_sm, d.launch_blocks_per_sm);
+
+  // tx_options::max_blocks_per_sm caps residency (by asking for more shared memory), in a
+  // launch with a ring and in one without, and the transactions' results stay right.
+  for (const tx_mode mode : {tx_mode::helpers, tx_mode::volatile_only}) {
+    for (const std::uint32_t cap : {1u, 2u}) {
+      gpm::tx_options o = small_options(mode);
+      o.max_blocks_per_sm = cap;
+      const std::string name = "capped" + std::to_string(cap) + std::string(gpm::to_string(mode));
+      auto heap = gpm::tx_heap::create(pool.get(), name, kGeometry, o);
+      const results r = run_each(heap, 4, 256, write_own_number{});
+      for (const gpm::tx_result& x : r.r) ASSERT_EQ(x.status, gpm::tx_status::committed) << name;
+      EXPECT_EQ(heap.stats().commits, r.r.size()) << name;
+      const std::uint32_t resident = heap.stats().launch_blocks_per_sm;
+      EXPECT_GE(resident, 1u) << name;
+      EXPECT_LE(resident, cap) << name;
+    }
+  }
 }
 
 TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
@@ -861,6 +878,9 @@ TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
   expect_error(gpm::errc::invalid_argument, create(o));
   o = small_options(tx_mode::direct);
   o.replay_window = 0;
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::helpers);
+  o.max_blocks_per_sm = 33;
   expect_error(gpm::errc::invalid_argument, create(o));
   o = small_options(tx_mode::adaptive);
   o.helper_warps = 3;

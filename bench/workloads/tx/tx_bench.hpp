@@ -75,12 +75,14 @@ void store_zeroes(gpm::tx_heap& heap);
 using application_factory = std::function<std::unique_ptr<application>(const mode_context&)>;
 
 // What one measured mode runs: a persistence mode at a launch, with `ring_entries` ring entries
-// in helpers mode, and reads locked (the paper's) or versioned.
+// in helpers mode, reads locked (the paper's) or versioned, and at most `max_blocks_per_sm`
+// blocks an SM (0: as many as fit; tx_options::max_blocks_per_sm).
 struct mode_setup {
   persistence persist;
   std::function<launch_shape(const mode_context&)> launch;
   std::uint32_t ring_entries = kPaperRingEntries;
   gpm::tx_reads reads = gpm::tx_reads::locked;
+  std::uint32_t max_blocks_per_sm = 0;
 };
 
 // Measures `app` in one mode: a pool and heap of their own, ctx.repeat()ed repeats (reset, the

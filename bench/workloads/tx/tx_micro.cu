@@ -3,7 +3,10 @@
 // transactional: conflict-free transactions that each write k words (k = 1 .. 16), so the bytes
 // persisted per commit grow with k, in every persistence mode. tx_ring_sweep runs ATM A1 with
 // helper warps over ring sizes from 500 to 9,000 entries (the paper's Fig. 17 sweep) against the
-// committing-thread baseline.
+// committing-thread baseline. tx_residency_sweep runs ATM A1 in volatile, redo-direct and helpers
+// mode with at most 1, 2 or as many blocks an SM as fit (tx_options::max_blocks_per_sm): fewer
+// transactions at once, fewer conflicts (docs/workloads/tx.md, "Registers decide how many
+// blocks run").
 #include "gpmbench/resources.hpp"
 #include "workloads/tx/tx_apps.hpp"
 
@@ -14,6 +17,7 @@ namespace {
 constexpr std::uint32_t kPressureWrites[] = {1, 2, 4, 8, 16};
 constexpr std::uint32_t kMaxPressureWrites = 16;
 constexpr std::uint32_t kSweepRingEntries[] = {500, 1000, 1300, 2000, 3000, 5000, 9000};
+constexpr std::uint32_t kSweepBlocksPerSm[] = {0, 2, 1};  // 0: as many as fit
 
 // Transaction i writes i + 1 into words [i * k, i * k + k): no two transactions share a word.
 struct pressure_writes {
@@ -107,6 +111,27 @@ workload tx_ring_sweep_workload() {
     w.modes.push_back(tx_mode_of("helpers-ring" + std::to_string(entries),
                                  helpers.summary + ", " + std::to_string(entries) + " ring entries",
                                  a1, {helpers, paper_launch, entries}));
+  }
+  return w;
+}
+
+workload tx_residency_sweep_workload() {
+  using namespace tx;
+  const application_factory a1 = atm_application(100'000, 1'000'000);
+  workload w{"tx_residency_sweep",
+             "ATM A1 with at most 1, 2 or as many blocks an SM as fit, in volatile, redo-direct "
+             "and helpers mode: how residency moves conflicts",
+             {ceiling_mode()}};
+  for (const std::uint32_t cap : kSweepBlocksPerSm) {
+    for (const char* name : {"volatile", "redo-direct", "helpers"}) {
+      const persistence& p = persistence_named(name);
+      const std::string suffix = cap == 0 ? "" : "-sm" + std::to_string(cap);
+      const std::string limit =
+          cap == 0 ? ", as many blocks an SM as fit" : ", at most " + std::to_string(cap) +
+                                                           " blocks an SM";
+      w.modes.push_back(tx_mode_of(p.name + suffix, p.summary + limit, a1,
+                                   {p, paper_launch, kPaperRingEntries, gpm::tx_reads::locked, cap}));
+    }
   }
   return w;
 }

@@ -156,6 +156,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   o.mode = setup.persist.mode;
   o.reads = setup.reads;
   o.ring_chunks = (setup.ring_entries + 1) / 2;
+  o.max_blocks_per_sm = setup.max_blocks_per_sm;
   o.max_threads = std::uint64_t{launch.blocks} * launch.workers;
   if (adaptive) o.switch_threshold = calibrated_threshold(ctx);
   bench_pool pool(ctx, "tx", pool_bytes_for(heap_bytes(g)), bench_pool::kNoObject);

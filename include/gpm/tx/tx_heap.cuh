@@ -78,6 +78,11 @@ struct tx_options {
   // adaptive: learn each kernel's faster kind from measured commit rates (tx_heap::launch);
   // false: the paper's switch alone, each launch's ring chosen by the last launch's bandwidth
   bool learn = true;
+  // tx_heap::launch: at most this many blocks of a launch on one SM at once (0: as many as fit),
+  // by asking for more shared memory than the ring needs. Fewer resident blocks run fewer
+  // transactions at once, so they conflict less (docs/workloads/tx.md, "Registers decide how
+  // many blocks run"); 1 to 32.
+  std::uint32_t max_blocks_per_sm = 0;
   std::uint32_t max_attempts = 0;       // attempts before run() gives up (0: until it commits)
   std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
   std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
