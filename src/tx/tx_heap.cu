@@ -174,6 +174,9 @@ std::size_t capped_shared_bytes(const void* kernel, std::uint32_t threads, std::
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
              "cudaDeviceGetAttribute (shared memory per block)");
+  cudaFuncAttributes a{};
+  check_cuda(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes (max_blocks_per_sm)");
+  most -= static_cast<int>(a.sharedSizeBytes);  // the block's static shared memory counts too
   // Before any query: the occupancy API counts no block that asks for more than the kernel's
   // attribute allows.
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
