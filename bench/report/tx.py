@@ -265,9 +265,10 @@ def residency_table(records):
             if r is None:
                 continue
             resident = r.get("metrics", {}).get("resident_blocks_per_sm")
-            rows.append(f"| {name} | {cap} | {fmt(rate(modes, name + suffix))} | "
+            capped = r["throughput"]["value"]
+            rows.append(f"| {name} | {cap} | {fmt(capped)} | "
                         f"{fmt(aborts_of(modes, name + suffix), 3)} | {fmt(resident, 3)} | "
-                        f"{fmt_factor(ratio(rate(modes, name + suffix), uncapped))} |")
+                        f"{fmt_factor(ratio(capped, uncapped))} |")
     if not rows:
         return []
     return ["### Resident blocks (tx_residency_sweep)", "",

@@ -75,6 +75,14 @@ void throw_launch_error(cudaError_t status, const void* kernel, dim3 grid, dim3 
                   cudaGetErrorString(status) + ")" + why);
 }
 
+unsigned blocks_per_multiprocessor(const void* kernel, unsigned threads, std::size_t shared_bytes) {
+  int per_multiprocessor = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel,
+                                                           static_cast<int>(threads), shared_bytes),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return static_cast<unsigned>(per_multiprocessor);
+}
+
 unsigned resident_blocks(const void* kernel, unsigned threads, std::size_t shared_bytes) {
   int dev = 0;
   int multiprocessors = 0;

@@ -164,11 +164,7 @@ std::uint64_t undo_slot_chunks(const T::heap_layout& layout, const tx_options& o
 std::size_t capped_shared_bytes(const void* kernel, std::uint32_t threads, std::size_t bytes,
                                 std::uint32_t cap) {
   const auto occupancy = [&](std::size_t shared) {
-    int blocks = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel,
-                                                             static_cast<int>(threads), shared),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor (tx_options::max_blocks_per_sm)");
-    return static_cast<std::uint32_t>(blocks);
+    return detail::blocks_per_multiprocessor(kernel, threads, shared);
   };
   int dev = 0, most = 0;
   check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
@@ -714,13 +710,9 @@ void tx_heap::launched(cudaStream_t stream, const void* kernel, const T::launch_
   if (r.kernel != kernel || r.threads != plan.threads_per_block ||
       r.shared_bytes != plan.shared_bytes) {
     cudaFuncAttributes a{};
-    int per_sm = 0;
     check_cuda(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes (tx_heap::launch)");
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                   &per_sm, kernel, static_cast<int>(plan.threads_per_block), plan.shared_bytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor (tx_heap::launch)");
     r = {kernel, plan.threads_per_block, plan.shared_bytes, static_cast<std::uint32_t>(a.numRegs),
-         static_cast<std::uint32_t>(per_sm)};
+         detail::blocks_per_multiprocessor(kernel, plan.threads_per_block, plan.shared_bytes)};
   }
   if (st.options.mode != tx_mode::adaptive) return;
   gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,

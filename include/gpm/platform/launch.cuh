@@ -42,6 +42,10 @@ cudaError_t submit_launch(kernel_launch&& launch);
 
 namespace detail {
 unsigned resident_blocks(const void* kernel, unsigned threads, std::size_t shared_bytes);
+// Blocks of that shape of `kernel` one multiprocessor runs at once (0: none fits); throws
+// errc::cuda if the runtime cannot say. The kernel's MaxDynamicSharedMemorySize attribute must
+// allow `shared_bytes`, or the answer is 0.
+unsigned blocks_per_multiprocessor(const void* kernel, unsigned threads, std::size_t shared_bytes);
 }
 
 template <class... Params, class... Args>
