@@ -174,6 +174,11 @@ class reproducer {
   void restart(const std::vector<std::uint64_t>* heads);
   // Undo epochs: restores the old values of every undo record still valid; returns how many.
   std::uint64_t roll_back();
+  // Reads the unit at the log's cursor into its `next`, passing over (the cursor moves) whole
+  // units at or below applied_, which the home image has: one left to stand for its log in the
+  // merge's queue would hide a later unit of that log that shares a number with the units being
+  // applied (crafted logs only). Returns whether a unit is there.
+  bool load_next(std::uint32_t log);
   // Applies up to `limit` records that continue the prefix (not persisted); returns how many.
   std::uint64_t apply_ready(std::uint64_t limit, touched_words& touched,
                             const std::atomic<std::uint32_t>* yield = nullptr);

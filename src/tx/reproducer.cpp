@@ -84,6 +84,16 @@ std::uint64_t reproducer::roll_back() {
   return rolled;
 }
 
+bool reproducer::load_next(std::uint32_t log) {
+  cursor& c = cursors_[log];
+  c.next = media_.read_unit(log, c.pos, epoch_);
+  while (c.next && c.next->last() <= applied_) {
+    c.pos += c.next->chunks;
+    c.next = media_.read_unit(log, c.pos, epoch_);
+  }
+  return c.next.has_value();
+}
+
 std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touched,
                                       const std::atomic<std::uint32_t>* yield) {
   const auto go_on = [&] {
@@ -92,14 +102,15 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
   // Logs whose next unit was not there at the last look may have it now.
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     cursor& c = cursors_[log];
-    if (!c.next && (c.next = media_.read_unit(log, c.pos, epoch_))) queue_.push({c.next->seq, log});
+    if (!c.next && load_next(log)) queue_.push({c.next->seq, log});
   }
   std::uint64_t applied = 0;
   bool shared = false;  // two logs' units stand for the next number
   // The lowest next unit continues the prefix, or nothing does: then seq applied_ + 1 is in no
-  // log's next unit, so in none of their units (each log's seqs rise), and that is the gap. A unit
-  // at or below applied_ (at recovery after a crash that came before its space was freed) is
-  // passed over.
+  // log's next unit, so in none of their units (each log's seqs rise), and that is the gap. Units
+  // wholly at or below applied_ (at recovery after a crash that came before their space was
+  // freed) never stand in the queue (load_next passes them over); a unit partly below is
+  // applied from applied_ + 1.
   while (!shared && !queue_.empty() && queue_.top().seq <= applied_ + 1 && applied < limit &&
          go_on()) {
     const std::uint32_t log = queue_.top().log;
@@ -107,8 +118,8 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
     // A number is one commit's: where units of two logs stand for one (crafted or damaged logs
     // only, each checksum valid), the prefix ends before it (the replay kernels leave a window
     // that holds one to this merge). The other logs' next units start at or above the top's (the
-    // queue's order), so the lowest of them is the one that can share a number with the units
-    // applied from here.
+    // queue's order) and each ends above applied_, so the lowest of them is the one that can
+    // share a number with the units applied from here.
     const log_queue::entry* second = queue_.second();
     const log_unit* other = second != nullptr ? &*cursors_[second->log].next : nullptr;
     // A warp's commits lie in its log one after another: follow the log while it continues.
@@ -124,8 +135,7 @@ std::uint64_t reproducer::apply_ready(std::uint64_t limit, touched_words& touche
       applied_ = std::max(applied_, through);
       if (shared) break;  // the unit stays at the cursor, applied in part
       c.pos += c.next->chunks;
-      c.next = media_.read_unit(log, c.pos, epoch_);
-      if (c.next) media_.prefetch(log, c.pos + c.next->chunks);
+      if (load_next(log)) media_.prefetch(log, c.pos + c.next->chunks);
     } while (c.next && c.next->seq <= applied_ + 1 && applied < limit && go_on());
     if (c.next) {
       queue_.replace_top({c.next->seq, log});

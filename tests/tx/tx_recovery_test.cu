@@ -338,6 +338,27 @@ TEST_P(TxRecovery, ANumberTwoLogsClaimEndsTheReplayBeforeIt) {
 
 // The same where the units overlap in part: two striped groups share the first one's last
 // number; its members before it are a prefix and replay.
+// Units at or below the applied seq must not stand for their logs in the merge: here log 0's
+// first unit (seq 1) and log 1's (2-3) are applied already, and log 1's second unit claims seq 8,
+// as log 0's second group does (crafted). The replay ends before 8 on both paths; the host's
+// merge, following log 0 with log 1's applied unit as the lowest other, used to apply 8-10 (found
+// by TxRecoveryPaths.KernelsAndHostRecoverTheSameStateFromAnyValidRecords).
+TEST_P(TxRecovery, ANumberALaterUnitSharesEndsTheReplayBehindAppliedUnits) {
+  m.put(0, 0, 1, {{0, 1}});
+  for (std::uint32_t r = 0; r < 3; ++r) m.put_member(0, 2, 3, r, 5 + r, {{2 + r, 5 + r}});
+  for (std::uint32_t r = 0; r < 2; ++r) m.put_member(0, 8, 2, r, 8 + r, {{5 + r, 8 + r}});
+  m.put(0, 12, 10, {{7, 10}});
+  for (std::uint32_t r = 0; r < 2; ++r) m.put_member(1, 0, 2, r, 2 + r, {{0, 2 + r}});
+  m.put(1, 4, 8, {{1, 8}});
+  m.set_applied(4);
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec, true);
+  EXPECT_EQ(rec.replayed, 3u);
+  EXPECT_EQ(rec.applied_seq, 7u);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 8)),
+            (std::vector<std::uint32_t>{0, 0, 5, 6, 7, 0, 0, 0}));
+}
+
 TEST_P(TxRecovery, UnitsOverlappingInPartReplayUpToTheirFirstSharedNumber) {
   m.put(0, 0, 1, {{0, 1}});
   m.put_member(0, 2, 3, 0, 2, {{1, 2}});
