@@ -123,16 +123,17 @@ void heap_media::write_root(std::uint64_t applied, std::uint64_t epoch, bool und
 }
 
 std::optional<record> heap_media::read_record(std::uint32_t log, std::uint64_t pos,
-                                              std::uint64_t epoch, bool undo) const {
+                                              std::uint64_t epoch, std::uint64_t near,
+                                              bool undo) const {
   record r;
-  if (!reader_.read_record(log, pos, epoch, undo, r)) return std::nullopt;
+  if (!reader_.read_record(log, pos, epoch, near, undo, r)) return std::nullopt;
   return r;
 }
 
 std::optional<log_unit> heap_media::read_unit(std::uint32_t log, std::uint64_t pos,
-                                              std::uint64_t epoch) const {
+                                              std::uint64_t epoch, std::uint64_t near) const {
   log_unit u;
-  if (!reader_.read_unit(log, pos, epoch, u)) return std::nullopt;
+  if (!reader_.read_unit(log, pos, epoch, near, u)) return std::nullopt;
   return u;
 }
 
@@ -148,7 +149,7 @@ void heap_media::apply_pairs(std::uint32_t log, std::uint64_t pos, std::uint32_t
                              std::uint32_t count, touched_words& touched) const {
   const auto slots = reader_.at(log, pos, width);
   std::uint32_t* h = home();
-  for (std::uint64_t i = 2; i < std::uint64_t{count} + 2; ++i) {
+  for (std::uint64_t i = kFirstPair; i < kFirstPair + count; ++i) {
     const std::uint64_t p = slots[i];
     h[p & 0xffffffffu] = static_cast<std::uint32_t>(p >> 32);
     touched.add(p & 0xffffffffu);
@@ -164,9 +165,8 @@ std::uint64_t heap_media::apply(const log_unit& u, std::uint64_t after, std::uin
   std::uint64_t applied = 0;
   for (std::uint32_t i = 0; i < u.width && u.seq + i <= through; ++i) {
     if (u.seq + i <= after) continue;
-    const std::uint64_t header =
-        reader_.at(u.log, u.pos + i, 1)[1];
-    apply_pairs(u.log, u.pos + i, u.width, count_of(header), touched);
+    const std::uint64_t head = reader_.at(u.log, u.pos + i, 1)[0];
+    apply_pairs(u.log, u.pos + i, u.width, count_of(head), touched);
     ++applied;
   }
   return applied;

@@ -54,13 +54,14 @@ class heap_media {
   void write_root(std::uint64_t applied, std::uint64_t epoch, bool undo, const char* site);
   // The record at stream position `pos` of `log` if one of `epoch` with a valid checksum lies
   // there whose words are all in the heap (a torn, stale or foreign one never does); a member of a
-  // striped group is read with its group's stride. `undo`: an undo record (its pairs hold old
+  // striped group is read with its group's stride; its seq is the one nearest `near` (the
+  // applied seq) that its head's low bits allow. `undo`: an undo record (its pairs hold old
   // values) instead of a redo record.
   std::optional<record> read_record(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
-                                    bool undo = false) const;
+                                    std::uint64_t near, bool undo = false) const;
   // The plain record or the whole striped group that starts at `pos`, if every member is there.
-  std::optional<log_unit> read_unit(std::uint32_t log, std::uint64_t pos,
-                                    std::uint64_t epoch) const;
+  std::optional<log_unit> read_unit(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
+                                    std::uint64_t near) const;
   // Starts loading the log's chunks from stream position `pos` into the CPU's caches: where the
   // unit after the one just read lies. The reproducer reads the logs a unit at a time, in turns
   // across hundreds of logs, which the hardware's prefetchers do not follow.

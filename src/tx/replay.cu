@@ -81,7 +81,7 @@ __global__ void place(reader r, std::uint64_t epoch, std::uint64_t applied, std:
     // A log's sequence numbers rise (its reservations are ordered). A unit that does not
     // continue them (crafted or damaged logs only) makes the window irregular: the host's merge,
     // which takes each log's units in their order, applies it instead.
-    while (r.read_unit(l, pos, epoch, u) && u.seq <= applied + window) {
+    while (r.read_unit(l, pos, epoch, applied, u) && u.seq <= applied + window) {
       if (!first && u.seq <= after) {
         atomic_ref<std::uint64_t>(counts[4]).store(1, memory_order_relaxed);
         break;
@@ -131,9 +131,9 @@ __global__ void claim(reader r, const replay_slot* slots, const std::uint64_t* c
   for (std::uint64_t i : grid_stride(prefix_of(counts))) {
     const replay_slot s = slots[i];
     const auto pairs = r.at(s.log, s.pos, s.width);
-    const std::uint32_t count = count_of(pairs[1]);
+    const std::uint32_t count = count_of(pairs[0]);
     for (std::uint32_t k = 0; k < count; ++k) {
-      const std::uint64_t p = pairs[k + 2];
+      const std::uint64_t p = pairs[kFirstPair + k];
       atomic_ref<std::uint32_t>(claims[p & 0xffffffffu])
           .fetch_max(static_cast<std::uint32_t>(i + 1), memory_order_relaxed);
     }
@@ -146,9 +146,9 @@ __global__ void write(reader r, const replay_slot* slots, const std::uint64_t* c
   for (std::uint64_t i : grid_stride(prefix_of(counts))) {
     const replay_slot s = slots[i];
     const auto pairs = r.at(s.log, s.pos, s.width);
-    const std::uint32_t count = count_of(pairs[1]);
+    const std::uint32_t count = count_of(pairs[0]);
     for (std::uint32_t k = count; k-- > 0;) {
-      const std::uint64_t p = pairs[k + 2];
+      const std::uint64_t p = pairs[kFirstPair + k];
       const std::uint64_t word = p & 0xffffffffu;
       const atomic_ref<std::uint32_t> c(claims[word]);
       if (c.load(memory_order_relaxed) != i + 1) continue;

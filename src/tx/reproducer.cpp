@@ -74,7 +74,7 @@ std::uint64_t reproducer::roll_back() {
   // of rollback does not matter.
   for (std::uint32_t log = 0; log < layout.logs; ++log) {
     for (std::uint64_t pos = 0; pos < layout.log_chunks; ++pos) {
-      if (const auto r = media_.read_record(log, pos, epoch_, true)) {
+      if (const auto r = media_.read_record(log, pos, epoch_, applied_, true)) {
         media_.apply(*r, touched);
         ++rolled;
       }
@@ -86,10 +86,10 @@ std::uint64_t reproducer::roll_back() {
 
 bool reproducer::load_next(std::uint32_t log) {
   cursor& c = cursors_[log];
-  c.next = media_.read_unit(log, c.pos, epoch_);
+  c.next = media_.read_unit(log, c.pos, epoch_, applied_);
   while (c.next && c.next->last() <= applied_) {
     c.pos += c.next->chunks;
-    c.next = media_.read_unit(log, c.pos, epoch_);
+    c.next = media_.read_unit(log, c.pos, epoch_, applied_);
   }
   return c.next.has_value();
 }
@@ -150,7 +150,7 @@ std::uint64_t reproducer::unreachable() const {
   std::uint64_t records = 0;
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
     std::uint64_t pos = cursors_[log].pos;
-    while (const auto u = media_.read_unit(log, pos, epoch_)) {
+    while (const auto u = media_.read_unit(log, pos, epoch_, applied_)) {
       // Members at or below applied_ (of a unit applied in part, where a number two logs share
       // ended the prefix) are not counted.
       if (u->last() > applied_) records += std::min<std::uint64_t>(u->width, u->last() - applied_);
@@ -219,7 +219,9 @@ std::vector<std::uint64_t> reproducer::positions() const {
 
 bool reproducer::any_ready() const {
   for (std::uint32_t log = 0; log < cursors_.size(); ++log) {
-    if (cursors_[log].next || media_.read_unit(log, cursors_[log].pos, epoch_)) return true;
+    if (cursors_[log].next || media_.read_unit(log, cursors_[log].pos, epoch_, applied_)) {
+      return true;
+    }
   }
   return false;
 }

@@ -340,6 +340,9 @@ TEST_F(TxHeap, OpenRejectsMissingForeignCorruptAndMismatchedHeaps) {
   h->common.major = gpm::detail::tx::kMajor + 1;
   expect_error(gpm::errc::version, [&] { gpm::tx_heap::open(p, "h", small_options()); });
   *h = good;
+  h->common.major = 1;  // a 1.x heap: records with a whole slot for the seq, which 2.x cannot read
+  expect_error(gpm::errc::version, [&] { gpm::tx_heap::open(p, "h", small_options()); });
+  *h = good;
   std::memset(h->common.magic, 0, sizeof h->common.magic);  // creation interrupted
   expect_error(gpm::errc::corrupt, [&] { gpm::tx_heap::open(p, "h", small_options()); });
   *h = good;
@@ -488,15 +491,15 @@ TEST_F(TxHeap, FailedTransactionsReportTheirStatusAndWriteNothing) {
 
 TEST_F(TxHeap, RecordsLargerThanTheRingOrTheLogAreRefused) {
   gpm::tx_options o = small_options();
-  o.ring_chunks = 4;  // 5 pairs make a record of 4 chunks; 6 pairs of 5
+  o.ring_chunks = 4;  // 6 pairs make a record of 4 chunks; 7 pairs of 5
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, o);
-  auto r = run_each(heap, 1, 32, write_run{32, 6, 5, 40});
+  auto r = run_each(heap, 1, 32, write_run{32, 7, 6, 40});
   EXPECT_EQ(r[0].status, tx_status::record_too_large);
   for (int i = 1; i < 32; ++i) EXPECT_EQ(r[i].status, tx_status::committed) << i;
-  // Direct: a 256-byte log holds 16 chunks; 30 pairs need 17.
+  // Direct: a 256-byte log holds 16 chunks; 31 pairs need 17 (30 fit).
   auto direct = gpm::tx_heap::create(pool.get(), "d", {.words = 64, .logs = 1, .log_bytes = 256},
                                      small_options(tx_mode::direct));
-  r = run_each<32, 32>(direct, 1, 32, write_run{2, 30, 29, 0});
+  r = run_each<32, 32>(direct, 1, 32, write_run{2, 31, 30, 0});
   EXPECT_EQ(r[0].status, tx_status::record_too_large);
   EXPECT_EQ(r[1].status, tx_status::committed);
 }
@@ -586,8 +589,8 @@ TEST_F(TxHeap, ReadsSeeOwnWritesAndTypedValuesSpanWholeWords) {
   std::memcpy(&x, &w[20], 8);
   EXPECT_EQ(x, 2.5);
   EXPECT_EQ(w[30] + w[31] + w[32], 24u);
-  // The record holds 1 + 2 + 2 + 3 pairs: 6 chunks.
-  EXPECT_EQ(heap.stats().persisted_bytes, 6 * gpm::detail::tx::kChunkBytes);
+  // The record holds 1 + 2 + 2 + 3 pairs: 5 chunks (head, 8 pairs, checksum).
+  EXPECT_EQ(heap.stats().persisted_bytes, 5 * gpm::detail::tx::kChunkBytes);
 }
 
 TEST_F(TxHeap, OkTurnsFalseOnceAnAttemptIsDoomed) {
@@ -777,7 +780,8 @@ TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
       const gpm::tx_stats s = heap.stats();
       EXPECT_EQ(s.commits, 256u) << name;
       EXPECT_EQ(s.durable_seq, 256u) << name;
-      EXPECT_EQ(s.persisted_bytes, 256 * 3 * gpm::detail::tx::kChunkBytes) << name;
+      // Two pairs a record: head and pair, pair and checksum.
+      EXPECT_EQ(s.persisted_bytes, 256 * 2 * gpm::detail::tx::kChunkBytes) << name;
     }
     auto again = gpm::tx_heap::open(pool.get(), name, o);
     expect_add_and_count(again, 1, name);
@@ -999,7 +1003,7 @@ TEST_F(TxHeap, AdaptiveLearnsEachKernelsFasterKind) {
 }
 
 // The 32 lanes of a tile committing together write one group: member i's chunk j at position
-// j * 32 + i, each first chunk's slot 1 naming the width and the member.
+// j * 32 + i, each first chunk's head naming the width and the member.
 TEST_F(TxHeap, HclStripesTheRecordsOfLanesThatCommitTogether) {
   auto heap = gpm::tx_heap::create(pool.get(), "h", kGeometry, small_options(tx_mode::hcl));
   heap.launch(1, 32, warp_writes_own_word{});
@@ -1012,13 +1016,19 @@ TEST_F(TxHeap, HclStripesTheRecordsOfLanesThatCommitTogether) {
   const gpm::detail::tx::heap_layout layout{h->words, h->log_chunks, h->logs};
   const auto* log0 =
       p.host_ptr<std::uint64_t>(p.get("h").offset + layout.log_offset());  // chunk i: 2 slots
+  std::vector<std::uint64_t> seqs;
   for (std::uint32_t i = 0; i < 32; ++i) {
-    EXPECT_EQ(gpm::detail::tx::width_of(log0[2 * i + 1]), 32u) << i;
-    EXPECT_EQ(gpm::detail::tx::rank_of(log0[2 * i + 1]), i) << i;
-    EXPECT_EQ(gpm::detail::tx::count_of(log0[2 * i + 1]), 1u) << i;
+    EXPECT_EQ(gpm::detail::tx::width_of(log0[2 * i]), 32u) << i;
+    EXPECT_EQ(gpm::detail::tx::rank_of(log0[2 * i]), i) << i;
+    EXPECT_EQ(gpm::detail::tx::count_of(log0[2 * i]), 1u) << i;
+    seqs.push_back(gpm::detail::tx::seq_near(log0[2 * i], 0));
+    // The member's second chunk, its pair and a zero slot, lies one row below.
+    EXPECT_EQ(log0[2 * (32 + i)], gpm::detail::tx::pair_slot(i, i + 1)) << i;
+    EXPECT_EQ(log0[2 * (32 + i) + 1], 0u) << i;
   }
-  // The second chunk of member 0 (its pair) lies one row below.
-  EXPECT_EQ(log0[2 * 32] >> 32, 1u);
+  // Consecutive numbers 1 .. 32, one per member in rank order.
+  for (std::uint32_t i = 0; i < 32; ++i) EXPECT_EQ(seqs[i], seqs[0] + i);
+  EXPECT_EQ(seqs[0], 1u);
   EXPECT_EQ(heap.stats().persisted_bytes, 32 * 2 * gpm::detail::tx::kChunkBytes);
 }
 

@@ -263,7 +263,7 @@ TEST_P(TxRecovery, StopsAtTheFirstGapAndDropsWhatFollows) {
 }
 
 TEST_P(TxRecovery, ATornRecordEndsTheReplay) {
-  for (const std::uint64_t slot : {0, 1, 3, 4}) {  // seq, count, a pair, the checksum
+  for (const std::uint64_t slot : {0, 1, 2, 3}) {  // the head, the pairs, the checksum
     SCOPED_TRACE("torn slot " + std::to_string(slot));
     const std::string name = "t" + std::to_string(slot);
     gpm::tx_heap::create(pool.get(), name, kGeometry, opts());
@@ -282,16 +282,23 @@ TEST_P(TxRecovery, ATornRecordEndsTheReplay) {
   }
 }
 
-// The record at position 22 of a 16-chunk log got its first chunk (seq 309) before a crash;
-// its second chunk is still the one of the record at position 6 (seq 293) a lap earlier. With
-// 22 ^ 309 == 6 ^ 293 this validated when the checksum seed left the position unmixed.
+// Position 22 of a 16-chunk log is the chunk of position 6 one lap on. A whole record of the lap
+// before (seq 293 at 6) never validates as one at 22: its checksum's seed mixes the position
+// in. Nor does a record at 22 (seq 309) that got only its first chunk (head and checksum) before
+// a crash, its second still the old record's pair: with 22 ^ 309 == 6 ^ 293, a seed that left
+// the position unmixed let such a chunk validate when version 1.x kept checksums last.
 TEST_P(TxRecovery, AStaleChunkOneLapBackNeverCompletesANewRecord) {
   ASSERT_EQ(22u ^ 309u, 6u ^ 293u);
   m.put(0, 6, 293, {{5, 2}});
-  m.put(0, 22, 309, {{5, 2}}, 0, 0, 1);
   m.head(0) = 22;
   m.set_applied(308);
   gpm::tx_recovery rec;
+  recover(&rec);
+  EXPECT_EQ(rec.replayed, 0u);
+  EXPECT_EQ(rec.applied_seq, 308u);
+  m.put(0, 6, 293, {{5, 2}});
+  m.put(0, 22, 309, {{5, 3}}, 0, 0, 1);
+  m.head(0) = 22;
   recover(&rec);
   EXPECT_EQ(rec.replayed, 0u);
   EXPECT_EQ(rec.applied_seq, 308u);
@@ -472,6 +479,48 @@ TEST_P(TxRecovery, RecordsWrapAroundTheEndOfTheirLog) {
   const std::vector<std::uint32_t> w = recover(&rec);
   EXPECT_EQ(rec.replayed, 2u);
   EXPECT_EQ(w[7] + w[8] + w[9] + w[10] + w[11], 450u);
+}
+
+// A record's head holds its seq's low 40 bits; readers take the number nearest the applied seq.
+TEST(TxFormat, ARecordsSeqIsTheNumberNearestTheAppliedSeq) {
+  const std::uint64_t wrap = std::uint64_t{1} << 40;
+  for (const std::uint64_t near :
+       {std::uint64_t{0}, std::uint64_t{5}, wrap - 3, wrap, 7 * wrap + 11, ~std::uint64_t{0} - 2}) {
+    for (const std::int64_t d :
+         {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{1000},
+          std::int64_t{-1000}, (std::int64_t{1} << 39) - 1, -(std::int64_t{1} << 39)}) {
+      const std::uint64_t seq = near + static_cast<std::uint64_t>(d);
+      EXPECT_EQ(F::seq_near(F::head_slot(seq, 3, 0, 0), near), seq) << near << " " << d;
+    }
+  }
+  // The head's other fields do not leak into the number.
+  const std::uint64_t head = F::head_slot(wrap + 9, F::kMaxPairs, 32, 31);
+  EXPECT_EQ(F::seq_near(head, wrap), wrap + 9);
+  EXPECT_EQ(F::count_of(head), F::kMaxPairs);
+  EXPECT_EQ(F::width_of(head), 32u);
+  EXPECT_EQ(F::rank_of(head), 31u);
+  // A two-word write set takes two chunks (32 bytes): head and pair, pair and checksum.
+  EXPECT_EQ(F::record_chunks(2), 2u);
+  EXPECT_EQ(F::record_chunks(1), 2u);
+  EXPECT_EQ(F::record_chunks(3), 3u);
+}
+
+// A replay runs on across a multiple of 2^40 (where the heads' low bits start again at 0), and
+// still passes over a record at or below the applied seq.
+TEST_P(TxRecovery, ReplaysAcrossTheSeqBitsOfTheHeads) {
+  const std::uint64_t applied = (std::uint64_t{1} << 40) - 2;
+  std::uint64_t at = m.put(0, 0, applied, {{3, 9}});  // applied before the crash
+  at = m.put(0, at, applied + 1, {{0, 1}});
+  at = m.put(0, at, applied + 2, {{1, 2}});  // 2^40: its head's seq bits are 0
+  m.put(1, 0, applied + 3, {{2, 3}, {0, 4}});
+  m.home()[3] = 7;
+  m.set_applied(applied);
+  gpm::tx_recovery rec;
+  const std::vector<std::uint32_t> w = recover(&rec);
+  EXPECT_EQ(rec.replayed, 3u);
+  EXPECT_EQ(rec.applied_seq, applied + 3);
+  EXPECT_EQ((std::vector<std::uint32_t>(w.begin(), w.begin() + 4)),
+            (std::vector<std::uint32_t>{4, 2, 3, 7}));
 }
 
 TEST_P(TxRecovery, SkipsRecordsTheHomeImageAlreadyHas) {

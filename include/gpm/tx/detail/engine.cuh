@@ -337,6 +337,7 @@ enum class commit_step { retry, done, record };
 template <unsigned MaxLocks, unsigned MaxWrites, bool Versioned>
 class transaction {
   static_assert(MaxLocks >= 1 && MaxWrites >= 1, "read and write sets hold at least one entry");
+  static_assert(MaxWrites <= kMaxPairs, "a record's head counts at most kMaxPairs (4095) writes");
 
  public:
   __device__ transaction(const heap_view& v, std::uint64_t slot) : v_(v), slot_(slot) {}
@@ -987,9 +988,10 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::commit_in_place(tx_
       record_checksum(rec, writes_, record_seed(undo_salt(v_.salt), v_.epoch, at.log, at.pos));
   ulonglong2* data = v_.log_data + std::uint64_t{at.log} * v_.log_chunks;
   const std::uint64_t chunks = record_chunks(writes_);
+  data[at.pos] = ulonglong2{rec.head, rec.checksum};
   GPM_UNROLL_1
-  for (std::uint64_t j = 0; j < chunks; ++j) {
-    data[at.pos + 32 * j] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+  for (std::uint64_t j = 1; j < chunks; ++j) {
+    data[at.pos + 32 * j] = ulonglong2{rec.pair(2 * j - 2), rec.pair(2 * j - 1)};
   }
   persist_each_at("tx.undo.log", chunks, kChunkBytes,
                   [&](std::uint64_t j) { return data + at.pos + 32 * j; });
@@ -998,7 +1000,7 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::commit_in_place(tx_
   persist_each_at("tx.undo.home", writes_, sizeof(std::uint32_t),
                   [&](std::uint64_t i) { return v_.home + words_[i]; });
   kernel_crash_point("tx.undo.written");
-  // Retired: with slot 0 cleared the record never validates. Done while the orecs are held, so
+  // Retired: with its head cleared the record never validates. Done while the orecs are held, so
   // at most one live undo record covers a word.
   data[at.pos].x = 0;
   gpm::persist_at("tx.undo.retire", &data[at.pos], kChunkBytes);
@@ -1031,12 +1033,17 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::publish(tx_result& 
     std::uint32_t* flags = ring_flags(v_);
     std::uint32_t* where = ring_log_index(v_);
     const std::uint64_t ring_at = o.ring_pos % v_.ring_chunks, log_at = o.pos % v_.log_chunks;
-    GPM_UNROLL_1
-    for (std::uint64_t j = 0; j < chunks; ++j) {
+    const auto put = [&](std::uint64_t j, ulonglong2 c) {
       const std::uint64_t at = ring_step(ring_at, j, v_.ring_chunks);
-      ring[at] = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+      ring[at] = c;
       where[at] = static_cast<std::uint32_t>(ring_step(log_at, j, v_.log_chunks));
       blk32(flags[at]).store(static_cast<std::uint32_t>(o.ring_pos + j + 1), memory_order_release);
+    };
+    // The first chunk (head and checksum) apart, so that neither stays live through the pairs'.
+    put(0, ulonglong2{rec.head, rec.checksum});
+    GPM_UNROLL_1
+    for (std::uint64_t j = 1; j < chunks; ++j) {
+      put(j, ulonglong2{rec.pair(2 * j - 2), rec.pair(2 * j - 1)});
     }
     ++v_.counters[kCounters * slot_ + 2];
     monitor_tick(v_);  // the helpers count what they persist; committers report it
@@ -1046,9 +1053,10 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::publish(tx_result& 
     const auto chunk = [&](std::uint64_t j) {
       return data + ring_step(log_at, j * o.width, v_.log_chunks);
     };
+    *chunk(0) = ulonglong2{rec.head, rec.checksum};
     GPM_UNROLL_1
-    for (std::uint64_t j = 0; j < chunks; ++j) {
-      *chunk(j) = ulonglong2{rec.slot(2 * j), rec.slot(2 * j + 1)};
+    for (std::uint64_t j = 1; j < chunks; ++j) {
+      *chunk(j) = ulonglong2{rec.pair(2 * j - 2), rec.pair(2 * j - 1)};
     }
     kernel_crash_point("tx.commit.written");  // stored, not yet persisted
     persist_each_at("tx.commit.record", chunks, kChunkBytes, chunk);

@@ -1,4 +1,4 @@
-// The on-media format of a transactional heap (gpm::tx_heap), version 1.1; docs/transactions.md
+// The on-media format of a transactional heap (gpm::tx_heap), version 2.0; docs/transactions.md
 // ("On-media format") describes it for humans. A heap is one named pool object:
 //
 //   [0, 128)          header: gpm::format::object_header (magic "GPMTXHP", version, object size,
@@ -12,24 +12,28 @@
 //
 // A redo record is a run of chunks in one log at a stream position (chunks since the epoch
 // began; the chunk's place in the log is the position modulo log_chunks), read as 8-byte slots:
-//   slot 0  seq, the commit's place in the global order
-//   slot 1  count of (word, value) pairs (low 32 bits); for a member of a striped group (1.1,
-//           tx_mode::hcl) also the group's width (bits 32..39) and the member's rank (40..47)
+//   slot 0  the head (2.0): the low 40 bits of seq, the commit's place in the global order
+//           (bits 0..39), the count of (word, value) pairs (40..51), and for a member of a
+//           striped group (tx_mode::hcl) the group's width (52..57) and the member's rank (58..63)
+//   slot 1  checksum of the head and the pairs, seeded with the heap's salt, the epoch, the log
+//           and the position, so a stale record (older lap or epoch) never validates
 //   slots 2 .. count + 1   word (low 32 bits) | value (high 32 bits)
-//   slot count + 2         checksum, seeded with the heap's salt, the epoch, the log and the
-//                          position, so a stale record (older lap or epoch) never validates
 //   a zero slot to fill the last chunk
-// A record with a valid checksum is its commit mark. Nothing here is a pointer.
+// A record with a valid checksum is its commit mark. Nothing here is a pointer. A reader rebuilds
+// a record's seq from its 40 bits as the number nearest the heap's applied seq (seq_near): every
+// record a reader can find lies within the logs' capacity plus the threads' commits in flight of
+// it, far less than 2^39 numbers. Version 1.x records spent a whole slot on the seq and another
+// on the count, 16 bytes more for a two-word write set (48 bytes instead of 32).
 //
-// A striped group (HCL layout, version 1.1) is the records of k lanes that committed together:
-// they take k consecutive sequence numbers and depth * k chunks from position P (depth: the
-// longest member's chunks), and member i's chunk j lies at position P + j * k + i, so the k lanes
-// storing their j-th chunks at once store k adjacent chunks. A plain record is a group of one
-// (width 0 in its slot 1, as in version 1.0).
+// A striped group (HCL layout) is the records of k lanes that committed together: they take k
+// consecutive sequence numbers and depth * k chunks from position P (depth: the longest member's
+// chunks), and member i's chunk j lies at position P + j * k + i, so the k lanes storing their
+// j-th chunks at once store k adjacent chunks. A plain record is a group of one (width 0 in its
+// head).
 //
-// An undo record (version 1.1, tx_mode::undo) has the redo record's slots with the words' old
-// values, striped as a member of a group of 32 (its thread's lane) in its thread's fixed undo
-// slot, and a checksum seeded with the undo salt; a retired one has slot 0 cleared.
+// An undo record (tx_mode::undo) has the redo record's slots with the words' old values, striped
+// as a member of a group of 32 (its thread's lane) in its thread's fixed undo slot, and a checksum
+// seeded with the undo salt; a retired one has its head cleared.
 // This header must stay free of device-only code: host tools and tests read it too.
 #pragma once
 
@@ -45,8 +49,10 @@
 
 namespace gpm::format::tx {
 
-inline constexpr std::uint16_t kMajor = 1;
-inline constexpr std::uint16_t kMinor = 1;  // 1.1: striped groups; 1.0 heaps open unchanged
+// 2.0: records with a 40-bit seq in their head slot; 1.x heaps (a whole slot each for seq and
+// count) are refused with errc::version.
+inline constexpr std::uint16_t kMajor = 2;
+inline constexpr std::uint16_t kMinor = 0;
 inline constexpr std::uint64_t kTypeTag = 0x6770747868656170ull;  // pool type tag: "gptxheap"
 
 inline constexpr std::uint64_t kLineBytes = 128;
@@ -130,27 +136,39 @@ inline std::uint64_t salt_of(const heap_header& h) {
   return a ^ mix64(b);
 }
 
-// Chunks a record of `count` pairs occupies: 3 slots of seq, count and checksum, rounded up.
+// Chunks a record of `count` pairs occupies: its head, pairs and checksum, rounded up.
 GPM_HOST_DEVICE constexpr std::uint64_t record_chunks(std::uint64_t count) {
-  return (count + 3 + 1) / 2;
+  return (count + 2 + 1) / 2;
 }
 
 inline constexpr std::uint32_t kMaxGroupWidth = 32;  // a warp
+inline constexpr std::uint32_t kMaxPairs = (1u << 12) - 1;  // what a head's count holds
+inline constexpr unsigned kSeqBits = 40;
+inline constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << kSeqBits) - 1;
+inline constexpr std::uint64_t kChecksumSlot = 1;
+inline constexpr std::uint64_t kFirstPair = 2;  // the slot of a record's first pair
 
-// Slot 1 of a record: its pair count, and for a member of a striped group the group's width and
-// the member's rank (0 for a plain record).
-GPM_HOST_DEVICE constexpr std::uint64_t count_slot(std::uint32_t count, std::uint32_t width,
-                                                   std::uint32_t rank) {
-  return std::uint64_t{count} | std::uint64_t{width} << 32 | std::uint64_t{rank} << 40;
+// A record's head (slot 0): seq's low 40 bits, the pair count, a striped group's width and the
+// member's rank (0, 0 for a plain record).
+GPM_HOST_DEVICE constexpr std::uint64_t head_slot(std::uint64_t seq, std::uint32_t count,
+                                                  std::uint32_t width, std::uint32_t rank) {
+  return (seq & kSeqMask) | std::uint64_t{count} << 40 | std::uint64_t{width} << 52 |
+         std::uint64_t{rank} << 58;
 }
-GPM_HOST_DEVICE constexpr std::uint32_t count_of(std::uint64_t slot1) {
-  return static_cast<std::uint32_t>(slot1);
+GPM_HOST_DEVICE constexpr std::uint32_t count_of(std::uint64_t head) {
+  return static_cast<std::uint32_t>(head >> 40) & kMaxPairs;
 }
-GPM_HOST_DEVICE constexpr std::uint32_t width_of(std::uint64_t slot1) {
-  return static_cast<std::uint32_t>(slot1 >> 32) & 0xff;
+GPM_HOST_DEVICE constexpr std::uint32_t width_of(std::uint64_t head) {
+  return static_cast<std::uint32_t>(head >> 52) & 0x3f;
 }
-GPM_HOST_DEVICE constexpr std::uint32_t rank_of(std::uint64_t slot1) {
-  return static_cast<std::uint32_t>(slot1 >> 40) & 0xff;
+GPM_HOST_DEVICE constexpr std::uint32_t rank_of(std::uint64_t head) {
+  return static_cast<std::uint32_t>(head >> 58);
+}
+// The seq whose low 40 bits the head holds that lies nearest `near` (within 2^39 of it; the
+// arithmetic wraps around 2^64 as the numbers do).
+GPM_HOST_DEVICE constexpr std::uint64_t seq_near(std::uint64_t head, std::uint64_t near) {
+  const std::uint64_t ahead = (head - near) & kSeqMask;
+  return ahead < (kSeqMask >> 1) + 1 ? near + ahead : near + ahead - (kSeqMask + 1);
 }
 
 GPM_HOST_DEVICE constexpr std::uint64_t pair_slot(std::uint32_t word, std::uint32_t value) {
@@ -175,33 +193,43 @@ GPM_HOST_DEVICE inline std::uint64_t fold_slot(std::uint64_t h, std::uint64_t sl
 }
 GPM_HOST_DEVICE inline std::uint64_t finish_checksum(std::uint64_t h) { return mix64(h); }
 
-// The checksum of a record of `count` pairs: its first count + 2 slots folded into `seed`.
+// The checksum of a record of `count` pairs: its head and pairs folded into `seed`.
 // `Record` is anything with slot(i): a write set on the device, slots read back on the host.
 template <class Record>
 GPM_HOST_DEVICE std::uint64_t record_checksum(const Record& r, std::uint64_t count,
                                               std::uint64_t seed) {
-  std::uint64_t h = seed;
+  std::uint64_t h = fold_slot(seed, r.slot(0));
   GPM_UNROLL_1
-  for (std::uint64_t i = 0; i < count + 2; ++i) h = fold_slot(h, r.slot(i));
+  for (std::uint64_t i = kFirstPair; i < kFirstPair + count; ++i) h = fold_slot(h, r.slot(i));
   return finish_checksum(h);
 }
 
 // A write set given as parallel arrays, as its record's slots (checksum and padding included):
 // what a committer stores.
 struct record_source {
-  std::uint64_t seq;
+  std::uint64_t head;
   std::uint32_t count;
   const std::uint32_t* words;
   const std::uint32_t* values;
-  std::uint64_t checksum;   // record_checksum(*this, count, seed)
-  std::uint32_t width = 0;  // a striped group's width and this member's rank; 0, 0: plain
-  std::uint32_t rank = 0;
+  std::uint64_t checksum;  // record_checksum(*this, count, seed)
+
+  // `width`, `rank`: a striped group's width and this member's rank; 0, 0: a plain record.
+  GPM_HOST_DEVICE record_source(std::uint64_t seq, std::uint32_t count, const std::uint32_t* words,
+                                const std::uint32_t* values, std::uint64_t checksum,
+                                std::uint32_t width = 0, std::uint32_t rank = 0)
+      : head(head_slot(seq, count, width, rank)),
+        count(count),
+        words(words),
+        values(values),
+        checksum(checksum) {}
 
   GPM_HOST_DEVICE std::uint64_t slot(std::uint64_t i) const {
-    if (i == 0) return seq;
-    if (i == 1) return count_slot(count, width, rank);
-    if (i < std::uint64_t{count} + 2) return pair_slot(words[i - 2], values[i - 2]);
-    return i == std::uint64_t{count} + 2 ? checksum : 0;
+    if (i == 0) return head;
+    return i == kChecksumSlot ? checksum : pair(i - kFirstPair);
+  }
+  // Pair k's slot, 0 past the last (the padding of the last chunk).
+  GPM_HOST_DEVICE std::uint64_t pair(std::uint64_t k) const {
+    return k < count ? pair_slot(words[k], values[k]) : 0;
   }
 };
 

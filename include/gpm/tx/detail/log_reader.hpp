@@ -40,7 +40,7 @@ struct log_unit {
 
 // The slots of the record whose first chunk lies at stream position `pos` of a log of `n` chunks,
 // its chunks `stride` positions apart. Slot i lies in chunk i / 2, less than n positions past the
-// first (read_record checks chunks * stride <= n before it reads beyond slot 1), so a record
+// first (read_record checks chunks * stride <= n before it reads beyond the head), so a record
 // wraps around the end of its log at most once.
 template <class Load>
 class record_slots {
@@ -78,37 +78,35 @@ struct log_reader {
 
   // Whether a record of `epoch` with a valid checksum lies at stream position `pos` of `log`
   // whose words are all in the heap (a torn, stale or foreign one never does); if so, `out` is
-  // it. A member of a striped group is read with its group's stride. `undo`: an undo record (its
+  // it, its seq the one nearest `near` (the applied seq) with the low bits its head holds. A
+  // member of a striped group is read with its group's stride. `undo`: an undo record (its
   // pairs hold old values) instead of a redo record.
   GPM_HOST_DEVICE bool read_record(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
-                                   bool undo, record& out) const {
+                                   std::uint64_t near, bool undo, record& out) const {
     const std::uint64_t n = layout.log_chunks;
-    // Slots 0 and 1 lie in the record's first chunk whatever its stride; slot 1 gives the stride.
-    const record_slots<Load> first = at(log, pos, 1);
+    // The head lies in the record's first chunk whatever its stride, and gives the stride.
+    const std::uint64_t head = at(log, pos, 1)[0];
     record r;
-    r.seq = first[0];
-    const std::uint64_t header = first[1];
-    r.count = count_of(header);
-    r.width = width_of(header) == 0 ? 1 : width_of(header);
-    r.rank = rank_of(header);
+    r.seq = seq_near(head, near);
+    r.count = count_of(head);
+    r.width = width_of(head) == 0 ? 1 : width_of(head);
+    r.rank = rank_of(head);
     if (r.count == 0 || r.width > kMaxGroupWidth || r.rank >= r.width ||
         record_chunks(r.count) * r.width > n) {
       return false;
     }
-    // Slots 0 and 1 as read above, so that the values checked are the values used.
+    // The head as read above, so that the values checked are the values used.
     struct read_back {
       record_slots<Load> slots;
-      std::uint64_t seq, header;
-      GPM_HOST_DEVICE std::uint64_t slot(std::uint64_t i) const {
-        return i == 0 ? seq : i == 1 ? header : slots[i];
-      }
+      std::uint64_t head;
+      GPM_HOST_DEVICE std::uint64_t slot(std::uint64_t i) const { return i == 0 ? head : slots[i]; }
     };
-    const read_back rec{at(log, pos, r.width), r.seq, header};
+    const read_back rec{at(log, pos, r.width), head};
     const std::uint64_t sum =
         record_checksum(rec, r.count, record_seed(undo ? undo_salt(salt) : salt, epoch, log, pos));
-    if (sum != rec.slots[r.count + 2]) return false;
+    if (sum != rec.slots[kChecksumSlot]) return false;
     for (std::uint64_t i = 0; i < r.count; ++i) {
-      if ((rec.slots[i + 2] & 0xffffffffu) >= layout.words) return false;  // not ours
+      if ((rec.slots[kFirstPair + i] & 0xffffffffu) >= layout.words) return false;  // not ours
     }
     r.log = log;
     r.pos = pos;
@@ -121,16 +119,16 @@ struct log_reader {
   // member valid; if so, `out` is it. A member still being written (or torn) hides the whole
   // group: a reader waits for it.
   GPM_HOST_DEVICE bool read_unit(std::uint32_t log, std::uint64_t pos, std::uint64_t epoch,
-                                 log_unit& out) const {
+                                 std::uint64_t near, log_unit& out) const {
     record first;
-    if (!read_record(log, pos, epoch, false, first) || first.rank != 0) return false;
+    if (!read_record(log, pos, epoch, near, false, first) || first.rank != 0) return false;
     // Sequence numbers that wrap around 2^64 are no commit's (a crafted group): not trusted.
     if (first.seq + (first.width - 1) < first.seq) return false;
     log_unit u{first.seq, pos, 0, log, first.width};
     std::uint64_t depth = first.chunks;
     for (std::uint32_t i = 1; i < u.width; ++i) {
       record m;
-      if (!read_record(log, pos + i, epoch, false, m) || m.width != u.width || m.rank != i ||
+      if (!read_record(log, pos + i, epoch, near, false, m) || m.width != u.width || m.rank != i ||
           m.seq != u.seq + i) {
         return false;
       }
