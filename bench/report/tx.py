@@ -253,14 +253,18 @@ def occupancy_table(by_workload):
 
 
 RESIDENCY_CAPS = (("", "as many as fit"), ("-sm2", "2"), ("-sm1", "1"))
+# Each mode of the sweep and its variants: a fixed cap, or (adaptive) the number learnt per kernel.
+RESIDENCY_MODES = (("volatile", RESIDENCY_CAPS), ("redo-direct", RESIDENCY_CAPS),
+                   ("helpers", RESIDENCY_CAPS),
+                   ("adaptive", (("", "as many as fit"), ("-learned", "learnt per kernel"))))
 
 
 def residency_table(records):
     modes = newest_run(records)
     rows = []
-    for name in ("volatile", "redo-direct", "helpers"):
+    for name, variants in RESIDENCY_MODES:
         uncapped = rate(modes, name)
-        for suffix, cap in RESIDENCY_CAPS:
+        for suffix, cap in variants:
             r = modes.get(name + suffix)
             if r is None:
                 continue
@@ -273,9 +277,10 @@ def residency_table(records):
         return []
     return ["### Resident blocks (tx_residency_sweep)", "",
             "ATM A1 at the paper's launch with at most 2 or 1 blocks an SM "
-            "(`tx_options::max_blocks_per_sm`) against as many as fit: Mtx/s, aborts per commit, "
-            "the blocks an SM held (`resident_blocks_per_sm`), and the rate against the same mode "
-            "uncapped, all in one run.", "",
+            "(`tx_options::max_blocks_per_sm`), or in adaptive mode as many as learnt per kernel "
+            "(`tx_options::learn_residency`), against as many as fit: Mtx/s, aborts per commit, "
+            "the blocks an SM held (`resident_blocks_per_sm`: in the last launch, the stopped "
+            "repeat's), and the rate against the same mode uncapped, all in one run.", "",
             "| mode | blocks an SM at most | Mtx/s | aborts / commit | resident blocks / SM | "
             "against uncapped |", "| --- | --- | --- | --- | --- | --- |"] + rows + [""]
 

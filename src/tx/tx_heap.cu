@@ -50,6 +50,7 @@
 
 #include "media.hpp"
 #include "replay.hpp"
+#include "residency.hpp"
 
 namespace gpm {
 
@@ -125,6 +126,9 @@ void check_options(const tx_options& o) {
   require(o.slice_us >= 1, "tx_options: slice_us must be at least 1 microsecond");
   require(o.max_blocks_per_sm <= 32, "tx_options: max_blocks_per_sm must be 0 (no cap) to 32, got " +
                                          std::to_string(o.max_blocks_per_sm));
+  require(!o.learn_residency || (o.mode == tx_mode::adaptive && o.max_blocks_per_sm == 0),
+          "tx_options: learn_residency learns from adaptive mode's measured launches and chooses "
+          "the cap itself: set mode = tx_mode::adaptive and leave max_blocks_per_sm 0");
   require(o.replay_window >= 1, "tx_options: replay_window must be at least 1 sequence number");
   require(
       !has_helpers(o.mode) ||
@@ -157,6 +161,29 @@ std::uint64_t undo_slot_chunks(const T::heap_layout& layout, const tx_options& o
   return depth;
 }
 
+// The device's most dynamic shared memory a block of `kernel` may ask for (its static shared
+// memory counts too), which the kernel is then allowed: the occupancy API counts no block that
+// asks for more than the kernel's attribute allows.
+int allow_most_shared(const void* kernel) {
+  int dev = 0, most = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  cudaFuncAttributes a{};
+  check_cuda(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes (tx residency)");
+  most -= static_cast<int>(a.sharedSizeBytes);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+             "cudaFuncSetAttribute (tx residency)");
+  return most;
+}
+
+// The blocks of `threads` threads asking for `bytes` of dynamic shared memory that fit an SM at
+// once (at least 1).
+std::uint32_t blocks_fitting(const void* kernel, std::uint32_t threads, std::size_t bytes) {
+  allow_most_shared(kernel);
+  return std::max(1u, detail::blocks_per_multiprocessor(kernel, threads, bytes));
+}
+
 // The dynamic shared memory a launch of `threads` threads a block asks for so that at most `cap`
 // of its blocks share an SM: `bytes` where no more fit already, else the least that brings the
 // occupancy down to `cap` (by bisection with the occupancy API, the kernel allowed the device's
@@ -166,17 +193,7 @@ std::size_t capped_shared_bytes(const void* kernel, std::uint32_t threads, std::
   const auto occupancy = [&](std::size_t shared) {
     return detail::blocks_per_multiprocessor(kernel, threads, shared);
   };
-  int dev = 0, most = 0;
-  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-             "cudaDeviceGetAttribute (shared memory per block)");
-  cudaFuncAttributes a{};
-  check_cuda(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes (max_blocks_per_sm)");
-  most -= static_cast<int>(a.sharedSizeBytes);  // the block's static shared memory counts too
-  // Before any query: the occupancy API counts no block that asks for more than the kernel's
-  // attribute allows.
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
-             "cudaFuncSetAttribute (tx_options::max_blocks_per_sm)");
+  const int most = allow_most_shared(kernel);
   if (occupancy(bytes) <= cap) return bytes;
   std::size_t lo = bytes, hi = static_cast<std::size_t>(most);  // occupancy(lo) > cap
   require(occupancy(hi) <= cap,
@@ -395,7 +412,9 @@ struct tx_heap::impl {
 
   // Adaptive mode: what was learnt of one kernel (a body type) from its measured launches.
   struct kernel_rates {
-    double ring = -1;            // commits/s of its last launch with the ring; -1: none yet
+    // commits/s of its last launch with the ring (with learn_residency: the best of its
+    // residencies measured); -1: none yet
+    double ring = -1;
     double direct = -1;          // and without it
     double ring_bandwidth = 0;   // bytes/s persisted in that ring launch
     std::uint64_t launches = 0;  // planned so far
@@ -419,13 +438,19 @@ struct tx_heap::impl {
     const double rate = static_cast<double>(pair.stop.seq - pair.start.seq) / seconds;
     hot = bytes > threshold * seconds;
     ring_next = hot;
+    // With learn_residency each kind is compared at its best residency, not at a probe's.
+    double kind_rate = rate;
+    if (measured_learner != nullptr) {
+      measured_learner->record(measured_blocks, rate);
+      kind_rate = measured_learner->best_rate();
+    }
     kernel_rates& k = kernels[measured_kernel];
     if (measured_ring) {
-      k.ring = rate;
+      k.ring = kind_rate;
       k.ring_bandwidth = bytes / seconds;
       ring_commit_rate = rate;
     } else {
-      k.direct = rate;
+      k.direct = kind_rate;
       direct_commit_rate = rate;
     }
   }
@@ -561,9 +586,29 @@ struct tx_heap::impl {
     std::uint32_t registers = 0;
     std::uint32_t blocks_per_sm = 0;
   } resident;
-  // tx_options::max_blocks_per_sm: the shared memory each kernel and shape asks for
+  // A kernel, threads a block and the dynamic shared memory it needs.
   using shape_key = std::tuple<const void*, std::uint32_t, std::size_t>;
-  std::map<shape_key, std::size_t> capped;
+  // The shared memory each shape asks for to hold at most a number of blocks an SM
+  // (max_blocks_per_sm, learn_residency): found once per shape and cap.
+  std::map<std::pair<shape_key, std::uint32_t>, std::size_t> capped;
+  // learn_residency: per shape, the blocks that fit an SM without a cap and what was learnt.
+  struct residency_choice {
+    std::uint32_t most = 0;
+    T::residency_learner learner;
+  };
+  std::map<shape_key, residency_choice> residencies;
+  T::residency_learner* measured_learner = nullptr;  // the measured launch's, and its blocks
+  std::uint32_t measured_blocks = 0;
+
+  // The dynamic shared memory a launch of `shape` asks for to hold at most `cap` blocks an SM.
+  std::size_t capped_bytes(const shape_key& shape, std::uint32_t cap) {
+    auto [at, added] = capped.try_emplace({shape, cap}, 0);
+    if (added) {
+      at->second = capped_shared_bytes(std::get<0>(shape), std::get<1>(shape), std::get<2>(shape),
+                                       cap);
+    }
+    return at->second;
+  }
   double threshold = 0;
   std::unordered_map<const void*, kernel_rates> kernels;
   const void* measured_kernel = nullptr;  // the launch being measured: its kernel and kind
@@ -680,15 +725,17 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
   plan.blocks = blocks;
   plan.threads_per_block = workers + (ring ? 32 * o.helper_warps : 0);
   plan.shared_bytes = ring ? T::ring_bytes(o.ring_chunks, workers) : 0;
-  if (o.max_blocks_per_sm != 0) {
-    // Found once per kernel and shape: the search asks the occupancy API up to ~20 times.
-    const impl::shape_key key{kernel, plan.threads_per_block, plan.shared_bytes};
-    auto [at, added] = st.capped.try_emplace(key, 0);
-    if (added) {
-      at->second = capped_shared_bytes(kernel, plan.threads_per_block, plan.shared_bytes,
-                                       o.max_blocks_per_sm);
-    }
-    plan.shared_bytes = at->second;
+  // Found once per shape and cap: the search asks the occupancy API up to ~20 times.
+  const impl::shape_key shape{kernel, plan.threads_per_block, plan.shared_bytes};
+  if (o.max_blocks_per_sm != 0) plan.shared_bytes = st.capped_bytes(shape, o.max_blocks_per_sm);
+  st.measured_learner = nullptr;
+  if (adaptive && o.learn_residency) {
+    impl::residency_choice& r = st.residencies[shape];
+    if (r.most == 0) r.most = blocks_fitting(kernel, plan.threads_per_block, plan.shared_bytes);
+    const std::uint32_t blocks = r.learner.choose(r.most);
+    if (blocks < r.most) plan.shared_bytes = st.capped_bytes(shape, blocks);
+    st.measured_learner = &r.learner;
+    st.measured_blocks = blocks;
   }
   if (adaptive) {
     // The monitor starts each launch afresh; the start mark of this launch's measurement.

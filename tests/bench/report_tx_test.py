@@ -62,6 +62,10 @@ def main():
                metrics={"aborts_per_commit": 5.5, "resident_blocks_per_sm": 3}),
         record("tx_residency_sweep", "helpers-sm2", 60.0,
                metrics={"aborts_per_commit": 1.5, "resident_blocks_per_sm": 2}),
+        record("tx_residency_sweep", "adaptive", 40.0,
+               metrics={"aborts_per_commit": 5.0, "resident_blocks_per_sm": 3}),
+        record("tx_residency_sweep", "adaptive-learned", 70.0,
+               metrics={"aborts_per_commit": 1.0, "resident_blocks_per_sm": 1}),
         record("tx_hash_lookup", "helpers", 40.0, metrics={"aborts_per_commit": 0.5}),
         record("tx_hash_lookup", "helpers-versioned", 100.0, metrics={"aborts_per_commit": 0.05}),
         record("tx_hash_lookup", "redo-direct-versioned", 30.0),
@@ -86,6 +90,8 @@ def main():
         # residency: helpers capped at 2 blocks an SM 60/50 of uncapped
         "| helpers | as many as fit | 50 | 5.5 | 3 | 1.00× |",
         "| helpers | 2 | 60 | 1.5 | 2 | 1.20× |",
+        # adaptive learning its blocks an SM: 70/40 of adaptive as many as fit
+        "| adaptive | learnt per kernel | 70 | 1 | 1 | 1.75× |",
         "| 9000 | 50 | 2.50× |",
         "| tx_atm_a1 | helpers | 80 | 0.25 | 4,800 | 5 (0.100) | 2 | 20 | 3 (1,234) | 30 | 1300 "
         "| – |",

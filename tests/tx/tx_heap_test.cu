@@ -758,6 +758,20 @@ TEST_F(TxHeap, LaunchesReportWhatTheirKernelTakes) {
       EXPECT_LE(resident, cap) << name;
     }
   }
+
+  // tx_options::learn_residency: launches of one kernel take turns at fewer blocks an SM while
+  // that commits faster (src/tx/residency.hpp; its choices are tested in tx_residency_test.cpp),
+  // and every launch's transactions stay right; never more blocks than fit without a cap.
+  gpm::tx_options learning = small_options(tx_mode::adaptive);
+  learning.learn_residency = true;
+  auto learnt = gpm::tx_heap::create(pool.get(), "learnt", kGeometry, learning);
+  for (int launch = 0; launch < 6; ++launch) {
+    const results r = run_each(learnt, 4, 256, write_own_number{});
+    for (const gpm::tx_result& x : r.r) ASSERT_EQ(x.status, gpm::tx_status::committed) << launch;
+    const std::uint32_t resident = learnt.stats().launch_blocks_per_sm;
+    EXPECT_GE(resident, 1u) << launch;
+    EXPECT_LE(resident, d.launch_blocks_per_sm) << launch;
+  }
 }
 
 TEST_F(TxHeap, EveryModeAndHelperCountKeepsTheSameResults) {
@@ -885,6 +899,13 @@ TEST_F(TxHeap, AdaptiveAndUndoOptionsAndLaunchesAreChecked) {
   expect_error(gpm::errc::invalid_argument, create(o));
   o = small_options(tx_mode::helpers);
   o.max_blocks_per_sm = 33;
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::helpers);
+  o.learn_residency = true;  // adaptive mode's: it learns from adaptive's measured launches
+  expect_error(gpm::errc::invalid_argument, create(o));
+  o = small_options(tx_mode::adaptive);
+  o.learn_residency = true;
+  o.max_blocks_per_sm = 2;  // a fixed cap and a learnt one
   expect_error(gpm::errc::invalid_argument, create(o));
   o = small_options(tx_mode::adaptive);
   o.helper_warps = 3;

@@ -76,13 +76,15 @@ using application_factory = std::function<std::unique_ptr<application>(const mod
 
 // What one measured mode runs: a persistence mode at a launch, with `ring_entries` ring entries
 // in helpers mode, reads locked (the paper's) or versioned, and at most `max_blocks_per_sm`
-// blocks an SM (0: as many as fit; tx_options::max_blocks_per_sm).
+// blocks an SM (0: as many as fit; tx_options::max_blocks_per_sm) or, in adaptive mode, the
+// number learnt per kernel (tx_options::learn_residency).
 struct mode_setup {
   persistence persist;
   std::function<launch_shape(const mode_context&)> launch;
   std::uint32_t ring_entries = kPaperRingEntries;
   gpm::tx_reads reads = gpm::tx_reads::locked;
   std::uint32_t max_blocks_per_sm = 0;
+  bool learn_residency = false;
 };
 
 // Measures `app` in one mode: a pool and heap of their own, ctx.repeat()ed repeats (reset, the

@@ -6,7 +6,8 @@
 // committing-thread baseline. tx_residency_sweep runs ATM A1 in volatile, redo-direct and helpers
 // mode with at most 1, 2 or as many blocks an SM as fit (tx_options::max_blocks_per_sm): fewer
 // transactions at once, fewer conflicts (docs/workloads/tx.md, "Registers decide how many
-// blocks run").
+// blocks run"); and in adaptive mode with and without the number learnt per kernel
+// (tx_options::learn_residency).
 #include "gpmbench/resources.hpp"
 #include "workloads/tx/tx_apps.hpp"
 
@@ -120,18 +121,29 @@ workload tx_residency_sweep_workload() {
   const application_factory a1 = atm_application(100'000, 1'000'000);
   workload w{"tx_residency_sweep",
              "ATM A1 with at most 1, 2 or as many blocks an SM as fit, in volatile, redo-direct "
-             "and helpers mode: how residency moves conflicts",
+             "and helpers mode, and in adaptive mode with and without blocks an SM learnt: how "
+             "residency moves conflicts",
              {ceiling_mode()}};
   for (const std::uint32_t cap : kSweepBlocksPerSm) {
     for (const char* name : {"volatile", "redo-direct", "helpers"}) {
       const persistence& p = persistence_named(name);
       const std::string suffix = cap == 0 ? "" : "-sm" + std::to_string(cap);
-      const std::string limit =
-          cap == 0 ? ", as many blocks an SM as fit" : ", at most " + std::to_string(cap) +
-                                                           " blocks an SM";
-      w.modes.push_back(tx_mode_of(p.name + suffix, p.summary + limit, a1,
-                                   {p, paper_launch, kPaperRingEntries, gpm::tx_reads::locked, cap}));
+      const std::string limit = cap == 0 ? ", as many blocks an SM as fit"
+                                         : ", at most " + std::to_string(cap) +
+                                               (cap == 1 ? " block" : " blocks") + " an SM";
+      w.modes.push_back(
+          tx_mode_of(p.name + suffix, p.summary + limit, a1,
+                     {p, paper_launch, kPaperRingEntries, gpm::tx_reads::locked, cap}));
     }
+  }
+  const persistence& adaptive = persistence_named("adaptive");
+  for (const bool learn : {false, true}) {
+    w.modes.push_back(tx_mode_of(
+        learn ? "adaptive-learned" : "adaptive",
+        adaptive.summary + (learn ? ", blocks an SM learnt per kernel from its launches' commit "
+                                    "rates"
+                                  : ", as many blocks an SM as fit"),
+        a1, {adaptive, paper_launch, kPaperRingEntries, gpm::tx_reads::locked, 0, learn}));
   }
   return w;
 }

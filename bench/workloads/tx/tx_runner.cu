@@ -157,6 +157,7 @@ measurement measure(const mode_context& ctx, application& app, const mode_setup&
   o.reads = setup.reads;
   o.ring_chunks = (setup.ring_entries + 1) / 2;
   o.max_blocks_per_sm = setup.max_blocks_per_sm;
+  o.learn_residency = setup.learn_residency;
   o.max_threads = std::uint64_t{launch.blocks} * launch.workers;
   if (adaptive) o.switch_threshold = calibrated_threshold(ctx);
   bench_pool pool(ctx, "tx", pool_bytes_for(heap_bytes(g)), bench_pool::kNoObject);

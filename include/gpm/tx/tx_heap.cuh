@@ -83,6 +83,11 @@ struct tx_options {
   // transactions at once, so they conflict less (docs/workloads/tx.md, "Registers decide how
   // many blocks run"); 1 to 32.
   std::uint32_t max_blocks_per_sm = 0;
+  // adaptive: learn each kernel's number of blocks an SM from measured commit rates, as the ring
+  // is learnt: a launch as it fits, then one block an SM fewer while each step committed faster,
+  // the fastest kept and its neighbours measured again every 16 launches (src/tx/residency.hpp).
+  // Not with max_blocks_per_sm, which fixes the cap instead.
+  bool learn_residency = false;
   std::uint32_t max_attempts = 0;       // attempts before run() gives up (0: until it commits)
   std::uint64_t max_threads = 1 << 20;  // threads that may run transactions in one kernel
   std::uint64_t orecs = 0;  // ownership records, a power of two; 0: words, rounded up, <= 2^22
