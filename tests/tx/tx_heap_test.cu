@@ -7,6 +7,7 @@
 #include <gpm/pool/pool.hpp>
 #include <gpm/tx/tx_heap.cuh>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -765,12 +766,20 @@ TEST_F(TxHeap, LaunchesReportWhatTheirKernelTakes) {
   gpm::tx_options learning = small_options(tx_mode::adaptive);
   learning.learn_residency = true;
   auto learnt = gpm::tx_heap::create(pool.get(), "learnt", kGeometry, learning);
+  std::vector<std::uint32_t> seen;
   for (int launch = 0; launch < 6; ++launch) {
     const results r = run_each(learnt, 4, 256, write_own_number{});
     for (const gpm::tx_result& x : r.r) ASSERT_EQ(x.status, gpm::tx_status::committed) << launch;
-    const std::uint32_t resident = learnt.stats().launch_blocks_per_sm;
-    EXPECT_GE(resident, 1u) << launch;
-    EXPECT_LE(resident, d.launch_blocks_per_sm) << launch;
+    seen.push_back(learnt.stats().launch_blocks_per_sm);
+    EXPECT_GE(seen.back(), 1u) << launch;
+    EXPECT_LE(seen.back(), d.launch_blocks_per_sm) << launch;
+  }
+  // Where an SM holds more than one block (a GPU; the emulator with GPM_EMU_BLOCKS_PER_SM, as
+  // tx_residency_emulated_test runs this), each kind (ring, direct) ran first as it fit, and by
+  // the third launch one of them ran a block an SM fewer.
+  if (seen[0] > 1) {
+    EXPECT_LT(*std::min_element(seen.begin(), seen.begin() + 3), seen[0])
+        << ::testing::PrintToString(seen);
   }
 }
 

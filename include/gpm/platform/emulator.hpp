@@ -32,6 +32,12 @@ struct options {
   // Device memory reported by cudaGetDeviceProperties and enforced by cudaMalloc
   // (GPM_EMU_DEVICE_MIB; 0 = half of physical memory).
   std::size_t device_memory = 0;
+  // The blocks of a kernel cudaOccupancyMaxActiveBlocksPerMultiprocessor reports a
+  // multiprocessor holds at most (GPM_EMU_BLOCKS_PER_SM; 0 is taken as 1), fewer where their
+  // threads or dynamic shared memory would not fit one, as a GPU's would not. Workers still run
+  // one block at a time: it changes what occupancy queries answer (tests of code that sizes
+  // launches or shared memory by them), not how kernels run.
+  unsigned blocks_per_multiprocessor = 1;
 };
 
 // The options in force (environment applied on first use of the emulator).

@@ -45,6 +45,7 @@ options normalized(options o) {
   if (o.yield_every == 0) o.yield_every = 1;
   if (o.stack_bytes < 16 * 1024) o.stack_bytes = 16 * 1024;
   if (o.device_memory == 0) o.device_memory = physical_memory() / 2;
+  if (o.blocks_per_multiprocessor == 0) o.blocks_per_multiprocessor = 1;
   return o;
 }
 
@@ -57,6 +58,7 @@ options options_from_environment() {
   read_env("GPM_EMU_YIELD_EVERY", o.yield_every);
   read_env<std::size_t>("GPM_EMU_STACK_KIB", o.stack_bytes, 1024);
   read_env<std::size_t>("GPM_EMU_DEVICE_MIB", o.device_memory, 1024 * 1024);
+  read_env("GPM_EMU_BLOCKS_PER_SM", o.blocks_per_multiprocessor);
   return normalized(o);
 }
 

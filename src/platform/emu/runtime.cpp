@@ -7,6 +7,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -796,18 +797,30 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* fu
   return cudaSuccess;
 }
 
-// A worker (the emulator's multiprocessor) runs one block at a time: 1 for a block that can
-// launch with these threads and dynamic shared memory, 0 for one that cannot.
+// A worker (the emulator's multiprocessor) runs one block at a time; the answer is what a
+// multiprocessor would hold (options::blocks_per_multiprocessor, 1 unless set): at most that many
+// blocks, as many as its threads (maxThreadsPerMultiProcessor) and shared memory (the opt-in
+// most a block may have) allow, 0 for a block that cannot launch with these threads and dynamic
+// shared memory.
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
                                                           int block_size,
                                                           std::size_t dynamic_shared_bytes) {
   if (num_blocks == nullptr || func == nullptr || block_size <= 0) {
     return fail(cudaErrorInvalidValue);
   }
-  *num_blocks = block_size <= 1024 &&
-                        dynamic_shared_bytes <= device::get().max_dynamic_shared(func)
-                    ? 1
-                    : 0;
+  if (block_size > 1024 || dynamic_shared_bytes > device::get().max_dynamic_shared(func)) {
+    *num_blocks = 0;
+    return cudaSuccess;
+  }
+  cudaDeviceProp p;
+  if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return e;
+  std::size_t blocks = device::get().opts().blocks_per_multiprocessor;
+  blocks = std::min<std::size_t>(blocks, static_cast<std::size_t>(p.maxThreadsPerMultiProcessor) /
+                                             static_cast<std::size_t>(block_size));
+  if (dynamic_shared_bytes != 0) {
+    blocks = std::min(blocks, device::kMaxSharedPerBlockOptin / dynamic_shared_bytes);
+  }
+  *num_blocks = static_cast<int>(std::max<std::size_t>(blocks, 1));
   return cudaSuccess;
 }
 
