@@ -13,9 +13,12 @@
 
 namespace gpm::detail::tx {
 
+// Adaptive mode measures a choice it has not taken for this many launches again (the ring or
+// not, tx_heap.cu; a residency's neighbours, here): the load or the data may have changed.
+inline constexpr std::uint64_t kReprobeEvery = 16;
+
 class residency_learner {
  public:
-  static constexpr std::uint64_t kReprobeEvery = 16;
 
   // The blocks an SM may hold in the next launch, given that `most` fit without a cap (at least
   // 1). Returns `most` for no cap.

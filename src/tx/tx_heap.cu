@@ -420,7 +420,6 @@ struct tx_heap::impl {
     std::uint64_t launches = 0;  // planned so far
     std::uint64_t ring_at = 0, direct_at = 0;  // the last launch (0, 1, ...) of each kind
   };
-  static constexpr std::uint64_t kReprobeEvery = 16;
 
   // Adaptive mode: records the last launch's commit rate and bandwidth once it has finished (a
   // launch still running when the next is planned is not measured).
@@ -497,7 +496,7 @@ struct tx_heap::impl {
       // so it is measured.
       const bool ring_wins = k.direct < 0 || k.ring >= k.direct;
       const std::uint64_t other_at = ring_wins ? k.direct_at : k.ring_at;
-      c.ring = n - other_at >= kReprobeEvery ? !ring_wins : ring_wins;
+      c.ring = n - other_at >= T::kReprobeEvery ? !ring_wins : ring_wins;
       c.start_on = c.ring;
       c.slice_threshold = slice_bytes(std::min(threshold, k.ring_bandwidth / 2));
     }

@@ -10,6 +10,7 @@
 
 namespace {
 
+using gpm::detail::tx::kReprobeEvery;
 using gpm::detail::tx::residency_learner;
 
 // The blocks an SM each of `launches` launches got, each measured at rate(blocks).
@@ -53,14 +54,14 @@ TEST(TxResidency, MeasuresTheNeighboursAgainAndFollowsAChange) {
   const auto rate = [&](std::uint32_t b) { return b == 2 ? at2 : b == 3 ? 2.0 : 1.0; };
   run(l, 3, 4, rate);  // 3, 2, 1, settled at 2
   // kReprobeEvery launches after settling, a neighbour: below (1) first, then above (3).
-  std::vector<std::uint32_t> got = run(l, 3, 2 * residency_learner::kReprobeEvery + 1, rate);
+  std::vector<std::uint32_t> got = run(l, 3, 2 * kReprobeEvery + 1, rate);
   std::vector<std::uint32_t> want(got.size(), 2);
-  want[residency_learner::kReprobeEvery - 1] = 1;
-  want[2 * residency_learner::kReprobeEvery - 1] = 3;
+  want[kReprobeEvery - 1] = 1;
+  want[2 * kReprobeEvery - 1] = 3;
   EXPECT_EQ(got, want);
   // The data changed: 2 is now slower than 3, found at the next look at 3.
   at2 = 1.5;
-  got = run(l, 3, 2 * residency_learner::kReprobeEvery + 2, rate);
+  got = run(l, 3, 2 * kReprobeEvery + 2, rate);
   EXPECT_EQ(got.back(), 3u) << "after measuring both again, the uncapped launch is the fastest";
 }
 
