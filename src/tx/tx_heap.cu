@@ -515,7 +515,10 @@ struct tx_heap::impl {
   }
 
   // What sync() and durable_seq() do: applies every record that extends the prefix, with the
-  // replay kernels where the heap has them, else a pass. Returns the applied seq.
+  // replay kernels where the heap has them, else a pass. What the kernels leave ready (a window
+  // they leave to the host's merge, records past the logs' device tails) gets a pass too: the
+  // reproducer thread passes only while no sync() or durable_seq() waits for the mutex, so a
+  // caller polling durable_seq() would otherwise wait on it forever. Returns the applied seq.
   std::uint64_t apply_pending() {
     // A launch of this heap still running (in another stream than sync()'s) may hold every SM
     // with committers that wait for log space, which only the host's passes would free while
@@ -525,7 +528,10 @@ struct tx_heap::impl {
     const std::unique_lock lock(mutex);
     syncing.fetch_sub(1, std::memory_order_relaxed);
     if (failure) std::rethrow_exception(failure);
-    if (options.mode != tx_mode::undo) replay_pending(logs_state.data(), "tx.apply.home");
+    if (options.mode != tx_mode::undo) {
+      replay_pending(logs_state.data(), "tx.apply.home");
+      if (rep.any_ready()) applied_on_host += rep.pass();
+    }
     return rep.applied();
   }
 

@@ -692,6 +692,24 @@ TEST_P(TxRecovery, AnOpenHeapAppliesThePrefixInPassesAndFreesOnlyAppliedSpace) {
   for (std::uint32_t log = 0; log < kMany.logs; ++log) EXPECT_EQ(lm.head(log), ends[log]) << log;
 }
 
+// durable_seq() applies records the replay kernels cannot see (past the logs' device tails: here
+// written by the host, as a kernel of another heap object would leave them) with a pass of its
+// own, not only the reproducer thread's, which passes only while nobody waits for the heap's
+// mutex: polling durable_seq() in a loop starved it on an H100 (the open-heap test above, its
+// kernels side). Without the thread, the caller's pass is the only one.
+TEST_P(TxRecovery, DurableSeqAppliesWhatTheKernelsCannotSee) {
+  gpm::tx_options o = opts();
+  o.background_apply = false;
+  auto heap = gpm::tx_heap::create(pool.get(), "quiet", kGeometry, o);
+  media q(pool.get(), "quiet");
+  const std::uint64_t at = q.put(0, 0, 1, {{0, 7}});
+  q.put(1, 0, 2, {{1, 8}});
+  q.put(0, at, 3, {{0, 9}});
+  EXPECT_EQ(heap.durable_seq(), 3u);
+  EXPECT_EQ(q.home()[0], 9u) << "applied to the home image";
+  EXPECT_EQ(q.home()[1], 8u);
+}
+
 // Logs crafted at random with valid checksums (units out of their log's order, numbers two logs
 // share, overlapping groups, an applied root above some of them, kernels' windows of 1 to 8
 // numbers or as many as the logs hold): the replay kernels and the host's merge recover the same state from
