@@ -311,12 +311,18 @@ workload paper_workload(const std::string& name, const std::string& summary,
                         application_factory make) {
   workload w{name, summary, {ceiling_mode()}};
   for (const bool fill : {false, true}) {
+    const std::string at = fill ? ", at a launch that fills the GPU" : ", at the paper's launch";
+    const auto launch = fill ? filling_launch : paper_launch;
     for (const persistence& p : persistences()) {
-      w.modes.push_back(tx_mode_of(
-          fill ? p.name + "@fill" : p.name,
-          p.summary + (fill ? ", at a launch that fills the GPU" : ", at the paper's launch"), make,
-          {p, fill ? filling_launch : paper_launch}));
+      w.modes.push_back(tx_mode_of(fill ? p.name + "@fill" : p.name, p.summary + at, make,
+                                   {p, launch}));
     }
+    // Adaptive mode learning each kernel's blocks an SM too (tx_options::learn_residency).
+    const persistence& adaptive = persistence_named("adaptive");
+    w.modes.push_back(tx_mode_of(
+        fill ? "adaptive-learned@fill" : "adaptive-learned",
+        adaptive.summary + ", blocks an SM learnt per kernel" + at, make,
+        {adaptive, launch, kPaperRingEntries, gpm::tx_reads::locked, 0, true}));
   }
   return w;
 }
