@@ -74,6 +74,11 @@ void store_zeroes(gpm::tx_heap& heap);
 
 using application_factory = std::function<std::unique_ptr<application>(const mode_context&)>;
 
+// Untimed launches adaptive modes make on their heap before the warm-up and timed repeats: the
+// ring's first and second launches and residency's probes down from 3 blocks an SM
+// (src/tx/residency.hpp).
+inline constexpr int kLearningLaunches = 5;
+
 // What one measured mode runs: a persistence mode at a launch, with `ring_entries` ring entries
 // in helpers mode, reads locked (the paper's) or versioned, and at most `max_blocks_per_sm`
 // blocks an SM (0: as many as fit; tx_options::max_blocks_per_sm) or, in adaptive mode, the
