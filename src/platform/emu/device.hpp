@@ -46,6 +46,7 @@ class device {
 
   static constexpr std::size_t kDefaultSharedPerBlock = 48 * 1024;
   static constexpr std::size_t kMaxSharedPerBlockOptin = 227 * 1024;
+  static constexpr int kMaxThreadsPerMultiprocessor = 1024;
 
  private:
   struct grid_job;

@@ -566,7 +566,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
   p->concurrentKernels = 1;
   p->asyncEngineCount = 1;
   p->unifiedAddressing = 1;
-  p->maxThreadsPerMultiProcessor = 1024;
+  p->maxThreadsPerMultiProcessor = device::kMaxThreadsPerMultiprocessor;
   p->managedMemory = 1;
   p->hostNativeAtomicSupported = 1;  // host atomics are CPU atomics
   p->pageableMemoryAccess = 0;       // like the GPU machines: no HMM
@@ -799,7 +799,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* fu
 
 // A worker (the emulator's multiprocessor) runs one block at a time; the answer is what a
 // multiprocessor would hold (options::blocks_per_multiprocessor, 1 unless set): at most that many
-// blocks, as many as its threads (maxThreadsPerMultiProcessor) and shared memory (the opt-in
+// blocks, as many as its threads (kMaxThreadsPerMultiprocessor) and shared memory (the opt-in
 // most a block may have) allow, 0 for a block that cannot launch with these threads and dynamic
 // shared memory.
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
@@ -812,11 +812,8 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const
     *num_blocks = 0;
     return cudaSuccess;
   }
-  cudaDeviceProp p;
-  if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return e;
   std::size_t blocks = device::get().opts().blocks_per_multiprocessor;
-  blocks = std::min<std::size_t>(blocks, static_cast<std::size_t>(p.maxThreadsPerMultiProcessor) /
-                                             static_cast<std::size_t>(block_size));
+  blocks = std::min<std::size_t>(blocks, device::kMaxThreadsPerMultiprocessor / block_size);
   if (dynamic_shared_bytes != 0) {
     blocks = std::min(blocks, device::kMaxSharedPerBlockOptin / dynamic_shared_bytes);
   }
