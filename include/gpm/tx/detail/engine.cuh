@@ -161,6 +161,7 @@ struct heap_view {
   std::uint32_t workers_per_block = 0;
   std::uint32_t ring_chunks = 0;
   ring_control* ring = nullptr;  // this block's ring in shared memory
+  std::uint64_t log_key = 0;     // log_seed of this block's log (redo records' checksums)
 };
 static_assert(std::is_trivially_copyable_v<heap_view>);
 
@@ -1025,7 +1026,11 @@ __device__ void transaction<MaxLocks, MaxWrites, Versioned>::publish(tx_result& 
   record_source rec{
       o.seq, writes_, words_, values_, 0, grouped ? o.width : 0u, grouped ? o.member : 0u};
   const std::uint32_t log = log_of(v_);
-  rec.checksum = record_checksum(rec, writes_, record_seed(v_.salt, v_.epoch, log, o.pos));
+  // The log's part of the seed: computed once per block by tx_heap::launch's kernel, per record
+  // in a kernel of the caller's (whose view serves every block).
+  const std::uint64_t key =
+      v_.workers_per_block != 0 ? v_.log_key : log_seed(v_.salt, v_.epoch, log);
+  rec.checksum = record_checksum(rec, writes_, record_seed_in(key, o.pos));
   const std::uint64_t chunks = record_chunks(writes_);
   wait_for_space(v_, o, chunks);
   if (o.via_ring) {

@@ -178,10 +178,19 @@ GPM_HOST_DEVICE constexpr std::uint64_t pair_slot(std::uint32_t word, std::uint3
 // The seed of a record's checksum, which binds it to where it lies. Every component goes through
 // the mixer: a component left outside it would meet the first slot (the seq) in a plain XOR, and
 // a stale chunk one lap back, at position p - n with seq s', would validate under a new first
-// chunk whenever p ^ s == (p - n) ^ s'.
+// chunk whenever p ^ s == (p - n) ^ s'. log_seed is its part fixed for one log of one epoch.
+GPM_HOST_DEVICE inline std::uint64_t log_seed(std::uint64_t salt, std::uint64_t epoch,
+                                              std::uint32_t log) {
+  return mix64(mix64(mix64(salt ^ 0x5458524543ull) ^ epoch) ^ log);
+}
+// record_seed from its log's log_seed: what a writer that places many records in one log (a
+// block of tx_heap::launch's kernel) computes per record.
+GPM_HOST_DEVICE inline std::uint64_t record_seed_in(std::uint64_t log_key, std::uint64_t position) {
+  return mix64(log_key ^ position);
+}
 GPM_HOST_DEVICE inline std::uint64_t record_seed(std::uint64_t salt, std::uint64_t epoch,
                                                  std::uint32_t log, std::uint64_t position) {
-  return mix64(mix64(mix64(mix64(salt ^ 0x5458524543ull) ^ epoch) ^ log) ^ position);
+  return record_seed_in(log_seed(salt, epoch, log), position);
 }
 // Undo records' checksums start from another salt, so that an undo record never validates as a
 // redo record or the other way round.

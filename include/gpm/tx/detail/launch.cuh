@@ -25,6 +25,7 @@ __global__ void launch_kernel(heap_view v, Body body) {
     v.ring = dynamic_shared_memory<ring_control>();
     init_ring(v);
   }
+  v.log_key = log_seed(v.salt, v.epoch, log_of(v));
   if (threadIdx.x < v.workers_per_block) {
     body(tx_ref(v));
     if (v.ring != nullptr) blk32(v.ring->workers_done).fetch_add(1, memory_order_release);
