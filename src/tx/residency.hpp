@@ -14,7 +14,8 @@
 namespace gpm::detail::tx {
 
 // Adaptive mode measures a choice it has not taken for this many launches again (the ring or
-// not, tx_heap.cu; a residency's neighbours, here): the load or the data may have changed.
+// not, kind_learner.hpp, first; a residency's neighbours, here): the load or the data may have
+// changed.
 inline constexpr std::uint64_t kReprobeEvery = 16;
 
 class residency_learner {

@@ -48,6 +48,7 @@
 #include <gpm/platform/pinned_buffer.hpp>
 #include <gpm/pool/pool.hpp>
 
+#include "kind_learner.hpp"
 #include "media.hpp"
 #include "replay.hpp"
 #include "residency.hpp"
@@ -412,13 +413,10 @@ struct tx_heap::impl {
 
   // Adaptive mode: what was learnt of one kernel (a body type) from its measured launches.
   struct kernel_rates {
-    // commits/s of its last launch with the ring (with learn_residency: the best of its
-    // residencies measured); -1: none yet
-    double ring = -1;
-    double direct = -1;          // and without it
-    double ring_bandwidth = 0;   // bytes/s persisted in that ring launch
-    std::uint64_t launches = 0;  // planned so far
-    std::uint64_t ring_at = 0, direct_at = 0;  // the last launch (0, 1, ...) of each kind
+    // commits/s of its last launch of each kind (with learn_residency: the best of the kind's
+    // residencies measured)
+    T::kind_learner kinds;
+    double ring_bandwidth = 0;  // bytes/s persisted in its last ring launch
   };
 
   // Adaptive mode: records the last launch's commit rate and bandwidth once it has finished (a
@@ -444,12 +442,11 @@ struct tx_heap::impl {
       kind_rate = measured_learner->best_rate();
     }
     kernel_rates& k = kernels[measured_kernel];
+    k.kinds.record(measured_ring, kind_rate);
     if (measured_ring) {
-      k.ring = kind_rate;
       k.ring_bandwidth = bytes / seconds;
       ring_commit_rate = rate;
     } else {
-      k.direct = kind_rate;
       direct_commit_rate = rate;
     }
   }
@@ -466,41 +463,24 @@ struct tx_heap::impl {
   // starting OFF so the monitor can turn helpers on, later ones after a launch that persisted
   // faster than the threshold, starting ON (a launch still running when the next is planned
   // leaves the choice as it was). With learning (the default; an unmeasured launch is measured
-  // again): helper warps pay when they shorten commits, which the bandwidth of the paper's
-  // Fig. 6 sweep does not predict for every kernel (on an H100 they won at 4.5 GB/s on BVH and
-  // ATM A1 while the sweep's crossover was 5-8 GB/s), so each kernel is measured both ways: its
-  // first launch with the ring and helpers held on, its second without, then whichever
-  // committed faster, the other measured again once it has not run for 16 launches. Where the
-  // sweep says helpers pay (the ring launch persisted faster than the threshold), it has not been
-  // found wrong, so the launch without the ring waits for that 16-launch re-measurement instead of
-  // being the second: a probe that cost Hashtable H2 a launch at a third of its speed. In a ring
-  // launch the monitor still turns helpers off, as the paper's switch does, when a slice
-  // persists under the lower of the calibrated threshold and half the bandwidth this kernel's
-  // ring launch reached.
+  // again): the kernel's kind_learner chooses, and a ring launch starts with helpers ON; its
+  // monitor still turns them off, as the paper's switch does, when a slice persists under the
+  // lower of the calibrated threshold and half the bandwidth this kernel's ring launch reached
+  // (held on, threshold 0, while no ring launch was measured).
   launch_choice choose(const void* kernel) {
     finish_measurement();
     kernel_rates& k = kernels[kernel];
-    const std::uint64_t n = k.launches++;
     launch_choice c;
     if (!options.learn) {
       c.ring = ring_next;
       c.start_on = c.ring && hot;
       c.slice_threshold = slice_bytes(threshold);
-    } else if (k.ring < 0) {
-      c.ring = c.start_on = true;  // helpers held on: slice threshold 0
-    } else if (k.direct < 0 && !(k.ring_bandwidth > threshold)) {
-      c.ring = false;
     } else {
-      // The faster kind (the ring, while only it was measured), unless the other has not run for
-      // kReprobeEvery launches: its rate may be stale (the load or the data changed), or unknown,
-      // so it is measured.
-      const bool ring_wins = k.direct < 0 || k.ring >= k.direct;
-      const std::uint64_t other_at = ring_wins ? k.direct_at : k.ring_at;
-      c.ring = n - other_at >= T::kReprobeEvery ? !ring_wins : ring_wins;
-      c.start_on = c.ring;
-      c.slice_threshold = slice_bytes(std::min(threshold, k.ring_bandwidth / 2));
+      c.ring = c.start_on = k.kinds.choose();
+      if (k.kinds.rate(true) >= 0) {
+        c.slice_threshold = slice_bytes(std::min(threshold, k.ring_bandwidth / 2));
+      }
     }
-    (c.ring ? k.ring_at : k.direct_at) = n;
     measured_kernel = kernel;
     measured_ring = c.ring;
     return c;

@@ -225,10 +225,10 @@ class tx_heap {
   // calling body(tx_ref) with a tx_ref bound to its block. In helpers mode every block gets the
   // helper warps and ring of the options and uses log blockIdx.x (so blocks <= logs). In adaptive
   // mode each body type (kernel) is learnt: its first launch gets them with helpers held on, its
-  // second runs without them (unless the first persisted faster than the threshold: then at its
-  // 16th), and later launches take whichever committed faster, measuring the other again once it
-  // has not run for 16 launches (with tx_options::learn false: a launch after one whose persist
-  // bandwidth exceeded the threshold, and the first, get them).
+  // second runs without them, and later launches take whichever committed faster, measuring the
+  // other again once it has not run for 16 launches, then 32, 64, ... 1024 while it keeps losing
+  // (with tx_options::learn false: a launch after one whose persist bandwidth exceeded the
+  // threshold, and the first, get them).
   // docs/transactions.md. `body` is a trivially copyable functor or extended __device__ lambda.
   // Asynchronous, in `stream`.
   template <class Body>
