@@ -870,7 +870,7 @@ __device__ inline void wait_for_space(const heap_view& v, const placement& o,
   }
 }
 
-// `op` over the lanes up to the caller's (every lane calls).
+// `op` over the ranks up to the caller's (every member calls).
 template <class Group, class Op>
 __device__ inline std::uint64_t inclusive_scan(const Group& g, std::uint64_t x, Op op) {
   const unsigned rank = g.thread_rank();
@@ -881,80 +881,87 @@ __device__ inline std::uint64_t inclusive_scan(const Group& g, std::uint64_t x, 
   return x;
 }
 
-// The lanes of the calling warp that reach this point together (__activemask), as a group with
-// a tile's operations: what commits aggregate over when each thread runs its own transactions
-// (tile of one), so that the lanes committing at once take one reservation (and, in hcl mode,
-// write adjacent chunks).
-class active_lanes {
- public:
-  __device__ active_lanes() {
-    mask_ = __activemask();
-    lane_ = lane_id();
-    first_ = static_cast<unsigned>(__ffs(static_cast<int>(mask_)) - 1);
-    contiguous_ = ((mask_ >> first_) & ((mask_ >> first_) + 1)) == 0;
-  }
-  __device__ unsigned size() const { return __popc(mask_); }
-  __device__ unsigned thread_rank() const { return __popc(mask_ & ((1u << lane_) - 1)); }
-  template <class T>
-  __device__ T shfl(T x, unsigned rank) const {
-    return __shfl_sync(mask_, x, static_cast<int>(lane_of(rank)));
-  }
-  // Bit r set when the lane of rank r passes `p`.
-  __device__ unsigned ballot(bool p) const {
-    const unsigned lanes = __ballot_sync(mask_, p);
-    if (contiguous_) return lanes >> first_;
-    unsigned out = 0, rank = 0;
-    for (unsigned m = mask_; m != 0; m &= m - 1, ++rank) {
-      if ((lanes >> (__ffs(static_cast<int>(m)) - 1) & 1u) != 0) out |= 1u << rank;
-    }
-    return out;
-  }
-
- private:
-  // Commits run inside the scans of order_and_publish, while their orecs are held: the lanes
-  // usually form one run (a whole warp, or the warp's lanes still looping), whose ranks map to
-  // lanes without a loop.
-  __device__ unsigned lane_of(unsigned rank) const {
-    if (contiguous_) return first_ + rank;
-    unsigned m = mask_;
-    GPM_UNROLL_1
-    for (unsigned i = 0; i < rank; ++i) m &= m - 1;
-    return static_cast<unsigned>(__ffs(static_cast<int>(m)) - 1);
-  }
-  unsigned mask_;
-  unsigned lane_;
-  unsigned first_;   // the lowest active lane
-  bool contiguous_;  // the active lanes are first_, first_ + 1, ... with no gap
+// What a group's commit bookkeeping needs of its members' chunk counts: the sum over the members
+// below the caller, the sum over all, and (when `want_most`) the largest.
+struct group_counts {
+  std::uint64_t before = 0;
+  std::uint64_t total = 0;
+  std::uint64_t most = 0;
 };
 
-// The group's commit bookkeeping: the lanes whose transaction needs a record get consecutive
+// A tile (its ranks are its lanes, 0 .. size - 1): scans over the ranks.
+template <class Group>
+__device__ inline group_counts counts_of(const Group& g, std::uint64_t x, bool want_most) {
+  const auto add = [](std::uint64_t a, std::uint64_t b) { return a + b; };
+  const auto max = [](std::uint64_t a, std::uint64_t b) { return a > b ? a : b; };
+  const unsigned last = g.size() - 1;
+  const std::uint64_t upto = inclusive_scan(g, x, add);
+  return {upto - x, g.shfl(upto, last), want_most ? g.shfl(inclusive_scan(g, x, max), last) : 0};
+}
+
+// The lanes of the calling warp that reach this point together (__activemask), as a group with
+// a tile's operations in lane space (a member's rank is its lane, and ranks have gaps where lanes
+// are not members): what commits aggregate over when each thread runs its own transactions (tile
+// of one), so that the lanes committing at once take one reservation (and, in hcl mode, write
+// adjacent chunks). Lane space, because these lanes seldom form one run: on ATM A1 (H100) about 5
+// of 32 were active, and mapping ranks to lanes (a loop a shuffle) and compacting ballots to ranks
+// cost 8% of the helpers kernel's instructions, and the compaction 10% of volatile mode's.
+class active_lanes {
+ public:
+  __device__ active_lanes() : mask_(__activemask()), lane_(lane_id()) {}
+  __device__ unsigned thread_rank() const { return lane_; }
+  // Bit l set when member lane l passes `p`.
+  __device__ unsigned ballot(bool p) const { return __ballot_sync(mask_, p); }
+  template <class T>
+  __device__ T shfl(T x, unsigned lane) const {
+    return __shfl_sync(mask_, x, static_cast<int>(lane));
+  }
+  __device__ unsigned mask() const { return mask_; }
+
+ private:
+  unsigned mask_;
+  unsigned lane_;
+};
+
+// The active lanes: warp reductions, and the sum below the caller bit by bit (a ballot for each
+// bit of the largest count). A count is a record's chunks, below 2^12, so sums fit 32 bits.
+__device__ inline group_counts counts_of(const active_lanes& g, std::uint64_t x, bool) {
+  const unsigned mask = g.mask();
+  const unsigned below = mask & ((1u << g.thread_rank()) - 1);
+  const auto x32 = static_cast<std::uint32_t>(x);
+  const std::uint32_t most = __reduce_max_sync(mask, x32);
+  std::uint64_t before = 0;
+  for (unsigned b = 0; b < 32 && (most >> b) != 0; ++b) {
+    const unsigned ones = __ballot_sync(mask, ((x32 >> b) & 1u) != 0) & below;
+    before += std::uint64_t{static_cast<unsigned>(__popc(ones))} << b;
+  }
+  return {before, __reduce_add_sync(mask, x32), most};
+}
+
+// The group's commit bookkeeping: the members whose transaction needs a record get consecutive
 // sequence numbers from one reservation by the first of them (warp-aggregated), and space for
 // their records: end to end, or in hcl mode striped (member i's chunk j at P + j * width + i,
-// so the lanes' stores of chunk j are adjacent). When that space exceeds what one reservation
-// may take, each lane reserves its own record.
+// so the members' stores of chunk j are adjacent). When that space exceeds what one reservation
+// may take, each member reserves its own record.
 template <class Group, class Tx>
 __device__ inline void order_and_publish(const heap_view& v, const Group& g, Tx& t, bool needs,
                                          std::uint64_t chunks, tx_result& r) {
   const unsigned mask = g.ballot(needs);
   if (mask == 0) return;
   const unsigned rank = g.thread_rank();
-  const bool via_ring = g.shfl(static_cast<unsigned>(use_ring(v)), 0) != 0;
+  const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
+  const bool via_ring = g.shfl(static_cast<unsigned>(use_ring(v)), leader) != 0;
   const bool striped = v.mode == tx_mode::hcl;
-  const auto add = [](std::uint64_t a, std::uint64_t b) { return a + b; };
-  const auto max = [](std::uint64_t a, std::uint64_t b) { return a > b ? a : b; };
-  const std::uint64_t mine = needs ? chunks : 0;
-  const std::uint64_t before = inclusive_scan(g, mine, add) - mine;
+  const group_counts n = counts_of(g, needs ? chunks : 0, striped);
   const std::uint32_t width = __popc(mask);
-  const std::uint64_t total = striped ? g.shfl(inclusive_scan(g, mine, max), g.size() - 1) * width
-                                      : g.shfl(before + mine, g.size() - 1);
+  const std::uint64_t total = striped ? n.most * width : n.total;
   placement o;
   if (v.mode == tx_mode::undo || total <= record_room(v, via_ring)) {
-    const unsigned leader = __ffs(static_cast<int>(mask)) - 1;
     if (rank == leader) o = reserve(v, width, total, via_ring);
     const std::uint32_t member = __popc(mask & ((1u << rank) - 1));
     o.seq = g.shfl(o.seq, leader) + member;
-    o.pos = g.shfl(o.pos, leader) + (striped ? member : before);
-    o.ring_pos = g.shfl(o.ring_pos, leader) + before;
+    o.pos = g.shfl(o.pos, leader) + (striped ? member : n.before);
+    o.ring_pos = g.shfl(o.ring_pos, leader) + n.before;
     o.via_ring = via_ring;
     o.width = striped ? width : 1;
     o.member = striped ? member : 0;
