@@ -25,12 +25,8 @@ class kind_learner {
   // Whether the next launch gets the ring.
   bool choose() {
     const std::uint64_t n = launches_++;
-    bool ring = true;
-    if (ring_ < 0) {
-      ring = true;
-    } else if (direct_ < 0) {
-      ring = false;
-    } else {
+    bool ring = ring_ < 0;  // the ring first, then direct commits, then the faster
+    if (!ring && direct_ >= 0) {
       const bool ring_wins = ring_ >= direct_;
       if (ring_wins != ring_won_) {
         ring_won_ = ring_wins;
