@@ -20,7 +20,6 @@ inline constexpr std::uint64_t kReprobeEvery = 16;
 
 class residency_learner {
  public:
-
   // The blocks an SM may hold in the next launch, given that `most` fit without a cap (at least
   // 1). Returns `most` for no cap.
   std::uint32_t choose(std::uint32_t most) {
