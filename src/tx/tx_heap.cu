@@ -64,44 +64,15 @@ constexpr std::uint64_t kMaxSharedBytes = 227 << 10;
 constexpr std::uint64_t kDefaultMaxOrecs = 1ull << 22;
 constexpr std::uint32_t kMaxBlockThreads = 1024;
 
-// Adaptive mode: the state of the heap's counters at one side of a launch, as the bookkeeping
-// kernel found it: chunks persisted into all logs, the commit counter, the GPU's global time.
-struct launch_mark {
-  std::uint64_t chunks;
-  std::uint64_t seq;
-  std::uint64_t time_ns;
-};
-// The marks around launch n, in mapped pinned memory: the kernels write them and the host reads
-// them when it plans the next launch, with no copy or event in the stream. Launch n uses the
-// pair n % 2, so the next launch's start mark never overwrites a pair the host may still read.
-struct launch_marks {
-  launch_mark start;
-  launch_mark stop;
-  std::uint64_t done;  // n once the stop mark of launch n is complete
-};
-
-// One warp, before adaptive launch n (`stop` false: the start mark, and the bandwidth monitor
-// reset, ON when `start_on`) or after it (the stop mark, then `done`). Two small kernels in the
-// stream instead of a memset or two, four copies and two events: on short launches (Hashtable
-// H1's 0.7 ms) that bookkeeping was a measurable share of the adaptive mode's time.
-__global__ void mark_launch(T::heap_view v, launch_marks* marks, std::uint64_t n, bool stop,
-                            bool start_on) {
-  std::uint64_t chunks = 0;
-  for (std::uint32_t log = threadIdx.x; log < v.logs; log += 32) {
-    chunks += v.logs_state[log].persisted;
-  }
-  for (unsigned o = 16; o > 0; o /= 2) chunks += __shfl_down_sync(~0u, chunks, o);
-  if (threadIdx.x != 0) return;
-  const launch_mark m{chunks, *v.seq, global_time_ns()};
-  launch_marks& pair = marks[n % 2];
-  if (!stop) {
-    pair.start = m;
-    std::memset(static_cast<void*>(v.monitor), 0, T::kMonitorResetBytes);
-    v.monitor->on = start_on ? 1 : 0;
-  } else {
-    pair.stop = m;
-    atomic_ref<std::uint64_t, thread_scope::system>(pair.done).store(n, memory_order_release);
-  }
+// Before adaptive launch n, one thread: the start of its marks (T::launch_marks), the monitor
+// reset, ON when `start_on`. A small kernel in the stream instead of memsets, copies and events:
+// on short launches (Hashtable H1's 0.5 ms) that bookkeeping was a measurable share of the
+// adaptive mode's time. The launch's last block writes the rest (T::finish_launch).
+__global__ void start_launch(T::heap_view v, T::launch_marks* marks, bool start_on) {
+  marks->start_seq = *v.seq;
+  marks->start_ns = global_time_ns();
+  std::memset(static_cast<void*>(v.monitor), 0, T::kMonitorResetBytes);
+  v.monitor->on = start_on ? 1 : 0;
 }
 
 std::string label_of(const pool& p, std::string_view name) {
@@ -125,8 +96,9 @@ void check_options(const tx_options& o) {
           "tx_options: switch_threshold must be a bandwidth in bytes/s, 0 or more (leave it unset "
           "to calibrate)");
   require(o.slice_us >= 1, "tx_options: slice_us must be at least 1 microsecond");
-  require(o.max_blocks_per_sm <= 32, "tx_options: max_blocks_per_sm must be 0 (no cap) to 32, got " +
-                                         std::to_string(o.max_blocks_per_sm));
+  require(o.max_blocks_per_sm <= 32,
+          "tx_options: max_blocks_per_sm must be 0 (no cap) to 32, got " +
+              std::to_string(o.max_blocks_per_sm));
   require(!o.learn_residency || (o.mode == tx_mode::adaptive && o.max_blocks_per_sm == 0),
           "tx_options: learn_residency learns from adaptive mode's measured launches and chooses "
           "the cap itself: set mode = tx_mode::adaptive and leave max_blocks_per_sm 0");
@@ -381,8 +353,8 @@ struct tx_heap::impl {
             syncing.load(std::memory_order_relaxed) == 0 ? rep.pass(&syncing) : 0;
         applied_on_host += applied;
         wait = applied >= T::reproducer::kBatch ? microseconds{0}
-               : applied != 0 || kicked ? microseconds{50}
-                                        : std::min(wait * 2, microseconds{1000});
+               : applied != 0 || kicked         ? microseconds{50}
+                                                : std::min(wait * 2, microseconds{1000});
       } catch (...) {
         failure = std::current_exception();
         return;
@@ -423,16 +395,16 @@ struct tx_heap::impl {
   // launch still running when the next is planned is not measured).
   void finish_measurement() {
     if (!measuring) return;
-    const launch_marks& pair = marks.data()[measured_launch % 2];
-    if (std::atomic_ref<const std::uint64_t>(pair.done).load(std::memory_order_acquire) !=
+    const T::launch_marks& m = marks.data()[measured_launch % 2];
+    if (std::atomic_ref<const std::uint64_t>(m.done).load(std::memory_order_acquire) !=
         measured_launch) {
       return;
     }
     measuring = false;
-    const double seconds = static_cast<double>(pair.stop.time_ns - pair.start.time_ns) * 1e-9;
+    const double seconds = static_cast<double>(m.stop_ns - m.start_ns) * 1e-9;
     if (seconds <= 0) return;
-    const auto bytes = static_cast<double>((pair.stop.chunks - pair.start.chunks) * T::kChunkBytes);
-    const double rate = static_cast<double>(pair.stop.seq - pair.start.seq) / seconds;
+    const auto bytes = static_cast<double>(m.chunks * T::kChunkBytes);
+    const double rate = static_cast<double>(m.stop_seq - m.start_seq) / seconds;
     hot = bytes > threshold * seconds;
     ring_next = hot;
     // With learn_residency each kind is compared at its best residency, not at a probe's.
@@ -544,7 +516,7 @@ struct tx_heap::impl {
   tx_options options;
   T::reproducer rep;
   std::optional<T::gpu_replay> replay;  // tx_options::gpu_replay
-  event last_launch;                     // recorded after each tx_heap::launch
+  event last_launch;                    // recorded after each tx_heap::launch
   // Records applied since open (tx_stats), under the mutex.
   std::uint64_t replayed_on_gpu = 0, replay_runs = 0, applied_on_host = 0;
   tx_recovery recovery;
@@ -589,8 +561,8 @@ struct tx_heap::impl {
   std::size_t capped_bytes(const shape_key& shape, std::uint32_t cap) {
     auto [at, added] = capped.try_emplace({shape, cap}, 0);
     if (added) {
-      at->second = capped_shared_bytes(std::get<0>(shape), std::get<1>(shape), std::get<2>(shape),
-                                       cap);
+      at->second =
+          capped_shared_bytes(std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), cap);
     }
     return at->second;
   }
@@ -600,10 +572,12 @@ struct tx_heap::impl {
   bool measured_ring = false;
   bool hot = false;        // the last measured launch persisted faster than the threshold
   bool ring_next = true;   // without learning: the next launch gets the ring
-  bool measuring = false;  // a stop mark was queued after launch measured_launch, not yet read
+  bool measuring = false;  // launch measured_launch was queued, its marks not yet read
   std::uint64_t measured_launch = 0;
   double ring_commit_rate = 0, direct_commit_rate = 0;  // the last measured (tx_stats)
-  pinned_buffer<launch_marks> marks;                    // adaptive: two pairs (launch_marks)
+  // adaptive: launch n's marks are marks[n % 2], so the next launch's start never overwrites
+  // marks the host may still read
+  pinned_buffer<T::launch_marks> marks;
 
   std::mutex mutex;  // guards rep, stop, failure
   std::condition_variable wake;
@@ -723,10 +697,11 @@ T::launch_plan tx_heap::plan_launch(std::uint32_t blocks, std::uint32_t workers,
     st.measured_blocks = blocks;
   }
   if (adaptive) {
-    // The monitor starts each launch afresh; the start mark of this launch's measurement.
+    // The monitor starts each launch afresh; the start of this launch's measurement.
     st.measured_launch = st.launches + 1;
-    gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
-                false, choice.start_on);
+    plan.view.marks = st.marks.device_data() + st.measured_launch % 2;
+    plan.view.launch = st.measured_launch;
+    gpm::launch(start_launch, 1, 1, 0, stream, st.view, plan.view.marks, choice.start_on);
   }
   ++st.launches;
   st.ring_launches += ring;
@@ -746,10 +721,7 @@ void tx_heap::launched(cudaStream_t stream, const void* kernel, const T::launch_
     r = {kernel, plan.threads_per_block, plan.shared_bytes, static_cast<std::uint32_t>(a.numRegs),
          detail::blocks_per_multiprocessor(kernel, plan.threads_per_block, plan.shared_bytes)};
   }
-  if (st.options.mode != tx_mode::adaptive) return;
-  gpm::launch(mark_launch, 1, 32, 0, stream, st.view, st.marks.device_data(), st.measured_launch,
-              true, false);
-  st.measuring = true;
+  if (st.options.mode == tx_mode::adaptive) st.measuring = true;
 }
 
 void tx_heap::sync(cudaStream_t stream) {

@@ -104,21 +104,34 @@ GPM_HOST_DEVICE constexpr std::uint64_t ring_bytes(std::uint32_t ring_chunks,
 // The adaptive switch's global bandwidth monitor (§5), in GPU memory. Blocks add the bytes they
 // persisted in a slice when they see that slice end; the one thread that takes `lock` closes the
 // slice and decides: helpers ON as soon as a slice persisted more than the threshold, OFF after
-// kOffSlices slices at or below it. tx_heap::launch zeroes the first five fields (and sets `on`
+// kOffSlices slices at or below it. tx_heap::launch zeroes the first seven fields (and sets `on`
 // as the launch starts) before each adaptive launch; the counters run since open.
 struct bandwidth_monitor {
-  std::uint64_t slice;  // the last slice decided (global time / slice length); 0: none yet
-  std::uint64_t bytes;  // bytes reported since then
-  std::uint32_t on;     // committers use the ring and helper warps
-  std::uint32_t below;  // slices in a row at or below the threshold
-  std::uint32_t lock;   // the deciding thread's
-  std::uint32_t reserved0;
-  std::uint64_t slices_on;   // slices decided ON, since open
-  std::uint64_t slices_off;  // slices decided OFF
-  std::uint64_t switches;    // times the decision changed
+  std::uint64_t slice;        // the last slice decided (global time / slice length); 0: none yet
+  std::uint64_t bytes;        // bytes reported since then
+  std::uint32_t on;           // committers use the ring and helper warps
+  std::uint32_t below;        // slices in a row at or below the threshold
+  std::uint32_t lock;         // the deciding thread's
+  std::uint32_t blocks_done;  // blocks of the launch that finished (finish_launch)
+  std::uint64_t chunks;       // chunks the launch's finished blocks persisted
+  std::uint64_t slices_on;    // slices decided ON, since open
+  std::uint64_t slices_off;   // slices decided OFF
+  std::uint64_t switches;     // times the decision changed
 };
-inline constexpr std::uint64_t kMonitorResetBytes = 32;  // slice, bytes, on, below, lock
-inline constexpr std::uint32_t kOffSlices = 5;           // the paper's choice (§5.2)
+inline constexpr std::uint64_t kMonitorResetBytes = 40;  // slice ... chunks
+
+// Adaptive mode's measurement of launch n, in mapped pinned memory, which the host reads when it
+// plans the next launch (no copy or event in the stream): tx_heap::launch's start kernel writes
+// the start, the launch's last block to finish the rest (finish_launch), `done` last.
+struct launch_marks {
+  std::uint64_t start_seq;  // the commit counter and the GPU's global time as the launch starts
+  std::uint64_t start_ns;
+  std::uint64_t stop_seq;  // ... and as its last block ends
+  std::uint64_t stop_ns;
+  std::uint64_t chunks;  // log chunks the launch persisted
+  std::uint64_t done;    // n once the rest is written
+};
+inline constexpr std::uint32_t kOffSlices = 5;  // the paper's choice (§5.2)
 
 // Per thread slot, in GPU memory: commits, aborts, commits whose record went through a ring.
 inline constexpr std::uint32_t kCounters = 3;
@@ -160,8 +173,10 @@ struct heap_view {
   // Set by tx_heap::launch for the blocks it runs (0 / null in kernels the caller launched):
   std::uint32_t workers_per_block = 0;
   std::uint32_t ring_chunks = 0;
-  ring_control* ring = nullptr;  // this block's ring in shared memory
-  std::uint64_t log_key = 0;     // log_seed of this block's log (redo records' checksums)
+  ring_control* ring = nullptr;   // this block's ring in shared memory
+  std::uint64_t log_key = 0;      // log_seed of this block's log (redo records' checksums)
+  launch_marks* marks = nullptr;  // adaptive: where this launch's measurement goes
+  std::uint64_t launch = 0;       // adaptive: the launch's number (launch_marks::done)
 };
 static_assert(std::is_trivially_copyable_v<heap_view>);
 
@@ -316,6 +331,41 @@ __device__ inline void monitor_tick(const heap_view& v) {
 __device__ inline void monitor_persisted(const heap_view& v, std::uint64_t bytes) {
   monitor_count(v, bytes);
   monitor_tick(v);
+}
+
+// Adaptive launches (v.marks set), at a block's start: thread 0's note of the chunks the block's
+// log holds persisted, taken before any thread of the block commits (for finish_launch).
+__device__ inline std::uint64_t persisted_at_start(const heap_view& v) {
+  if (v.marks == nullptr) return 0;
+  std::uint64_t chunks = 0;
+  if (threadIdx.x == 0) {
+    chunks = dev64(v.logs_state[log_of_block(v)].persisted).load(memory_order_relaxed);
+  }
+  __syncthreads();
+  return chunks;
+}
+
+// Adaptive launches, at a block's end: once every thread of the block is done, adds what its log
+// gained since `start` (persisted_at_start) to the launch's count, and the block that finishes
+// last writes the stop of the launch's marks. That was a kernel of its own after each launch; on
+// short launches (Hashtable H1's 0.5 ms) such bookkeeping was a measurable share of the mode's
+// time.
+__device__ inline void finish_launch(const heap_view& v, std::uint64_t start) {
+  if (v.marks == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  bandwidth_monitor& m = *v.monitor;
+  const std::uint64_t mine =
+      dev64(v.logs_state[log_of_block(v)].persisted).load(memory_order_relaxed) - start;
+  if (mine != 0) dev64(m.chunks).fetch_add(mine, memory_order_relaxed);
+  // The release carries the block's work (its commits' sequence numbers, its chunks) to the last
+  // block, whose acquire sees every block's.
+  if (dev32(m.blocks_done).fetch_add(1, memory_order_acq_rel) + 1 != gridDim.x) return;
+  launch_marks& marks = *v.marks;
+  marks.stop_seq = dev64(*v.seq).load(memory_order_relaxed);
+  marks.stop_ns = global_time_ns();
+  marks.chunks = dev64(m.chunks).load(memory_order_relaxed);
+  atomic_ref<std::uint64_t, thread_scope::system>(marks.done).store(v.launch, memory_order_release);
 }
 
 // Where one commit's record goes.

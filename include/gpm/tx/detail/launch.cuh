@@ -25,6 +25,7 @@ __global__ void launch_kernel(heap_view v, Body body) {
     v.ring = dynamic_shared_memory<ring_control>();
     init_ring(v);
   }
+  const std::uint64_t persisted = persisted_at_start(v);
   v.log_key = log_seed(v.salt, v.epoch, log_of(v));
   if (threadIdx.x < v.workers_per_block) {
     body(tx_ref(v));
@@ -32,6 +33,7 @@ __global__ void launch_kernel(heap_view v, Body body) {
   } else {
     drain_ring(v);
   }
+  finish_launch(v, persisted);
 }
 
 }  // namespace gpm::detail::tx
