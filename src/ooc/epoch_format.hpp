@@ -1,5 +1,6 @@
 // The on-media format of a gpm::ooc epoch log, version 1.0 (docs/out-of-core.md, "Crash-consistent
-// sync"): the file's header page with its two root slots, and the head of each record. Only
+// sync"): the file's header page with its two root slots, and the head of each record (a record
+// holds its bytes, or names where the staging file holds them). Only
 // epoch_log.{hpp,cpp} include this; how the log uses them is epoch_log.hpp's comment.
 #pragma once
 
@@ -17,6 +18,10 @@ inline constexpr std::uint64_t kRootAt[2] = {1024, 2048};
 inline constexpr std::uint32_t kApplied = 1;
 inline constexpr std::uint32_t kCommitted = 2;
 inline constexpr std::uint32_t kRecordKind = 0x434f4f52;  // "ROOC"
+// A record whose bytes lie in the range's staging file (kStaged): its payload in the log is the
+// bytes' place in the staging file (8 bytes) and the mask words; the payload checksum covers
+// those and then the bytes as the staging file holds them.
+inline constexpr std::uint32_t kStagedKind = 0x434f4f53;  // "SOOC"
 inline constexpr std::uint32_t kMaxMaskWords = (2u << 20) / detail::ooc::kMaskGranule / 32;
 inline constexpr std::uint64_t kMaxRecordBytes = 2ull
                                                  << 20;  // a line (mapping_options::line_bytes)
@@ -35,13 +40,13 @@ static_assert(sizeof(log_header) <= kRootAt[0]);
 // Incompatible feature: the range is striped over several files, which the stripe table after
 // the header page names; a reader that does not know it would write every record into the first.
 inline constexpr std::uint64_t kStriped = 1;
+// Incompatible feature: records may be kStagedKind, whose bytes lie in the staging file beside
+// the log (epoch_log.hpp); a reader that does not know it would find records it cannot apply.
+inline constexpr std::uint64_t kStaged = 2;
 
-inline constexpr object_kind kKind{"gpm::ooc epoch log",
-                                   {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'},
-                                   1,
-                                   0,
-                                   sizeof(log_header),
-                                   kStriped};
+inline constexpr object_kind kKind{
+    "gpm::ooc epoch log", {'G', 'P', 'M', 'O', 'O', 'C', 'L', 'G'}, 1, 0, sizeof(log_header),
+    kStriped | kStaged};
 
 // A striped log's stripe table, at kHeaderPage: this head, then `count` paths (absolute, in stripe
 // order), each a 4-byte length and its bytes, the whole padded to 8; its checksum is seeded with

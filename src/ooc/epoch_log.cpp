@@ -90,6 +90,14 @@ std::uint64_t head_checksum(const record_head& h, std::uint64_t seed) {
   return checksum64(&h, offsetof(record_head, checksum), seed);
 }
 
+// A record's payload checksum: its payload in the log, then (a staged record) the bytes the
+// staging file holds for it.
+std::uint64_t payload_checksum(const std::byte* payload, std::uint64_t n, const std::byte* staged,
+                               std::uint64_t bytes, std::uint64_t seed) {
+  const std::uint64_t c = checksum64(payload, n, seed);
+  return staged == nullptr ? c : checksum64(staged, bytes, c);
+}
+
 std::uint64_t table_checksum(std::vector<std::byte> table, std::uint64_t seed) {
   std::memset(table.data() + offsetof(stripe_table_head, checksum), 0, sizeof(std::uint64_t));
   return checksum64(table.data(), table.size(), seed ^ 0x7374726970657321ull);
@@ -124,6 +132,7 @@ std::string describe(const stripe_set& s) {
 
 epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset, const stripe_set* files)
     : path_(gpm::ooc::epoch_log_path(data_path, offset)),
+      staging_path_(path_ + ".staged"),
       data_path_(data_path),
       data_name_(name_of(data_path)),
       offset_(offset) {
@@ -152,6 +161,7 @@ epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset, const s
 epoch_log epoch_log::open_read_only(const std::string& data_path, std::uint64_t offset) {
   epoch_log log;
   log.path_ = gpm::ooc::epoch_log_path(data_path, offset);
+  log.staging_path_ = log.path_ + ".staged";
   log.data_path_ = data_path;
   log.data_name_ = name_of(data_path);
   log.offset_ = offset;
@@ -161,10 +171,15 @@ epoch_log epoch_log::open_read_only(const std::string& data_path, std::uint64_t 
 
 epoch_log::~epoch_log() {
   if (fd_ >= 0) ::close(fd_);
+  if (staging_fd_ >= 0) ::close(staging_fd_);
 }
 
 epoch_log::epoch_log(epoch_log&& o) noexcept
     : path_(std::move(o.path_)),
+      staging_path_(std::move(o.staging_path_)),
+      staging_fd_(std::exchange(o.staging_fd_, -1)),
+      staged_refs_(o.staged_refs_),
+      staged_appended_(o.staged_appended_),
       data_path_(std::move(o.data_path_)),
       data_name_(std::move(o.data_name_)),
       offset_(o.offset_),
@@ -221,7 +236,7 @@ void epoch_log::create(const stripe_set& files) {
     std::vector<std::byte> page(records_at);
     log_header h{};
     h.common = format::make_header(kKind, kHeaderPage);
-    if (!table.empty()) h.common.incompat_features = kStriped;
+    h.common.incompat_features = kStaged | (table.empty() ? 0 : kStriped);
     h.offset = offset_;
     h.name_bytes = static_cast<std::uint32_t>(data_name_.size());
     std::memcpy(h.name, data_name_.data(), data_name_.size());
@@ -253,12 +268,7 @@ void epoch_log::create(const stripe_set& files) {
     ::unlink(tmp.c_str());
     throw_error(errc::io, "cannot rename " + tmp + " to " + path_ + ": " + sys_reason(err));
   }
-  const std::string dir = std::filesystem::path(path_).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // the rename is durable; file systems that cannot fsync a directory need not
-    ::close(dfd);
-  }
+  sync_parent_directory(path_);  // the rename is durable
 }
 
 void epoch_log::open_existing(bool writable) {
@@ -292,6 +302,7 @@ void epoch_log::open_existing(bool writable) {
   std::memcpy(uuid_, h.common.uuid, sizeof uuid_);
   created_ns_ = h.common.created_ns;
   uuid_seed_ = checksum64(h.common.uuid, sizeof h.common.uuid);
+  staged_refs_ = (h.common.incompat_features & kStaged) != 0;
   if ((h.common.incompat_features & kStriped) != 0) {
     read_stripe_table();
   } else {
@@ -375,23 +386,44 @@ void epoch_log::truncate_records() {
   end_ = records_at_;
   records_ = 0;
   chain_ = 0;
+  staged_appended_ = false;
 }
 
 void epoch_log::append(std::uint64_t at, const std::byte* src, std::uint64_t bytes,
                        const std::uint32_t* mask, std::uint32_t mask_words) {
+  add(kRecordKind, at, src, bytes, mask, mask_words, 0);
+}
+
+void epoch_log::append_staged(std::uint64_t at, const std::byte* src, std::uint64_t bytes,
+                              const std::uint32_t* mask, std::uint32_t mask_words,
+                              std::uint64_t staged_at) {
+  if (!staged_refs_) {
+    throw_error(errc::invalid_argument, "epoch log " + path_ +
+                                            " was created by an older gpmkit and takes staged "
+                                            "lines as copies (append), not by their place");
+  }
+  add(kStagedKind, at, src, bytes, mask, mask_words, staged_at);
+  staged_appended_ = true;
+}
+
+void epoch_log::add(std::uint32_t kind, std::uint64_t at, const std::byte* src, std::uint64_t bytes,
+                    const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t staged_at) {
   if (root_.state != kApplied) {
     throw_error(errc::invalid_argument, "epoch log " + path_ + ": epoch " +
                                             std::to_string(root_.epoch) +
                                             " is committed and not applied yet: recover first");
   }
+  const bool staged = kind == kStagedKind;
+  const std::uint64_t place = staged ? sizeof staged_at : 0;
   const std::uint64_t mask_bytes = mask != nullptr ? mask_words * 4ull : 0;
-  const std::uint64_t payload = padded(mask_bytes + bytes);
+  const std::uint64_t payload = padded(place + mask_bytes + (staged ? 0 : bytes));
   buf_.assign(sizeof(record_head) + payload, std::byte{0});
   std::byte* p = buf_.data() + sizeof(record_head);
-  if (mask != nullptr) std::memcpy(p, mask, mask_bytes);
-  std::memcpy(p + mask_bytes, src, bytes);
-  record_head h{kRecordKind, mask != nullptr ? mask_words : 0, root_.epoch + 1, at, bytes, 0, 0};
-  h.payload_checksum = checksum64(p, payload, seed(end_));
+  if (staged) std::memcpy(p, &staged_at, place);
+  if (mask != nullptr) std::memcpy(p + place, mask, mask_bytes);
+  if (!staged) std::memcpy(p + mask_bytes, src, bytes);
+  record_head h{kind, mask != nullptr ? mask_words : 0, root_.epoch + 1, at, bytes, 0, 0};
+  h.payload_checksum = payload_checksum(p, payload, staged ? src : nullptr, bytes, seed(end_));
   h.checksum = head_checksum(h, seed(end_));
   std::memcpy(buf_.data(), &h, sizeof h);
   pwrite_all(fd_, buf_.data(), buf_.size(), end_, path_);
@@ -405,7 +437,41 @@ void epoch_log::append(std::uint64_t at, const std::byte* src, std::uint64_t byt
   crash_point("ooc.log.append");
 }
 
+void epoch_log::read_staged(std::uint64_t at, std::byte* dst, std::uint64_t bytes,
+                            const std::string& rec) const {
+  const std::string what = rec + " names bytes [" + std::to_string(at) + ", " +
+                           std::to_string(at + bytes) + ") of the staging file " + staging_path_;
+  if (staging_fd_ < 0) {
+    staging_fd_ = ::open(staging_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (staging_fd_ < 0 && (errno == ENOENT || errno == ELOOP)) {
+      corrupt(what + ", which is missing (or not a file)");
+    }
+    if (staging_fd_ < 0) {
+      throw_error(errc::io,
+                  "cannot open the staging file " + staging_path_ + ": " + sys_reason(errno));
+    }
+    struct stat st {};
+    if (::fstat(staging_fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(std::exchange(staging_fd_, -1));
+      corrupt(what + ", which is not a regular file");
+    }
+  }
+  std::size_t got = 0;
+  pread_all(staging_fd_, dst, bytes, at, staging_path_, got);
+  if (got != bytes) corrupt(what + ", which holds fewer: it was cut short");
+}
+
 void epoch_log::commit() {
+  if (staged_appended_) {
+    // The staged records' bytes are durable before the commit that makes them the next epoch.
+    if (staging_fd_ < 0) {
+      staging_fd_ = ::open(staging_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    }
+    if (staging_fd_ < 0 || ::fdatasync(staging_fd_) != 0) {
+      throw_error(errc::io, "fdatasync of the staging file " + staging_path_ +
+                                " failed: " + sys_reason(errno));
+    }
+  }
   sync_log("records");
   crash_point("ooc.log.written");
   write_root({root_.seq + 1, root_.epoch + 1, kCommitted, 0, records_, end_, chain_, 0});
@@ -417,7 +483,7 @@ template <class F>
 void epoch_log::walk(F&& f, bool check_payloads) const {
   std::uint64_t pos = records_at_;
   std::uint64_t chain = 0;
-  std::vector<std::byte> payload;
+  std::vector<std::byte> payload, staged_bytes;
   const std::string which = "record ";
   for (std::uint64_t i = 0; i < root_.records; ++i) {
     const std::string rec = which + std::to_string(i) + " of committed epoch " +
@@ -426,21 +492,37 @@ void epoch_log::walk(F&& f, bool check_payloads) const {
     std::size_t got = 0;
     pread_all(fd_, &h, sizeof h, pos, path_, got);
     if (got != sizeof h) corrupt(rec + " is cut short: the log was truncated");
-    if (h.kind != kRecordKind || h.checksum != head_checksum(h, seed(pos)) ||
+    const bool staged = h.kind == kStagedKind && staged_refs_;
+    if ((h.kind != kRecordKind && !staged) || h.checksum != head_checksum(h, seed(pos)) ||
         h.epoch != root_.epoch || h.mask_words > kMaxMaskWords || h.bytes > kMaxRecordBytes ||
         (h.mask_words != 0 && h.mask_words * 32ull * kMaskGranule < h.bytes)) {
       corrupt(rec + " fails its checksum");
     }
+    const std::uint64_t place = staged ? sizeof(std::uint64_t) : 0;
     const std::uint64_t mask_bytes = h.mask_words * 4ull;
-    payload.resize(padded(mask_bytes + h.bytes));
+    payload.resize(padded(place + mask_bytes + (staged ? 0 : h.bytes)));
     pread_all(fd_, payload.data(), payload.size(), pos + sizeof h, path_, got);
     if (got != payload.size()) corrupt(rec + " is cut short: the log was truncated");
+    const std::byte* bytes = payload.data() + place + mask_bytes;
+    if (staged) {
+      std::uint64_t at = 0;
+      std::memcpy(&at, payload.data(), sizeof at);
+      staged_bytes.resize(h.bytes);
+      read_staged(at, staged_bytes.data(), h.bytes, rec);
+      bytes = staged_bytes.data();
+    }
     if (check_payloads &&
-        h.payload_checksum != checksum64(payload.data(), payload.size(), seed(pos))) {
-      corrupt(rec + " has a payload that fails its checksum");
+        h.payload_checksum != payload_checksum(payload.data(), payload.size(),
+                                               staged ? bytes : nullptr, h.bytes, seed(pos))) {
+      corrupt(rec + " has a payload" +
+              (staged ? " (its bytes in the staging file " + staging_path_ + ")" : "") +
+              " that fails its checksum");
     }
     chain = checksum64(&h.checksum, sizeof h.checksum, chain);
-    f(h, payload.data());
+    const auto* mask = h.mask_words != 0
+                           ? reinterpret_cast<const std::uint32_t*>(payload.data() + place)
+                           : nullptr;
+    f(h, mask, bytes);
     pos += sizeof h + payload.size();
   }
   if (pos != root_.end || chain != root_.chain) {
@@ -479,14 +561,14 @@ gpm::ooc::epoch_recovery epoch_log::apply(const epoch_target& data) {
   // appended and committed were checksummed as they were written; checking them again read and
   // checksummed every changed byte twice more.
   const bool checked = !own_records_;
-  if (checked) walk([&](const record_head& h, const std::byte*) { target(h); }, true);
+  if (checked) {
+    walk([&](const record_head& h, const std::uint32_t*, const std::byte*) { target(h); }, true);
+  }
   gpm::ooc::epoch_recovery rep;
   walk(
-      [&](const record_head& h, const std::byte* payload) {
-        const auto* mask =
-            h.mask_words != 0 ? reinterpret_cast<const std::uint32_t*>(payload) : nullptr;
+      [&](const record_head& h, const std::uint32_t* mask, const std::byte* bytes) {
         const auto [file, at] = target(h);
-        file->write_masked(at, payload + h.mask_words * 4ull, h.bytes, mask, h.mask_words);
+        file->write_masked(at, bytes, h.bytes, mask, h.mask_words);
         file->start_writeback(at, h.bytes);  // the datasync below then waits for less
         ++rep.records;
         rep.bytes += h.bytes;
@@ -537,7 +619,9 @@ gpm::ooc::epoch_log_info epoch_log::info() const {
   i.log_bytes = file_bytes();
   if (i.pending) {
     i.records = root_.records;
-    walk([&](const record_head& h, const std::byte*) { i.record_bytes += h.bytes; }, true);
+    walk([&](const record_head& h, const std::uint32_t*,
+             const std::byte*) { i.record_bytes += h.bytes; },
+         true);
   }
   const std::uint64_t committed_end = i.pending ? root_.end : records_at_;
   i.discard_bytes = i.log_bytes > committed_end ? i.log_bytes - committed_end : 0;
@@ -600,7 +684,11 @@ epoch_recovery recover_epoch_log(const std::string& path, std::uint64_t offset) 
     others.push_back(open_range(l.stripes().paths[k]));
     files.push_back(others.back().get());
   }
-  return l.recover(files);
+  const epoch_recovery rep = l.recover(files);
+  // The staging file a crashed mapping left: its lines are in the file or were never committed.
+  // (The range is locked for writing here, so no mapping uses it.)
+  ::unlink(l.staging_path().c_str());
+  return rep;
 }
 
 }  // namespace gpm::ooc

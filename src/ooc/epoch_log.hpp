@@ -12,6 +12,13 @@
 //                 checksum, head checksum} and a payload (mask words, then the bytes; padded to
 //                 8). Checksums are seeded with the log's uuid and the record's position, so a
 //                 stale or transplanted record never validates.
+// Staged records (incompatible feature kStaged, in every log this gpmkit creates): a line that a
+// crash-consistent mapping staged between syncs lies in the staging file beside the log
+// (staging_path()); its record holds the line's place there instead of its bytes (payload: that
+// place, then the mask words), and its payload checksum covers the bytes the staging file holds.
+// commit() fdatasyncs the staging file before the log, and its lines must not change until the
+// epoch is applied (the host cache stages a line again elsewhere meanwhile), so an epoch writes a
+// staged line once more (in place), not twice (log, then in place).
 // A striped range has one log, beside its first file, whose records address the range (lines
 // striped over the files): one commit makes an epoch of every file durable at once.
 // An epoch: append the records, fdatasync, commit (root: epoch + 1, committed, with the record
@@ -68,6 +75,15 @@ class epoch_log {
   // `mask` marks (null: all) changed. Throws io (ENOSPC: the disk is full).
   void append(std::uint64_t at, const std::byte* src, std::uint64_t bytes,
               const std::uint32_t* mask, std::uint32_t mask_words);
+  // The same for bytes that lie at byte `staged_at` of the staging file, as `src` holds them (the
+  // caller read them from there), when stages_by_reference(): the record names their place.
+  void append_staged(std::uint64_t at, const std::byte* src, std::uint64_t bytes,
+                     const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t staged_at);
+  // Whether records may name bytes of the staging file (a log an older gpmkit created takes
+  // copies: append()).
+  bool stages_by_reference() const { return staged_refs_; }
+  // The staging file of the range: the log's path + ".staged".
+  const std::string& staging_path() const { return staging_path_; }
   std::uint64_t pending_records() const { return records_; }
   // Makes the appended records the committed next epoch (the point of no return).
   void commit();
@@ -76,6 +92,8 @@ class epoch_log {
   gpm::ooc::epoch_recovery apply(const epoch_target& data);
 
   std::uint64_t epoch() const { return root_.epoch; }
+  // Whether an epoch is committed and not yet applied (recover() applies it).
+  bool committed() const { return root_.state == format::ooc::kCommitted; }
   // The range's files: the data file alone, or the stripe table's.
   const stripe_set& stripes() const { return stripes_; }
   std::uint64_t bytes_written() const { return bytes_written_; }
@@ -94,17 +112,27 @@ class epoch_log {
   void write_root(const root& r);
   void truncate_records();
   void sync_log(const char* what) const;
+  void add(std::uint32_t kind, std::uint64_t at, const std::byte* src, std::uint64_t bytes,
+           const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t staged_at);
+  // Reads `bytes` at byte `at` of the staging file for record `rec`; corrupt if it is missing or
+  // holds fewer.
+  void read_staged(std::uint64_t at, std::byte* dst, std::uint64_t bytes,
+                   const std::string& rec) const;
   // Walks the committed records of root_, checks each (its head, its place in the log and the
-  // chain of heads; its payload's checksum if `check_payloads`) and calls f(head, payload) on
-  // each; throws corrupt on the first bad one.
+  // chain of heads; its payload's checksum if `check_payloads`) and calls f(head, mask, bytes) on
+  // each (mask null: all bytes changed); throws corrupt on the first bad one.
   template <class F>
   void walk(F&& f, bool check_payloads) const;
   std::uint64_t seed(std::uint64_t pos) const;
   [[noreturn]] void corrupt(const std::string& what) const;
 
-  std::string path_;       // the log
-  std::string data_path_;  // the data file, for messages
-  std::string data_name_;  // its name as the log records it
+  std::string path_;              // the log
+  std::string staging_path_;      // the staging file
+  mutable int staging_fd_ = -1;   // opened when a staged record is appended or read
+  bool staged_refs_ = false;      // kStaged: records may name bytes of the staging file
+  bool staged_appended_ = false;  // the next epoch has staged records (commit syncs the file)
+  std::string data_path_;         // the data file, for messages
+  std::string data_name_;         // its name as the log records it
   std::uint64_t offset_ = 0;
   stripe_set stripes_;
   std::uint64_t records_at_ = gpm::format::ooc::kHeaderPage;  // where the records start

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -176,6 +177,34 @@ backing_file backing_file::temporary(const std::string& dir) {
   return f;
 }
 
+backing_file backing_file::named_scratch(const std::string& path) {
+  backing_file f;
+  f.path_ = path;
+  f.fd_ = ::open(path.c_str(),
+                 O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
+  if (f.fd_ < 0 && errno != ELOOP && errno != EISDIR) {
+    throw_error(errc::io, "cannot create the staging file " + path + ": " + sys_reason(errno));
+  }
+  struct stat st {};
+  if (f.fd_ < 0 || ::fstat(f.fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw_error(errc::invalid_argument,
+                path +
+                    " is a link or not a regular file, where gpmkit keeps the lines a "
+                    "crash-consistent mapping stages between syncs: move it away");
+  }
+  sync_parent_directory(path);
+  return f;
+}
+
+void sync_parent_directory(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // file systems that cannot fsync a directory need not
+    ::close(dfd);
+  }
+}
+
 backing_file::~backing_file() {
   if (direct_fd_ >= 0) ::close(direct_fd_);
   if (fd_ >= 0) ::close(fd_);
@@ -336,7 +365,8 @@ bool backing_file::punch(std::uint64_t at, std::uint64_t bytes) const {
 
 std::uint64_t backing_file::allocated_bytes() const {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
+  if (::fstat(fd_, &st) != 0)
+    throw_error(errc::io, "cannot stat " + path_ + ": " + sys_reason(errno));
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
 }
 

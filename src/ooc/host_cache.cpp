@@ -38,8 +38,12 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
   if (spill_ != nullptr) {
     const std::uint64_t lines = (config.mapping_bytes + config.line_bytes - 1) / config.line_bytes;
     spilled_.assign(lines, false);
+    if (config.staged) {
+      slot_.assign(lines, 0);
+      frozen_.assign(lines, 0);
+    }
     // Sparse: a line staged in runs (mode::write) reads zeros between and after them.
-    spill_->resize(lines * config.line_bytes);
+    spill_->resize((config.staged ? 2 : 1) * lines * config.line_bytes);
   }
 }
 
@@ -101,6 +105,18 @@ std::uint64_t host_cache::stored_bytes(const backing_file& file, std::uint64_t a
 }
 
 bool host_cache::in_spill(std::uint64_t line) const { return !spilled_.empty() && spilled_[line]; }
+
+std::uint64_t host_cache::spill_at(std::uint64_t line) const {
+  return (slot_.empty() ? line : 2 * line + slot_[line]) * config_.line_bytes;
+}
+
+void host_cache::restage(std::uint64_t line) {
+  if (frozen_.empty() || frozen_[line] == 0) return;
+  frozen_[line] = 0;
+  slot_[line] ^= 1;
+  spilled_[line] = false;
+  spill_mask_.erase(line);
+}
 
 bool host_cache::zeros_only(std::uint64_t line) const {
   if (in_spill(line)) return false;
@@ -230,6 +246,7 @@ void host_cache::clean(std::unique_lock<std::mutex>& lock, std::uint32_t e, bool
       run.push_back(it->second);
     }
   }
+  for (const std::uint32_t r : run) restage(entries_[r].line);
   // Fetches may read the bytes being written (a miss on a line written behind need not wait for
   // the run's write); stores, eviction and other writes wait.
   unlocked_io(
@@ -500,7 +517,7 @@ std::pair<const backing_file*, std::uint64_t> host_cache::place(std::uint64_t li
 void host_cache::read_line(std::uint64_t line, bool from_spill, std::byte* dst) {
   const std::uint64_t valid = valid_bytes(line);
   if (from_spill) {
-    spill_->read(line * config_.line_bytes, dst, valid, config_.line_bytes);
+    spill_->read(spill_at(line), dst, valid, config_.line_bytes);
     counters_.spill_bytes_read += valid;
     std::memset(dst + valid, 0, config_.line_bytes - valid);
   } else if (!files_.empty()) {
@@ -573,10 +590,10 @@ void host_cache::write_entry(const entry& x, const std::byte* src) {
   const std::uint64_t valid = valid_bytes(x.line);
   const std::uint32_t* mask = config_.mode == mode::write && !x.whole ? x.mask.data() : nullptr;
   if (config_.mode == mode::volatile_data || config_.staged) {
-    // The spill file holds line l at l * line_bytes; a masked line's runs land over the runs an
+    // The spill file holds line l at spill_at(l); a masked line's runs land over the runs an
     // earlier spill of it left there, and the line's spill mask (note_spilled) gathers them all.
     counters_.spill_bytes_written +=
-        spill_->write_masked(x.line * config_.line_bytes, src, valid, mask, mask_words_);
+        spill_->write_masked(spill_at(x.line), src, valid, mask, mask_words_);
     crash_point("ooc.spill");
     return;
   }
@@ -588,8 +605,10 @@ void host_cache::write_entry(const entry& x, const std::byte* src) {
 void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink emit, void* ctx) {
   std::unique_lock lock(m_);
   last = std::min<std::uint64_t>(last, spilled_.size() - 1);
-  // The dirty entries of the range, pinned so that read-ahead cannot take them meanwhile.
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> dirty;
+  // The dirty entries of the range, pinned until the epoch ends: neither read-ahead nor a miss
+  // may take one and stage it over a copy the epoch's records name.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>>& dirty = epoch_pins_;
+  dirty.clear();
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     entry& x = entries_[e];
     if (!x.dirty || x.line < first || x.line > last) continue;
@@ -599,20 +618,16 @@ void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink e
     dirty.emplace_back(x.line, e);
   }
   std::sort(dirty.begin(), dirty.end());
-  std::vector<std::uint64_t> staged;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> staged;  // line, where its copy is
   for (std::uint64_t l = first; l <= last; ++l) {
-    if (spilled_[l]) staged.push_back(l);
+    if (spilled_[l]) staged.emplace_back(l, spill_at(l));
   }
   lock.unlock();
-  auto unpin_all = [&] {
-    std::lock_guard relock(m_);
-    for (const auto& d : dirty) --entries_[d.second].pins;
-    cv_.notify_all();
-  };
+  std::vector<std::uint64_t> named;  // the staged copies emitted
   try {
     std::vector<std::byte> buf(config_.line_bytes);
     auto next = dirty.begin();
-    for (const std::uint64_t l : staged) {
+    for (const auto& [l, at] : staged) {
       for (; next != dirty.end() && next->first < l; ++next) emit_entry(*next, emit, ctx);
       const std::uint64_t valid = valid_bytes(l);
       const entry* resident =
@@ -621,19 +636,33 @@ void host_cache::log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink e
       const bool superseded =
           resident != nullptr && (config_.mode != mode::write || resident->whole);
       if (!superseded) {
-        spill_->read(l * config_.line_bytes, buf.data(), valid, config_.line_bytes);
+        spill_->read(at, buf.data(), valid, config_.line_bytes);
         counters_.spill_bytes_read += valid;
         const auto it = spill_mask_.find(l);
         emit(ctx, l, buf.data(), valid, it == spill_mask_.end() ? nullptr : it->second.data(),
-             mask_words_);
+             mask_words_, at);
+        named.push_back(l);
       }
     }
     for (; next != dirty.end(); ++next) emit_entry(*next, emit, ctx);
   } catch (...) {
-    unpin_all();
+    release_epoch(false);
     throw;
   }
-  unpin_all();
+  lock.lock();
+  for (const std::uint64_t l : named) frozen_[l] = 1;
+}
+
+void host_cache::end_epoch(bool unfreeze) {
+  for (const auto& d : epoch_pins_) --entries_[d.second].pins;
+  epoch_pins_.clear();
+  if (unfreeze) std::fill(frozen_.begin(), frozen_.end(), 0);
+  cv_.notify_all();
+}
+
+void host_cache::release_epoch(bool committed) {
+  std::lock_guard lock(m_);
+  end_epoch(!committed);
 }
 
 void host_cache::emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, epoch_sink emit,
@@ -641,7 +670,7 @@ void host_cache::emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, ep
   const entry& x = entries_[d.second];
   const bool masked = config_.mode == mode::write && !x.whole;
   emit(ctx, d.first, data(d.second), valid_bytes(d.first), masked ? x.mask.data() : nullptr,
-       mask_words_);
+       mask_words_, kNotStaged);
 }
 
 void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
@@ -652,6 +681,7 @@ void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
     x.whole = false;
     std::fill(x.mask.begin(), x.mask.end(), 0u);
   }
+  end_epoch(true);
   if (spilled_.empty()) return;  // nothing is staged without a spill file
   last = std::min<std::uint64_t>(last, spilled_.size() - 1);
   // The staged copies are in the file now: their blocks of the staging file are given back, so
@@ -672,7 +702,9 @@ void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
     if (punch) {
       ++run;
     } else if (run != 0) {
-      spill_->punch((l - run) * config_.line_bytes, run * config_.line_bytes);
+      // Both slots of each line (staged caches have two, side by side).
+      const std::uint64_t slots = slot_.empty() ? 1 : 2;
+      spill_->punch(slots * (l - run) * config_.line_bytes, slots * run * config_.line_bytes);
       run = 0;
     }
   }

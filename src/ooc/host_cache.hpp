@@ -167,18 +167,29 @@ class host_cache {
            !behind_off_.load(std::memory_order_relaxed);
   }
 
-  // Staged caches: calls emit(line, bytes, valid, mask, mask_words) for every change of lines
-  // [first, last] since the last epoch, lines in ascending order and, for a line, older changes
-  // first (its staged copy, then its dirty entry); mask null: the line's `valid` bytes all
-  // changed. Changes nothing; the caller must keep kernels and other syncs away meanwhile. Throws
-  // gpm::error (io) if a staged line cannot be read, or what emit throws.
+  // Staged caches: calls emit(line, bytes, valid, mask, mask_words, staged_at) for every change
+  // of lines [first, last] since the last epoch, lines in ascending order and, for a line, older
+  // changes first (its staged copy, which lies at byte staged_at of the spill file, then its
+  // dirty entry, staged_at kNotStaged); mask null: the line's `valid` bytes all changed. The
+  // caller must keep kernels and other syncs away until it ends the epoch (finish_epoch or
+  // release_epoch). Until then the range's dirty entries stay pinned, and the staged copies
+  // emitted stay where they are: a line staged again before its epoch is in the file goes to its
+  // other slot of the spill file (each line has two), so that the committed epoch's records may
+  // name their bytes there. Throws gpm::error (io) if a staged line cannot be read, or what emit
+  // throws (the epoch then ends as release_epoch(false)).
+  static constexpr std::uint64_t kNotStaged = ~0ull;
   using epoch_sink = void (*)(void* ctx, std::uint64_t line, const std::byte* bytes,
                               std::uint64_t valid, const std::uint32_t* mask,
-                              std::uint32_t mask_words);
+                              std::uint32_t mask_words, std::uint64_t staged_at);
   void log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink emit, void* ctx);
   // Staged caches: the changes log_epoch emitted are in the file now: lines [first, last] are
   // clean and read from the file again.
   void finish_epoch(std::uint64_t first, std::uint64_t last);
+  // Staged caches: ends the epoch log_epoch began without its changes reaching the file.
+  // `committed`: its log committed it (it is durable there and is applied later), so the staged
+  // copies it names stay where they are until the line is staged again; otherwise nothing holds
+  // them and staging a line again goes over its copy, as between epochs.
+  void release_epoch(bool committed);
 
   const host_cache_counters& counters() const { return counters_; }
 
@@ -253,6 +264,14 @@ class host_cache {
   void emit_entry(const std::pair<std::uint64_t, std::uint32_t>& d, epoch_sink emit,
                   void* ctx) const;
   bool in_spill(std::uint64_t line) const;
+  // Where the spill file holds `line`: at line * line_bytes, or, staged, in its slot (slot_).
+  std::uint64_t spill_at(std::uint64_t line) const;
+  // Under the lock, before a line is staged: a copy an epoch's records name stays, the line goes
+  // to its other slot (and starts there with nothing staged).
+  void restage(std::uint64_t line);
+  // Under the lock: unpins log_epoch's entries; `unfreeze`: no epoch's records name a staged copy
+  // any more.
+  void end_epoch(bool unfreeze);
   // Whether `line`, absent from the cache, can only be zeros: not in the spill file, and scratch
   // data or past what its file held (lock held).
   bool zeros_only(std::uint64_t line) const;
@@ -290,6 +309,14 @@ class host_cache {
   // Guarded by m_ like the entries.
   std::vector<bool> spilled_;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> spill_mask_;
+  // Staged caches, per line: which of its two slots of the spill file holds its staged copy, and
+  // whether an epoch's records name that copy (log_epoch), so that staging it again must go to
+  // the other slot. Bytes, not bits: write_entry reads a line's slot without the lock while
+  // others change under it. Guarded by m_.
+  std::vector<std::uint8_t> slot_;
+  std::vector<std::uint8_t> frozen_;
+  // The dirty entries log_epoch pinned (line, entry), until the epoch ends.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> epoch_pins_;
   std::uint64_t hand_ = 0;
   std::uint64_t allocated_ = 0;  // entries with memory: whole segments, at most cap_
   std::uint64_t cap_;            // config_.lines, or what was pinned when pinning more failed
@@ -297,11 +324,11 @@ class host_cache {
   // write_behind: of the lines it wrote (counters_.write_behind_lines), those stored again
   // afterwards (under m_).
   std::uint64_t behind_rewritten_ = 0;
-  std::atomic<bool> behind_off_{false};              // stopped (too many rewrites)
-  std::atomic<std::uint64_t> stores_unseen_{0};      // stores since write_behind found nothing
-  bool growing_ = false;         // a thread is pinning a segment
-  bool grow_first_ = false;      // lines are read again: grow before evicting
-  std::vector<bool> evicted_;    // per line of the mapping: it left the cache once
+  std::atomic<bool> behind_off_{false};          // stopped (too many rewrites)
+  std::atomic<std::uint64_t> stores_unseen_{0};  // stores since write_behind found nothing
+  bool growing_ = false;                         // a thread is pinning a segment
+  bool grow_first_ = false;                      // lines are read again: grow before evicting
+  std::vector<bool> evicted_;                    // per line of the mapping: it left the cache once
   host_cache_counters counters_;
 };
 

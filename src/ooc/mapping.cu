@@ -11,6 +11,8 @@
 #include <mutex>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gpm/ooc/detail/file.hpp>
 #include <gpm/platform/detail/file_path.hpp>
 #include <gpm/platform/elapsed.hpp>
@@ -112,8 +114,10 @@ struct live_state {
     for (const auto& f : files) t.push_back(f.get());
     return t;
   }
-  std::unique_ptr<epoch_log> log;                    // crash-consistent mappings
-  std::unique_ptr<backing_file> spill;               // volatile data, crash-consistent staging
+  std::unique_ptr<epoch_log> log;  // crash-consistent mappings
+  // volatile data (unlinked); crash-consistent staging (the log's staging file, which a committed
+  // epoch may name: removed at unmap unless one is left to apply)
+  std::unique_ptr<backing_file> spill;
   // The GPU cache, its metadata and the request queue's GPU side in one allocation (one
   // cudaMalloc and one cudaFree a mapping, one memset for the arrays that start as zeros): the
   // arrays of the kernels' view (cache_view) point into it; allocate_gpu_cache lays it out.
@@ -127,6 +131,11 @@ struct live_state {
   cache_view view;
   std::uint64_t syncs = 0;
   std::uint64_t epochs = 0;
+
+  ~live_state() {
+    io.reset();  // nothing stages once the I/O threads are gone
+    if (log && spill && !log->committed()) ::unlink(log->staging_path().c_str());
+  }
 };
 
 struct mapping::impl {
@@ -496,7 +505,11 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
       const stripe_set files{paths, options.line_bytes};
       auto log = std::make_unique<epoch_log>(first, offset, &files);
       m.recovery = log->recover(s->targets());
-      if (options.crash_consistent) s->log = std::move(log);
+      if (options.crash_consistent) {
+        s->log = std::move(log);
+      } else {
+        ::unlink(log->staging_path().c_str());  // what a crashed mapping staged: applied or void
+      }
     }
   } else if (has_log) {
     const epoch_log_info info = inspect_epoch_log(first, offset);
@@ -509,7 +522,10 @@ mapping::mapping(const std::vector<std::string>& paths, std::uint64_t size, std:
   }
   size_caches(m, free_bytes);
   // Resident volatile data never leaves the GPU: it needs no spill file.
-  if ((md == mode::volatile_data && !m.resident) || options.crash_consistent) {
+  if (options.crash_consistent) {
+    // After recovery, which may have read a committed epoch's lines from the staging file.
+    s->spill = std::make_unique<backing_file>(backing_file::named_scratch(s->log->staging_path()));
+  } else if (md == mode::volatile_data && !m.resident) {
     s->spill =
         std::make_unique<backing_file>(backing_file::temporary(spill_directory(first, options)));
   }
@@ -618,17 +634,33 @@ void commit_epoch(live_state& s, std::uint64_t lb, std::uint64_t first, std::uin
     epoch_log* log;
     std::uint64_t line_bytes;
   } k{s.log.get(), lb};
+  // A staged line's record names its place in the staging file (a log of an older gpmkit takes a
+  // copy), which the host cache then keeps until the epoch is in the file.
   s.cache->log_epoch(
       first, last,
       [](void* ctx, std::uint64_t line, const std::byte* bytes, std::uint64_t valid,
-         const std::uint32_t* mask, std::uint32_t mask_words) {
+         const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t staged_at) {
         const auto* c = static_cast<sink*>(ctx);
-        c->log->append(line * c->line_bytes, bytes, valid, mask, mask_words);
+        if (staged_at != host_cache::kNotStaged && c->log->stages_by_reference()) {
+          c->log->append_staged(line * c->line_bytes, bytes, valid, mask, mask_words, staged_at);
+        } else {
+          c->log->append(line * c->line_bytes, bytes, valid, mask, mask_words);
+        }
       },
       &k);
-  if (s.log->pending_records() == 0) return;  // nothing changed: no epoch
-  s.log->commit();
-  s.log->apply(data);
+  bool committed = false;
+  try {
+    if (s.log->pending_records() == 0) {  // nothing changed: no epoch
+      s.cache->release_epoch(false);
+      return;
+    }
+    s.log->commit();
+    committed = true;
+    s.log->apply(data);
+  } catch (...) {
+    s.cache->release_epoch(committed);
+    throw;
+  }
   s.cache->finish_epoch(first, last);
   ++s.epochs;
 }

@@ -50,9 +50,9 @@ struct staged_cache {
         path(make_file(dirs, lines * kLineBytes)),
         data(path, lines * kLineBytes, 0, true, false, false),
         spill(backing_file::temporary(dirs.pm_dir())),
-        cache(host_cache_config{gpm::ooc::mode::write, kLineBytes, lines * kLineBytes, entries,
-                                true},
-              {&data}, &spill) {
+        cache(
+            host_cache_config{gpm::ooc::mode::write, kLineBytes, lines * kLineBytes, entries, true},
+            {&data}, &spill) {
     std::ifstream in(path, std::ios::binary);
     file.resize(lines * kLineBytes);
     in.read(reinterpret_cast<char*>(file.data()), static_cast<std::streamsize>(file.size()));
@@ -80,15 +80,14 @@ struct staged_cache {
     cache.log_epoch(
         0, lines - 1,
         [](void* ctx, std::uint64_t line, const std::byte* bytes, std::uint64_t valid,
-           const std::uint32_t* mask, std::uint32_t mask_words) {
+           const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t) {
           std::byte* dst = static_cast<staged_cache*>(ctx)->file.data() + line * kLineBytes;
           if (mask == nullptr) {
             std::memcpy(dst, bytes, valid);
             return;
           }
           for_each_run(mask, mask_words, [&](std::uint32_t b, std::uint32_t end) {
-            std::memcpy(dst + b * kMaskGranule, bytes + b * kMaskGranule,
-                        (end - b) * kMaskGranule);
+            std::memcpy(dst + b * kMaskGranule, bytes + b * kMaskGranule, (end - b) * kMaskGranule);
           });
         },
         this);
@@ -135,9 +134,7 @@ struct growing_cache {
       cache.unpin(e);
     }
   }
-  std::uint64_t lines_read() const {
-    return cache.counters().file_bytes_read.load() / kLineBytes;
-  }
+  std::uint64_t lines_read() const { return cache.counters().file_bytes_read.load() / kLineBytes; }
 
   static constexpr std::uint64_t kLines = 64;
   gpm::test::scratch_dirs dirs{"ooc-host-cache"};
@@ -243,8 +240,8 @@ struct behind_cache {
   explicit behind_cache(gpm::ooc::mode m = gpm::ooc::mode::read_write, bool on = true)
       : path(make_file(dirs, kLines * kLineBytes)),
         data(path, kLines * kLineBytes, 0, true, false, false),
-        cache(host_cache_config{m, kLineBytes, kLines * kLineBytes, kCap, false,
-                                kCap * kLineBytes, true, on},
+        cache(host_cache_config{m, kLineBytes, kLines * kLineBytes, kCap, false, kCap * kLineBytes,
+                                true, on},
               {&data}, nullptr) {}
 
   static unsigned char stored(std::uint64_t line, std::uint64_t i, unsigned round) {
@@ -493,6 +490,92 @@ TEST(OocHostCache, EpochRecordsHoldExactlyTheBytesStoredAcrossSpills) {
     ASSERT_EQ(c.first_difference(), "") << "epoch " << epoch;
   }
   EXPECT_GT(c.cache.counters().spill_bytes_written.load(), 0u);
+}
+
+// A committed epoch's records may name staged copies by their place in the spill file: until the
+// epoch is in the file (here: a sync whose write-back failed after the commit), a line staged
+// again goes to its other slot, never over the copy the epoch names, and starts there with
+// nothing staged; the next epoch then carries only what was stored since.
+TEST(OocHostCache, AStagedCopyAnEpochNamesStaysUntilTheEpochIsInTheFile) {
+  staged_cache c(8, 2);
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line, line + 1, 100 + line);
+  struct named {
+    std::uint64_t line, at;
+    std::vector<std::byte> bytes;
+    std::vector<std::uint32_t> mask;
+  };
+  std::vector<named> records;  // the staged copies the first epoch names
+  std::vector<std::byte> first = c.file;
+  struct ctx {
+    std::vector<named>* records;
+    std::vector<std::byte>* file;
+  } x{&records, &first};
+  c.cache.log_epoch(
+      0, 7,
+      [](void* p, std::uint64_t line, const std::byte* bytes, std::uint64_t valid,
+         const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t staged_at) {
+        auto* k = static_cast<ctx*>(p);
+        ASSERT_NE(mask, nullptr) << "no store wrote a whole line";
+        std::byte* dst = k->file->data() + line * kLineBytes;
+        for_each_run(mask, mask_words, [&](std::uint32_t b, std::uint32_t end) {
+          std::memcpy(dst + b * kMaskGranule, bytes + b * kMaskGranule, (end - b) * kMaskGranule);
+        });
+        if (staged_at == host_cache::kNotStaged) return;
+        k->records->push_back({line, staged_at, {bytes, bytes + valid}, {mask, mask + mask_words}});
+      },
+      &x);
+  c.cache.release_epoch(true);
+  ASSERT_GE(records.size(), 4u) << "2 entries for 8 lines: most lines were staged";
+  // Stored again (over the granules the epoch holds, and others), and staged again as the 2
+  // entries cycle.
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line, line + 1, 200 + line);
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line, line + 30, 300 + line);
+  std::vector<std::byte> now(kLineBytes);
+  for (const named& r : records) {
+    c.spill.read(r.at, now.data(), kLineBytes, kLineBytes);
+    for_each_run(r.mask.data(), kMaskWords, [&](std::uint32_t b, std::uint32_t end) {
+      EXPECT_EQ(std::memcmp(now.data() + b * kMaskGranule, r.bytes.data() + b * kMaskGranule,
+                            (end - b) * kMaskGranule),
+                0)
+          << "line " << r.line << "'s copy named by the committed epoch changed";
+    });
+  }
+  // The first epoch reaches the file (as recovery would write it), then the next one.
+  c.file = first;
+  c.commit();
+  EXPECT_EQ(c.first_difference(), "");
+}
+
+// An epoch given up before its commit (its log could not be made durable) names nothing: a line
+// staged again goes over its copy, merging with it, and the next epoch carries both stores.
+TEST(OocHostCache, AnEpochGivenUpLeavesItsStagedCopiesToBeStagedOver) {
+  staged_cache c(8, 2);
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line, line + 1, 100 + line);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> named;  // line, staged_at
+  c.cache.log_epoch(
+      0, 7,
+      [](void* p, std::uint64_t line, const std::byte*, std::uint64_t, const std::uint32_t*,
+         std::uint32_t, std::uint64_t staged_at) {
+        if (staged_at == host_cache::kNotStaged) return;
+        static_cast<std::vector<std::pair<std::uint64_t, std::uint64_t>>*>(p)->emplace_back(
+            line, staged_at);
+      },
+      &named);
+  c.cache.release_epoch(false);
+  ASSERT_GE(named.size(), 4u);
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line, line + 1, 200 + line);
+  for (std::uint64_t line = 0; line < 8; ++line) c.store(line, line + 30, 300 + line);
+  std::vector<std::byte> now(kLineBytes);
+  int staged_over = 0;
+  for (const auto& [line, at] : named) {
+    c.spill.read(at, now.data(), kLineBytes, kLineBytes);
+    std::uint32_t v = 0;
+    std::memcpy(&v, now.data() + (line + 30) * kMaskGranule, 4);
+    staged_over += v == 300 + line;
+  }
+  EXPECT_GT(staged_over, 0) << "no line was staged again in its place";
+  c.commit();
+  EXPECT_EQ(c.first_difference(), "");
 }
 
 // The I/O threads evict into the spill file at once. Before the spill masks were kept under the

@@ -324,10 +324,13 @@ TEST(OocCrash, RecoveryIsIdempotent) {
                              committed.crash_point + ")";
     auto r = gpm::test::run_child("ooc_epochs", args_for(dirs, path, seed), committed);
     ASSERT_TRUE(r.killed) << what << ": " << r.describe();
-    // The same file and log in the other directory (the log names the file, not its directory).
+    // The same file, log and staging file (whose lines the log's records may name) in the other
+    // directory (the log names the file, not its directory).
     const std::string copy = dirs.snapshot_dir() + "/data.bin";
     fs::copy_file(path, copy);
     fs::copy_file(gpm::ooc::epoch_log_path(path), gpm::ooc::epoch_log_path(copy));
+    const std::string staging = gpm::ooc::epoch_log_path(path) + ".staged";
+    if (fs::exists(staging)) fs::copy_file(staging, gpm::ooc::epoch_log_path(copy) + ".staged");
     const point& p = points[t % std::size(points)];
     const std::string at = std::string(p.name) + ":" + std::to_string(1 + rng() % p.reached);
     r = gpm::test::run_child("ooc_recover", args_for(dirs, copy, seed), gpm::test::kill_at(at));

@@ -286,8 +286,8 @@ class runner {
       m.sync();
       const gpm::ooc::mapping_stats x = m.stats();
       // The disk's whole work, as the chunked pipeline counts its scratch files: the mapped
-      // files, the spill (staging) file and the epoch log, which lie in the same directory
-      // (o.spill_dir, the file's), and the epochs' writes in place.
+      // files, the spill file (o.spill_dir) or the staging file and the epoch log (beside the
+      // file), all in the same directory, and the epochs' writes in place.
       t.disk_read += x.file_bytes_read + x.spill_bytes_read;
       t.disk_written +=
           x.file_bytes_written + x.spill_bytes_written + x.log_bytes_written + x.log_bytes_applied;

@@ -44,6 +44,10 @@ void for_each_run(const std::uint32_t* mask, std::uint32_t words, F&& f) {
   }
 }
 
+// fsyncs the directory that holds `path`, so that a name made or renamed there is durable (best
+// effort: some file systems cannot fsync a directory).
+void sync_parent_directory(const std::string& path);
+
 class backing_file {
  public:
   // Opens bytes [offset, offset + size) of `path`, for writing or reading only. `create` makes the
@@ -53,6 +57,10 @@ class backing_file {
                bool create, bool direct_io);
   // A private, already unlinked file in `dir` for data that must never outlive the process.
   static backing_file temporary(const std::string& dir);
+  // The file at `path`, created or emptied, for data that must survive a crash (a crash-consistent
+  // mapping's staging file, which a committed epoch's records may name); its name is durable when
+  // this returns. Throws io, or invalid_argument if `path` is a link or not a regular file.
+  static backing_file named_scratch(const std::string& path);
   ~backing_file();
   backing_file(backing_file&& o) noexcept;
   backing_file& operator=(backing_file&&) = delete;
