@@ -190,6 +190,7 @@ epoch_log::epoch_log(epoch_log&& o) noexcept
       uuid_seed_(o.uuid_seed_),
       root_(o.root_),
       end_(o.end_),
+      writeback_from_(o.writeback_from_),
       records_(o.records_),
       chain_(o.chain_),
       bytes_written_(o.bytes_written_),
@@ -321,7 +322,7 @@ void epoch_log::open_existing(bool writable) {
     }
   }
   if (!found) corrupt("neither root record is valid");
-  end_ = records_at_;
+  end_ = writeback_from_ = records_at_;
 }
 
 void epoch_log::read_stripe_table() {
@@ -384,6 +385,7 @@ void epoch_log::truncate_records() {
   }
   sync_log("emptied");
   end_ = records_at_;
+  writeback_from_ = records_at_;
   records_ = 0;
   chain_ = 0;
   staged_appended_ = false;
@@ -427,11 +429,17 @@ void epoch_log::add(std::uint32_t kind, std::uint64_t at, const std::byte* src, 
   h.checksum = head_checksum(h, seed(end_));
   std::memcpy(buf_.data(), &h, sizeof h);
   pwrite_all(fd_, buf_.data(), buf_.size(), end_, path_);
-  // Write-behind: the disk writes the records while the next ones are made, and commit()'s
-  // fdatasync waits for less.
-  start_writeback(fd_, end_, buf_.size());
   chain_ = checksum64(&h.checksum, sizeof h.checksum, chain_);
   end_ += buf_.size();
+  // Write-behind: the disk writes the records while the next ones are made, and commit()'s
+  // fdatasync waits for less. In whole pages, a step at a time: a record appended to a page
+  // under writeback waits for it, and a staged line's record is 56 bytes (started record by
+  // record, they made a sync on the host emulator slower than copying the lines into the log).
+  const std::uint64_t full = end_ / kHeaderPage * kHeaderPage;
+  if (full >= writeback_from_ + kWritebackStep) {
+    start_writeback(fd_, writeback_from_, full - writeback_from_);
+    writeback_from_ = full;
+  }
   bytes_written_ += buf_.size();
   ++records_;
   crash_point("ooc.log.append");

@@ -143,6 +143,8 @@ class epoch_log {
   root root_{};
   // The next epoch being appended.
   std::uint64_t end_ = 0;
+  std::uint64_t writeback_from_ = 0;  // the records before it are on their way to the disk
+  static constexpr std::uint64_t kWritebackStep = 1 << 20;
   std::uint64_t records_ = 0;
   std::uint64_t chain_ = 0;
   std::uint64_t bytes_written_ = 0;

@@ -592,8 +592,11 @@ void host_cache::write_entry(const entry& x, const std::byte* src) {
   if (config_.mode == mode::volatile_data || config_.staged) {
     // The spill file holds line l at spill_at(l); a masked line's runs land over the runs an
     // earlier spill of it left there, and the line's spill mask (note_spilled) gathers them all.
-    counters_.spill_bytes_written +=
-        spill_->write_masked(spill_at(x.line), src, valid, mask, mask_words_);
+    const std::uint64_t at = spill_at(x.line);
+    counters_.spill_bytes_written += spill_->write_masked(at, src, valid, mask, mask_words_);
+    // A staged copy goes to the disk now, while kernels run: the epoch that names it fdatasyncs
+    // the staging file, and finds less to wait for.
+    if (config_.staged) spill_->start_writeback(at, valid);
     crash_point("ooc.spill");
     return;
   }
