@@ -43,8 +43,14 @@ host_cache::host_cache(const host_cache_config& config, std::vector<const backin
       frozen_.assign(lines, 0);
     }
     // Sparse: a line staged in runs (mode::write) reads zeros between and after them.
-    spill_->resize((config.staged ? 2 : 1) * lines * config.line_bytes);
+    spill_->resize((config.staged ? 2 : 1) * lines * config.line_bytes);  // staged: two halves
   }
+}
+
+host_cache::~host_cache() { join_trimmer(); }
+
+void host_cache::join_trimmer() {
+  if (trimmer_.joinable()) trimmer_.join();
 }
 
 std::byte* host_cache::data(std::uint32_t e) const {
@@ -107,11 +113,14 @@ std::uint64_t host_cache::stored_bytes(const backing_file& file, std::uint64_t a
 bool host_cache::in_spill(std::uint64_t line) const { return !spilled_.empty() && spilled_[line]; }
 
 std::uint64_t host_cache::spill_at(std::uint64_t line) const {
-  return (slot_.empty() ? line : 2 * line + slot_[line]) * config_.line_bytes;
+  // Staged: slot s of every line in the file's half s, so that a run of lines in one slot is
+  // one range of the file.
+  return (slot_.empty() ? line : slot_[line] * spilled_.size() + line) * config_.line_bytes;
 }
 
 void host_cache::restage(std::uint64_t line) {
   if (frozen_.empty() || frozen_[line] == 0) return;
+  join_trimmer();  // the other slot may be being given back
   frozen_[line] = 0;
   slot_[line] ^= 1;
   spilled_[line] = false;
@@ -685,32 +694,37 @@ void host_cache::finish_epoch(std::uint64_t first, std::uint64_t last) {
     std::fill(x.mask.begin(), x.mask.end(), 0u);
   }
   end_epoch(true);
-  if (spilled_.empty()) return;  // nothing is staged without a spill file
+  if (slot_.empty()) return;  // nothing is staged without a staging file
   last = std::min<std::uint64_t>(last, spilled_.size() - 1);
   // The staged copies are in the file now: their blocks of the staging file are given back, so
-  // that it holds what was staged since the last epoch, not every line ever staged. Not a line
-  // whose entry is under I/O: an I/O thread may be reading its staged copy, having chosen the
-  // staging file before this epoch, or writing it there.
+  // that it holds what was staged since the last epoch, not every line ever staged, and the lines
+  // stage into their other slots from now on. Not a line whose entry is under I/O: an I/O thread
+  // may be reading its staged copy, having chosen the staging file before this epoch, or writing
+  // it there.
+  join_trimmer();  // the slots the last epoch gave back are free again
   const auto under_io = [&](std::uint64_t l) {
     const auto it = index_.find(l);
     return it != index_.end() && in_io(entries_[it->second]);
   };
-  std::uint64_t run = 0;  // punchable lines ending at l - 1
-  for (std::uint64_t l = first; l <= last + 1; ++l) {
-    const bool punch = l <= last && spilled_[l] && !under_io(l);
-    if (l <= last && spilled_[l]) {
-      spilled_[l] = false;
-      spill_mask_.erase(l);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;  // (byte, bytes) to punch
+  for (std::uint64_t l = first; l <= last; ++l) {
+    if (!spilled_[l]) continue;
+    spilled_[l] = false;
+    spill_mask_.erase(l);
+    if (under_io(l)) continue;
+    const std::uint64_t at = spill_at(l);
+    if (!runs.empty() && runs.back().first + runs.back().second == at) {
+      runs.back().second += config_.line_bytes;
+    } else {
+      runs.emplace_back(at, config_.line_bytes);
     }
-    if (punch) {
-      ++run;
-    } else if (run != 0) {
-      // Both slots of each line (staged caches have two, side by side).
-      const std::uint64_t slots = slot_.empty() ? 1 : 2;
-      spill_->punch(slots * (l - run) * config_.line_bytes, slots * run * config_.line_bytes);
-      run = 0;
-    }
+    slot_[l] ^= 1;
   }
+  if (runs.empty()) return;
+  const backing_file* spill = spill_;
+  trimmer_ = std::thread([spill, runs = std::move(runs)] {
+    for (const auto& [at, bytes] : runs) spill->punch(at, bytes);
+  });
 }
 
 }  // namespace gpm::detail::ooc

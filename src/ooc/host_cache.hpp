@@ -24,6 +24,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -92,6 +93,9 @@ class host_cache {
   // (out_of_memory) if pin_at_start and the first segment cannot be pinned.
   host_cache(const host_cache_config& config, std::vector<const backing_file*> files,
              const backing_file* spill);
+  ~host_cache();
+  host_cache(const host_cache&) = delete;
+  host_cache& operator=(const host_cache&) = delete;
 
   // Pins the entry of `line`, making room (writing a dirty entry back if it must) and, for
   // purpose::fetch, filling it; for purpose::store the entry stays busy (no other thread uses its
@@ -183,7 +187,8 @@ class host_cache {
                               std::uint32_t mask_words, std::uint64_t staged_at);
   void log_epoch(std::uint64_t first, std::uint64_t last, epoch_sink emit, void* ctx);
   // Staged caches: the changes log_epoch emitted are in the file now: lines [first, last] are
-  // clean and read from the file again.
+  // clean and read from the file again. Their staged copies' blocks are given back by a thread of
+  // their own, off the sync's path (see trimmer_).
   void finish_epoch(std::uint64_t first, std::uint64_t last);
   // Staged caches: ends the epoch log_epoch began without its changes reaching the file.
   // `committed`: its log committed it (it is durable there and is applied later), so the staged
@@ -315,6 +320,12 @@ class host_cache {
   // others change under it. Guarded by m_.
   std::vector<std::uint8_t> slot_;
   std::vector<std::uint8_t> frozen_;
+  // Staged caches: gives back the blocks of the slots an epoch's lines were staged in, while the
+  // lines stage into their other slots (finish_epoch flips them). Punching a staging file's
+  // written-back blocks took 0.2 s of a 0.4 s sync on the host emulator. Joined before a slot is
+  // flipped again (so nothing is staged into a slot being punched) and at destruction.
+  std::thread trimmer_;
+  void join_trimmer();
   // The dirty entries log_epoch pinned (line, entry), until the epoch ends.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> epoch_pins_;
   std::uint64_t hand_ = 0;
