@@ -613,6 +613,7 @@ gpm::ooc::epoch_recovery epoch_log::recover(const epoch_target& data) {
 gpm::ooc::epoch_log_info epoch_log::info() const {
   gpm::ooc::epoch_log_info i;
   i.log_path = path_;
+  i.staging_path = staging_path_;
   i.exists = true;
   i.data_file = data_name_;
   i.offset = offset_;
@@ -627,9 +628,12 @@ gpm::ooc::epoch_log_info epoch_log::info() const {
   i.log_bytes = file_bytes();
   if (i.pending) {
     i.records = root_.records;
-    walk([&](const record_head& h, const std::uint32_t*,
-             const std::byte*) { i.record_bytes += h.bytes; },
-         true);
+    walk(
+        [&](const record_head& h, const std::uint32_t*, const std::byte*) {
+          i.record_bytes += h.bytes;
+          i.staged_records += h.kind == kStagedKind;
+        },
+        true);
   }
   const std::uint64_t committed_end = i.pending ? root_.end : records_at_;
   i.discard_bytes = i.log_bytes > committed_end ? i.log_bytes - committed_end : 0;

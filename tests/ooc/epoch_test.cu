@@ -276,6 +276,10 @@ TEST(OocEpoch, MappingFinishesACommittedEpoch) {
   EXPECT_EQ(info.epoch, 1u);
   EXPECT_GE(info.records, 1u);
   EXPECT_EQ(info.record_bytes, lines(kChildLines));
+  // 16 lines through 6 host lines: most were staged, and their records name them there.
+  EXPECT_GE(info.staged_records, 8u);
+  EXPECT_LE(info.staged_records, info.records);
+  EXPECT_EQ(info.staging_path, gpm::ooc::epoch_log_path(c.path) + ".staged");
   mapping m(c.path, lines(kChildLines), 0, consistent(mode::read_write));
   EXPECT_TRUE(m.last_recovery().replayed);
   EXPECT_EQ(m.last_recovery().epoch, 1u);

@@ -30,9 +30,14 @@ std::uint64_t offset_of(const parsed_args& args) {
 std::string state_of(const gpm::ooc::epoch_log_info& i) {
   if (!i.exists) return "no epoch log: the range was never mapped crash-consistently";
   if (i.pending) {
-    return "epoch " + std::to_string(i.epoch) +
-           " is committed but may not be in the file yet (a crash hit its write-back): the next "
-           "writing mapping or 'gpmkit ooc recover' writes it in place";
+    std::string s = "epoch " + std::to_string(i.epoch) +
+                    " is committed but may not be in the file yet (a crash hit its write-back): "
+                    "the next writing mapping or 'gpmkit ooc recover' writes it in place";
+    if (i.staged_records > 0) {
+      s += "; " + std::to_string(i.staged_records) + " of its records name lines in " +
+           i.staging_path + ": keep that file with the log";
+    }
+    return s;
   }
   if (i.discard_bytes > 0) {
     return "at epoch " + std::to_string(i.epoch) +
@@ -60,6 +65,8 @@ json::object log_json(const gpm::ooc::epoch_log_info& i) {
   o.add("pending", i.pending);
   o.add("records", i.records);
   o.add("record_bytes", i.record_bytes);
+  o.add("staging_path", i.staging_path);
+  o.add("staged_records", i.staged_records);
   o.add("log_bytes", i.log_bytes);
   o.add("discard_bytes", i.discard_bytes);
   return o;

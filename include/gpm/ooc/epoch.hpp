@@ -36,6 +36,10 @@ struct epoch_log_info {
   bool pending = false;
   std::uint64_t records = 0;        // records of the pending epoch (0 when none is pending)
   std::uint64_t record_bytes = 0;   // bytes of data they carry
+  // The range's staging file (beside the log), and how many records of the pending epoch name
+  // bytes in it (lines staged between syncs): while one does, it belongs with the log.
+  std::string staging_path;
+  std::uint64_t staged_records = 0;
   std::uint64_t log_bytes = 0;      // the log file's size
   std::uint64_t discard_bytes = 0;  // bytes past the last commit (a crashed sync's records)
 };
