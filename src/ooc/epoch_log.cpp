@@ -132,7 +132,6 @@ std::string describe(const stripe_set& s) {
 
 epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset, const stripe_set* files)
     : path_(gpm::ooc::epoch_log_path(data_path, offset)),
-      staging_path_(path_ + ".staged"),
       data_path_(data_path),
       data_name_(name_of(data_path)),
       offset_(offset) {
@@ -161,7 +160,6 @@ epoch_log::epoch_log(const std::string& data_path, std::uint64_t offset, const s
 epoch_log epoch_log::open_read_only(const std::string& data_path, std::uint64_t offset) {
   epoch_log log;
   log.path_ = gpm::ooc::epoch_log_path(data_path, offset);
-  log.staging_path_ = log.path_ + ".staged";
   log.data_path_ = data_path;
   log.data_name_ = name_of(data_path);
   log.offset_ = offset;
@@ -273,6 +271,7 @@ void epoch_log::create(const stripe_set& files) {
 }
 
 void epoch_log::open_existing(bool writable) {
+  staging_path_ = path_ + ".staged";
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
     throw_error(errno == ENOENT ? errc::not_found : errc::io,
@@ -445,13 +444,19 @@ void epoch_log::add(std::uint32_t kind, std::uint64_t at, const std::byte* src, 
   crash_point("ooc.log.append");
 }
 
+bool epoch_log::open_staging() const {
+  if (staging_fd_ < 0) {
+    staging_fd_ = ::open(staging_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+  }
+  return staging_fd_ >= 0;
+}
+
 void epoch_log::read_staged(std::uint64_t at, std::byte* dst, std::uint64_t bytes,
                             const std::string& rec) const {
   const std::string what = rec + " names bytes [" + std::to_string(at) + ", " +
                            std::to_string(at + bytes) + ") of the staging file " + staging_path_;
   if (staging_fd_ < 0) {
-    staging_fd_ = ::open(staging_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-    if (staging_fd_ < 0 && (errno == ENOENT || errno == ELOOP)) {
+    if (!open_staging() && (errno == ENOENT || errno == ELOOP)) {
       corrupt(what + ", which is missing (or not a file)");
     }
     if (staging_fd_ < 0) {
@@ -472,10 +477,7 @@ void epoch_log::read_staged(std::uint64_t at, std::byte* dst, std::uint64_t byte
 void epoch_log::commit() {
   if (staged_appended_) {
     // The staged records' bytes are durable before the commit that makes them the next epoch.
-    if (staging_fd_ < 0) {
-      staging_fd_ = ::open(staging_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-    }
-    if (staging_fd_ < 0 || ::fdatasync(staging_fd_) != 0) {
+    if (!open_staging() || ::fdatasync(staging_fd_) != 0) {
       throw_error(errc::io, "fdatasync of the staging file " + staging_path_ +
                                 " failed: " + sys_reason(errno));
     }

@@ -112,6 +112,9 @@ class epoch_log {
   void write_root(const root& r);
   void truncate_records();
   void sync_log(const char* what) const;
+  // Opens the staging file for reading once (errno says why not); its fd serves reads and
+  // fdatasync alike.
+  bool open_staging() const;
   void add(std::uint32_t kind, std::uint64_t at, const std::byte* src, std::uint64_t bytes,
            const std::uint32_t* mask, std::uint32_t mask_words, std::uint64_t staged_at);
   // Reads `bytes` at byte `at` of the staging file for record `rec`; corrupt if it is missing or
@@ -127,7 +130,7 @@ class epoch_log {
   [[noreturn]] void corrupt(const std::string& what) const;
 
   std::string path_;              // the log
-  std::string staging_path_;      // the staging file
+  std::string staging_path_;      // the staging file, path_ + ".staged" (open_existing)
   mutable int staging_fd_ = -1;   // opened when a staged record is appended or read
   bool staged_refs_ = false;      // kStaged: records may name bytes of the staging file
   bool staged_appended_ = false;  // the next epoch has staged records (commit syncs the file)
